@@ -1,0 +1,31 @@
+//! Errors raised while reading a chain definition.
+
+/// Why a `genesis.json` could not be turned into a [`crate::chain::ChainSpec`].
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// The file could not be read.
+    #[error("cannot read genesis file {path}: {source}")]
+    Read {
+        /// The path given.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid geth-style genesis.
+    #[error("genesis file {path} is not a valid geth genesis.json: {source}")]
+    Parse {
+        /// The path given.
+        path: String,
+        /// What serde said.
+        source: serde_json::Error,
+    },
+    /// The merge is configured in a way loupe cannot place at a block.
+    #[error(
+        "genesis sets terminalTotalDifficulty {ttd} without mergeNetsplitBlock: loupe needs \
+         mergeNetsplitBlock to know the first proof-of-stake block"
+    )]
+    MergeBlockUnknown {
+        /// The configured terminal total difficulty.
+        ttd: alloy_primitives::U256,
+    },
+}

@@ -1,0 +1,205 @@
+//! [`ChainSpec`]: chain id, fork activations and blob parameters of one chain.
+
+use std::sync::Arc;
+
+use alloy_consensus::Header;
+use alloy_eips::eip7840::BlobParams;
+use alloy_eips::eip7892::BlobScheduleBlobParams;
+use alloy_evm::eth::spec::EthExecutorSpec;
+use alloy_genesis::Genesis;
+use alloy_hardforks::{
+    EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition,
+};
+use alloy_primitives::{Address, B256, U256};
+
+use super::{ChainError, genesis_header};
+
+/// Everything loupe needs to know about a chain to execute its blocks.
+///
+/// Cheap to clone (the data sits behind an [`Arc`]); the block executor needs `Clone`.
+#[derive(Debug, Clone)]
+pub struct ChainSpec {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    genesis: Genesis,
+    genesis_header: Header,
+    genesis_hash: B256,
+    hardforks: EthereumChainHardforks,
+    blob_schedule: BlobScheduleBlobParams,
+}
+
+impl ChainSpec {
+    /// Reads a geth-style `genesis.json` from disk.
+    pub fn from_genesis_file(path: &std::path::Path) -> Result<Self, ChainError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ChainError::Read { path: path.display().to_string(), source })?;
+        Self::from_genesis_json(&text)
+            .map_err(|e| match e {
+                ChainError::Parse { source, .. } => {
+                    ChainError::Parse { path: path.display().to_string(), source }
+                }
+                other => other,
+            })
+    }
+
+    /// Parses a geth-style genesis from JSON text.
+    pub fn from_genesis_json(text: &str) -> Result<Self, ChainError> {
+        let genesis: Genesis = serde_json::from_str(text)
+            .map_err(|source| ChainError::Parse { path: "<json>".into(), source })?;
+        Self::from_genesis(genesis)
+    }
+
+    /// Builds the spec from a parsed genesis: fork list as reth derives it, with two
+    /// corrections — the DAO fork only when `daoForkSupport` is set, and the merge placed at
+    /// `mergeNetsplitBlock` (never guessed as block 0 for a chain with a non-zero TTD).
+    pub fn from_genesis(genesis: Genesis) -> Result<Self, ChainError> {
+        let c = &genesis.config;
+        let mut forks = vec![(EthereumHardfork::Frontier, ForkCondition::Block(0))];
+        let block_forks = [
+            (EthereumHardfork::Homestead, c.homestead_block),
+            (EthereumHardfork::Dao, c.dao_fork_block.filter(|_| c.dao_fork_support)),
+            (EthereumHardfork::Tangerine, c.eip150_block),
+            (EthereumHardfork::SpuriousDragon, c.eip155_block),
+            (EthereumHardfork::Byzantium, c.byzantium_block),
+            (EthereumHardfork::Constantinople, c.constantinople_block),
+            (EthereumHardfork::Petersburg, c.petersburg_block),
+            (EthereumHardfork::Istanbul, c.istanbul_block),
+            (EthereumHardfork::MuirGlacier, c.muir_glacier_block),
+            (EthereumHardfork::Berlin, c.berlin_block),
+            (EthereumHardfork::London, c.london_block),
+            (EthereumHardfork::ArrowGlacier, c.arrow_glacier_block),
+            (EthereumHardfork::GrayGlacier, c.gray_glacier_block),
+        ];
+        forks.extend(block_forks.into_iter().filter_map(|(f, b)| Some((f, ForkCondition::Block(b?)))));
+        if let Some(ttd) = c.terminal_total_difficulty {
+            let activation = match c.merge_netsplit_block {
+                Some(block) => block,
+                None if ttd.is_zero() => 0,
+                None => return Err(ChainError::MergeBlockUnknown { ttd }),
+            };
+            forks.push((
+                EthereumHardfork::Paris,
+                ForkCondition::TTD {
+                    activation_block_number: activation,
+                    fork_block: c.merge_netsplit_block,
+                    total_difficulty: ttd,
+                },
+            ));
+        }
+        let time_forks = [
+            (EthereumHardfork::Shanghai, c.shanghai_time),
+            (EthereumHardfork::Cancun, c.cancun_time),
+            (EthereumHardfork::Prague, c.prague_time),
+            (EthereumHardfork::Osaka, c.osaka_time),
+            (EthereumHardfork::Bpo1, c.bpo1_time),
+            (EthereumHardfork::Bpo2, c.bpo2_time),
+            (EthereumHardfork::Bpo3, c.bpo3_time),
+            (EthereumHardfork::Bpo4, c.bpo4_time),
+            (EthereumHardfork::Bpo5, c.bpo5_time),
+            (EthereumHardfork::Amsterdam, c.amsterdam_time),
+        ];
+        forks.extend(
+            time_forks.into_iter().filter_map(|(f, t)| Some((f, ForkCondition::Timestamp(t?)))),
+        );
+        let hardforks = EthereumChainHardforks::new(forks);
+        let blob_schedule = c.blob_schedule_blob_params();
+        let genesis_header = genesis_header(&genesis, &hardforks);
+        let genesis_hash = genesis_header.hash_slow();
+        Ok(Self {
+            inner: Arc::new(Inner { genesis, genesis_header, genesis_hash, hardforks, blob_schedule }),
+        })
+    }
+
+    /// The chain id (EIP-155).
+    pub fn chain_id(&self) -> u64 {
+        self.inner.genesis.config.chain_id
+    }
+
+    /// The parsed genesis file.
+    pub fn genesis(&self) -> &Genesis {
+        &self.inner.genesis
+    }
+
+    /// The genesis block header (block 0).
+    pub fn genesis_header(&self) -> &Header {
+        &self.inner.genesis_header
+    }
+
+    /// Hash of the genesis block.
+    pub fn genesis_hash(&self) -> B256 {
+        self.inner.genesis_hash
+    }
+
+    /// Blob parameters in force at `timestamp`: a scheduled BPO entry if one is active, else
+    /// those of the newest of Osaka, Prague, Cancun that is active, else none (pre-Cancun).
+    pub fn blob_params_at(&self, timestamp: u64) -> Option<BlobParams> {
+        let s = &self.inner.blob_schedule;
+        if let Some(p) = s.active_scheduled_params_at_timestamp(timestamp) {
+            return Some(*p);
+        }
+        if self.is_osaka_active_at_timestamp(timestamp) {
+            Some(s.osaka)
+        } else if self.is_prague_active_at_timestamp(timestamp) {
+            Some(s.prague)
+        } else if self.is_cancun_active_at_timestamp(timestamp) {
+            Some(s.cancun)
+        } else {
+            None
+        }
+    }
+
+    /// Whether Constantinople rules apply at `block` (used to correct revm's missing
+    /// Constantinople spec, see `evm::env`).
+    pub fn is_constantinople_active_at_block(&self, block: u64) -> bool {
+        self.ethereum_fork_activation(EthereumHardfork::Constantinople).active_at_block(block)
+    }
+
+    /// Total difficulty at which the merge happened, if the chain merged.
+    pub fn terminal_total_difficulty(&self) -> Option<U256> {
+        self.inner.genesis.config.terminal_total_difficulty
+    }
+}
+
+impl EthereumHardforks for ChainSpec {
+    fn ethereum_fork_activation(&self, fork: EthereumHardfork) -> ForkCondition {
+        self.inner.hardforks.ethereum_fork_activation(fork)
+    }
+}
+
+impl EthExecutorSpec for ChainSpec {
+    fn deposit_contract_address(&self) -> Option<Address> {
+        self.inner.genesis.config.deposit_contract_address
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dao_fork_needs_support_flag() {
+        let json = r#"{"config":{"chainId":1,"daoForkBlock":5,"daoForkSupport":false},
+            "difficulty":"0x1","gasLimit":"0x1000000","alloc":{}}"#;
+        let spec = ChainSpec::from_genesis_json(json).unwrap();
+        assert_eq!(spec.ethereum_fork_activation(EthereumHardfork::Dao), ForkCondition::Never);
+        let json = json.replace("\"daoForkSupport\":false", "\"daoForkSupport\":true");
+        let spec = ChainSpec::from_genesis_json(&json).unwrap();
+        assert_eq!(spec.ethereum_fork_activation(EthereumHardfork::Dao), ForkCondition::Block(5));
+    }
+
+    #[test]
+    fn merge_without_netsplit_block_is_refused_unless_ttd_zero() {
+        let json = r#"{"config":{"chainId":1,"terminalTotalDifficulty":100},
+            "difficulty":"0x1","gasLimit":"0x1000000","alloc":{}}"#;
+        assert!(matches!(
+            ChainSpec::from_genesis_json(json),
+            Err(ChainError::MergeBlockUnknown { .. })
+        ));
+        let json = json.replace("100", "0");
+        let spec = ChainSpec::from_genesis_json(&json).unwrap();
+        assert!(spec.is_paris_active_at_block(0));
+    }
+}

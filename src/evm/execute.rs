@@ -1,0 +1,100 @@
+//! [`execute_block`]: run one block on a state view and return receipts and state changes.
+
+use std::borrow::Cow;
+
+use alloy_consensus::{Block, Eip658Value, ReceiptEnvelope, TxEnvelope};
+use alloy_eips::eip7685::Requests;
+use alloy_evm::block::BlockExecutor;
+use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
+use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
+use alloy_evm::{Evm, EvmFactory, EthEvmFactory};
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, B256};
+use revm::database::states::bundle_state::BundleRetention;
+use revm::database::states::StateChangeset;
+use revm::database::{DatabaseRef, OriginalValuesKnown, State};
+use alloy_consensus::transaction::Recovered;
+
+use super::{EvmError, block_env};
+use crate::chain::ChainSpec;
+
+/// What executing a block produced.
+#[derive(Debug)]
+pub struct BlockOutcome {
+    /// One receipt per transaction; pre-Byzantium receipts carry the intermediate state root.
+    pub receipts: Vec<ReceiptEnvelope>,
+    /// EIP-7685 requests (Prague+).
+    pub requests: Requests,
+    /// Gas used by all transactions.
+    pub gas_used: u64,
+    /// Blob gas used (Cancun+).
+    pub blob_gas_used: u64,
+    /// The state changes of the whole block, rewards and withdrawals included.
+    pub changes: StateChangeset,
+}
+
+/// Executes `block` (whose senders are `senders`) on top of `parent_state`.
+///
+/// Before Byzantium a receipt holds the state root after its transaction (without the block
+/// reward, which is paid at the end, as geth does). For those blocks `intermediate_root` is
+/// called after each transaction with the cumulative changes of the block so far and must
+/// return the state root of parent state + those changes. It is not called from Byzantium on.
+pub fn execute_block<DB, F, E>(
+    spec: &ChainSpec,
+    parent_state: DB,
+    block: &Block<TxEnvelope>,
+    senders: &[Address],
+    mut intermediate_root: F,
+) -> Result<BlockOutcome, EvmError>
+where
+    DB: DatabaseRef + std::fmt::Debug,
+    F: FnMut(&StateChangeset) -> Result<B256, E>,
+    E: std::fmt::Display,
+{
+    let header = &block.header;
+    let pre_byzantium = !spec.is_byzantium_active_at_block(header.number);
+    let mut state = State::builder().with_database_ref(parent_state).with_bundle_update().build();
+    let env = block_env(spec, header);
+    let evm = EthEvmFactory::default().create_evm(&mut state, env);
+    let ctx = EthBlockExecutionCtx {
+        parent_hash: header.parent_hash,
+        parent_beacon_block_root: header.parent_beacon_block_root,
+        ommers: &block.body.ommers,
+        withdrawals: block.body.withdrawals.as_ref().map(|w| Cow::Borrowed(w.as_slice())),
+        extra_data: header.extra_data.clone(),
+        tx_count_hint: Some(block.body.transactions.len()),
+        slot_number: None,
+    };
+    let mut executor = EthBlockExecutor::new(evm, ctx, spec, AlloyReceiptBuilder::default());
+    executor.apply_pre_execution_changes().map_err(|e| EvmError::Block(e.to_string()))?;
+    for (index, (tx, sender)) in block.body.transactions.iter().zip(senders).enumerate() {
+        executor
+            .execute_transaction(Recovered::new_unchecked(tx, *sender))
+            .map_err(|e| EvmError::Transaction { index, message: e.to_string() })?;
+        if pre_byzantium {
+            let db = executor.evm_mut().db_mut();
+            db.merge_transitions(BundleRetention::PlainState);
+            // `No`: every touched value, so that re-applying the cumulative set also resets
+            // slots that went back to their original value within the block.
+            let changes = db.bundle_state.to_plain_state(OriginalValuesKnown::No);
+            let root = intermediate_root(&changes)
+                .map_err(|e| EvmError::IntermediateRoot { index, message: e.to_string() })?;
+            if let Some(r) = executor.receipts.last_mut().and_then(|r| r.as_receipt_with_bloom_mut()) {
+                r.receipt.status = Eip658Value::PostState(root);
+            }
+        }
+    }
+    let (evm, result) = executor.finish().map_err(|e| EvmError::Block(e.to_string()))?;
+    drop(evm);
+    state.merge_transitions(BundleRetention::Reverts);
+    let bundle = state.take_bundle();
+    let known = if pre_byzantium { OriginalValuesKnown::No } else { OriginalValuesKnown::Yes };
+    let changes = bundle.to_plain_state(known);
+    Ok(BlockOutcome {
+        receipts: result.receipts,
+        requests: result.requests,
+        gas_used: result.gas_used,
+        blob_gas_used: result.blob_gas_used,
+        changes,
+    })
+}

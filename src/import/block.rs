@@ -1,0 +1,130 @@
+//! [`import_block`]: verify, execute and store one block.
+
+use alloy_consensus::proofs::{
+    calculate_ommers_root, calculate_receipt_root, calculate_transaction_root,
+    calculate_withdrawals_root,
+};
+use alloy_consensus::transaction::SignerRecoverable;
+use alloy_consensus::{Block, TxEnvelope, TxReceipt};
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, B256, Bloom};
+
+use super::ImportError;
+use crate::chain::ChainSpec;
+use crate::evm::execute_block;
+use crate::storage::{Database, FullRecompute, StateRootCalculator};
+
+/// What [`import_block`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockStatus {
+    /// Executed, verified and stored.
+    Imported,
+    /// The same block was already stored; nothing done.
+    AlreadyStored,
+}
+
+fn check<T: PartialEq + std::fmt::Display>(
+    number: u64,
+    hash: B256,
+    what: &'static str,
+    expected: T,
+    got: T,
+) -> Result<(), ImportError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(ImportError::Mismatch {
+            number,
+            hash,
+            what,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        })
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".to_string(), |v| v.to_string())
+}
+
+/// Imports `block` on top of the stored head. `durable` makes the commit fsync.
+pub fn import_block(
+    db: &Database,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    durable: bool,
+) -> Result<BlockStatus, ImportError> {
+    let header = &block.header;
+    let number = header.number;
+    let hash = header.hash_slow();
+    let reader = db.begin_read()?;
+    let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+    if number <= head {
+        let stored = reader.canonical_hash(number)?.unwrap_or_default();
+        return if stored == hash {
+            Ok(BlockStatus::AlreadyStored)
+        } else {
+            Err(ImportError::Conflict { number, hash, stored })
+        };
+    }
+    if number != head + 1 {
+        return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
+    }
+    let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
+    check(number, hash, "parent hash", header.parent_hash, parent_hash)?;
+
+    // Commitments checkable without execution.
+    let body = &block.body;
+    check(number, hash, "transactions root", header.transactions_root, calculate_transaction_root(&body.transactions))?;
+    check(number, hash, "ommers hash", header.ommers_hash, calculate_ommers_root(&body.ommers))?;
+    let shanghai = spec.is_shanghai_active_at_timestamp(header.timestamp);
+    let withdrawals_root = body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w));
+    if shanghai || header.withdrawals_root.is_some() || withdrawals_root.is_some() {
+        check(number, hash, "withdrawals root", opt(header.withdrawals_root), opt(withdrawals_root))?;
+    }
+
+    let senders = body
+        .transactions
+        .iter()
+        .enumerate()
+        .map(|(index, tx)| {
+            tx.recover_signer_unchecked().map_err(|e| ImportError::Signature {
+                number,
+                hash,
+                index,
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<Vec<Address>, _>>()?;
+
+    let writer = db.begin_write()?;
+    let roots = FullRecompute;
+    let parent_state = reader.state_at(head)?;
+    let outcome = execute_block(spec, &parent_state, block, &senders, |changes| {
+        writer.apply_changeset(number, changes)?;
+        roots.state_root(&writer)
+    })
+    .map_err(|source| ImportError::Execution { number, hash, source })?;
+    writer.apply_changeset(number, &outcome.changes)?;
+
+    check(number, hash, "gas used", header.gas_used, outcome.gas_used)?;
+    check(number, hash, "receipts root", header.receipts_root, calculate_receipt_root(&outcome.receipts))?;
+    let mut bloom = Bloom::ZERO;
+    for r in &outcome.receipts {
+        bloom.accrue_bloom(&r.bloom());
+    }
+    check(number, hash, "logs bloom", header.logs_bloom, bloom)?;
+    if spec.is_prague_active_at_timestamp(header.timestamp) || header.requests_hash.is_some() {
+        check(number, hash, "requests hash", opt(header.requests_hash), opt(Some(outcome.requests.requests_hash())))?;
+    }
+    if spec.is_cancun_active_at_timestamp(header.timestamp) || header.blob_gas_used.is_some() {
+        check(number, hash, "blob gas used", opt(header.blob_gas_used), opt(Some(outcome.blob_gas_used)))?;
+    }
+    check(number, hash, "state root", header.state_root, roots.state_root(&writer)?)?;
+
+    writer.insert_block(block, hash, &senders, &outcome.receipts)?;
+    writer.set_markers(number, number, number)?;
+    writer.commit(durable)?;
+    tracing::debug!(target: "import", number, %hash, txs = body.transactions.len(), "block stored");
+    Ok(BlockStatus::Imported)
+}

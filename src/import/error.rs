@@ -1,0 +1,132 @@
+//! Import errors. Each names the block (number and hash where known) and what mismatched.
+
+use alloy_primitives::B256;
+
+use super::SourceError;
+use crate::chain::ChainError;
+use crate::evm::EvmError;
+use crate::storage::StorageError;
+
+/// Why an import or init stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A chain file could not be opened.
+    #[error("cannot open chain file {path}: {source}")]
+    Open {
+        /// Path given.
+        path: String,
+        /// I/O error.
+        source: std::io::Error,
+    },
+    /// A chain file could not be decoded.
+    #[error("{path}: {source} (expected block #{expected_block} next)")]
+    Source {
+        /// Path of the file.
+        path: String,
+        /// Number of the block the importer was waiting for.
+        expected_block: u64,
+        /// What was wrong with the bytes.
+        source: SourceError,
+    },
+    /// A block failed a check.
+    #[error("block #{number} ({hash}): {what} mismatch: expected {expected}, got {got}")]
+    Mismatch {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// Which commitment.
+        what: &'static str,
+        /// Value in the block header (or required value).
+        expected: String,
+        /// Value loupe computed.
+        got: String,
+    },
+    /// A block arrived out of order.
+    #[error("block #{number} ({hash}) is out of order: expected block #{expected} next")]
+    OutOfOrder {
+        /// Block number found.
+        number: u64,
+        /// Its hash.
+        hash: B256,
+        /// The block number wanted.
+        expected: u64,
+    },
+    /// A block conflicts with a stored block of the same number.
+    #[error("block #{number} ({hash}) conflicts with the stored block {stored} at that height")]
+    Conflict {
+        /// Block number.
+        number: u64,
+        /// Hash of the new block.
+        hash: B256,
+        /// Hash stored.
+        stored: B256,
+    },
+    /// A signature did not recover.
+    #[error("block #{number} ({hash}): transaction {index} has an invalid signature: {message}")]
+    Signature {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// Transaction index.
+        index: usize,
+        /// Details.
+        message: String,
+    },
+    /// Execution failed.
+    #[error("block #{number} ({hash}): execution failed: {source}")]
+    Execution {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// The EVM error.
+        source: EvmError,
+    },
+    /// The datadir holds a different chain.
+    #[error(
+        "datadir was initialised with another genesis: stored genesis hash {stored}, \
+         given genesis hash {given}"
+    )]
+    GenesisMismatch {
+        /// Hash of the stored genesis.
+        stored: B256,
+        /// Hash of the given genesis.
+        given: B256,
+    },
+    /// Import into a datadir that has no genesis yet.
+    #[error("datadir is not initialised: run `loupe init --genesis FILE` or pass --genesis")]
+    NotInitialised,
+    /// The stored genesis text is not valid.
+    #[error("chain definition: {0}")]
+    Chain(#[from] ChainError),
+    /// The database failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Adds the byte offset of the block in its file.
+    #[error("{source} [at byte offset {offset}]")]
+    AtOffset {
+        /// Offset of the block's first byte.
+        offset: u64,
+        /// The error.
+        source: Box<ImportError>,
+    },
+}
+
+impl ImportError {
+    pub(super) fn at_offset(self, offset: u64) -> Self {
+        match self {
+            Self::Storage(_) => self,
+            other => Self::AtOffset { offset, source: Box::new(other) },
+        }
+    }
+
+    /// The error without the byte-offset wrapper.
+    pub fn root(&self) -> &Self {
+        match self {
+            Self::AtOffset { source, .. } => source.root(),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! [`BlockReader`]: streams concatenated RLP blocks from a file, one block in memory at a time.
+
+use std::io::Read;
+
+use alloy_consensus::{Block, TxEnvelope};
+use alloy_rlp::Decodable;
+
+/// Largest block accepted (a guard against a garbage length prefix allocating gigabytes).
+const MAX_BLOCK_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What was wrong with the bytes of a chain file.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// Reading failed.
+    #[error("read error at byte {offset}: {source}")]
+    Io {
+        /// Offset.
+        offset: u64,
+        /// I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes do not start an RLP list, so this is not a block (or not RLP at all).
+    #[error("not an RLP chain file: byte 0x{byte:02x} at offset {offset} does not start an RLP list (a block)")]
+    NotAList {
+        /// Offset.
+        offset: u64,
+        /// The byte found.
+        byte: u8,
+    },
+    /// The file ends inside a block.
+    #[error("file truncated inside the block starting at byte {offset}: it needs {needed} bytes, only {available} remain")]
+    Truncated {
+        /// Offset of the block.
+        offset: u64,
+        /// Bytes the block's length prefix announces.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// The length prefix announces an absurd size.
+    #[error("block at byte {offset} claims {size} bytes, more than the {MAX_BLOCK_BYTES}-byte limit")]
+    TooLarge {
+        /// Offset.
+        offset: u64,
+        /// Claimed size.
+        size: u64,
+    },
+    /// The bytes are RLP but not a valid block.
+    #[error("block at byte {offset} does not decode: {message}")]
+    Decode {
+        /// Offset.
+        offset: u64,
+        /// Decoder message.
+        message: String,
+    },
+}
+
+/// Reads one block at a time from a stream of concatenated RLP blocks (`geth export` format).
+#[derive(Debug)]
+pub struct BlockReader<R> {
+    inner: R,
+    offset: u64,
+    buf: Vec<u8>,
+}
+
+impl<R: Read> BlockReader<R> {
+    /// Wraps a reader positioned at the first block.
+    pub fn new(inner: R) -> Self {
+        Self { inner, offset: 0, buf: Vec::new() }
+    }
+
+    /// The next block and the byte offset it started at; `None` at a clean end of file.
+    pub fn next_block(&mut self) -> Option<Result<(u64, Block<TxEnvelope>), SourceError>> {
+        let start = self.offset;
+        let mut first = [0u8; 1];
+        match read_full(&mut self.inner, &mut first) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(source) => return Some(Err(SourceError::Io { offset: start, source })),
+        }
+        Some(self.read_rest(start, first[0]))
+    }
+
+    fn read_rest(&mut self, start: u64, first: u8) -> Result<(u64, Block<TxEnvelope>), SourceError> {
+        if first < 0xc0 {
+            return Err(SourceError::NotAList { offset: start, byte: first });
+        }
+        self.buf.clear();
+        self.buf.push(first);
+        let payload_len = if first <= 0xf7 {
+            u64::from(first - 0xc0)
+        } else {
+            let len_of_len = usize::from(first - 0xf7);
+            let mut len_bytes = [0u8; 8];
+            let got = read_full(&mut self.inner, &mut len_bytes[..len_of_len])
+                .map_err(|source| SourceError::Io { offset: start, source })?;
+            if got < len_of_len {
+                return Err(SourceError::Truncated {
+                    offset: start,
+                    needed: 1 + len_of_len as u64,
+                    available: 1 + got as u64,
+                });
+            }
+            self.buf.extend_from_slice(&len_bytes[..len_of_len]);
+            len_bytes[..len_of_len].iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+        };
+        if payload_len > MAX_BLOCK_BYTES {
+            return Err(SourceError::TooLarge { offset: start, size: payload_len });
+        }
+        let header_len = self.buf.len();
+        self.buf.resize(header_len + payload_len as usize, 0);
+        let got = read_full(&mut self.inner, &mut self.buf[header_len..])
+            .map_err(|source| SourceError::Io { offset: start, source })?;
+        if got < payload_len as usize {
+            return Err(SourceError::Truncated {
+                offset: start,
+                needed: header_len as u64 + payload_len,
+                available: (header_len + got) as u64,
+            });
+        }
+        self.offset = start + self.buf.len() as u64;
+        let mut slice = self.buf.as_slice();
+        let block = Block::<TxEnvelope>::decode(&mut slice)
+            .map_err(|e| SourceError::Decode { offset: start, message: e.to_string() })?;
+        if !slice.is_empty() {
+            return Err(SourceError::Decode {
+                offset: start,
+                message: format!("{} trailing bytes inside the block's RLP list", slice.len()),
+            });
+        }
+        Ok((start, block))
+    }
+}
+
+/// Reads until `buf` is full or EOF; returns the count read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_non_rlp_and_empty_is_clean_eof() {
+        let mut r = BlockReader::new(&b"{\"json\": true}"[..]);
+        assert!(matches!(r.next_block(), Some(Err(SourceError::NotAList { offset: 0, byte: b'{' }))));
+        let mut r = BlockReader::new(&b""[..]);
+        assert!(r.next_block().is_none());
+    }
+
+    #[test]
+    fn truncated_length_prefix() {
+        let mut r = BlockReader::new(&[0xf9u8, 0x01][..]);
+        assert!(matches!(r.next_block(), Some(Err(SourceError::Truncated { offset: 0, .. }))));
+    }
+}

@@ -1,0 +1,23 @@
+//! loupe: a lightweight Ethereum archive node serving `trace_call` and `eth_` reads over
+//! JSON-RPC.
+//!
+//! Layers, each a module that may only use the ones below it:
+//!
+//! | module    | does                                              | may use                  |
+//! |-----------|---------------------------------------------------|--------------------------|
+//! | `cli`     | command line, node start-up                       | everything               |
+//! | `rpc`     | JSON-RPC server and methods                       | `evm`, `storage`, `chain`|
+//! | `import`  | genesis init, verified block import               | `evm`, `storage`, `chain`|
+//! | `evm`     | block environments, block and call execution      | `chain`                  |
+//! | `storage` | redb tables, history, `StateAt`                   | nothing internal         |
+//! | `chain`   | chain spec and genesis from `genesis.json`        | nothing internal         |
+//!
+//! CI checks the rule with `grep` (see `.ci/run`). `docs/design.md` describes the tables, the
+//! history lookup and the import flow.
+
+pub mod chain;
+pub mod cli;
+pub mod evm;
+pub mod import;
+pub mod rpc;
+pub mod storage;

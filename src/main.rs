@@ -1,0 +1,17 @@
+//! The `loupe` binary: parse the command line and run it.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = loupe::cli::Cli::parse();
+    loupe::cli::init_logging(&cli.log);
+    match cli.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! JSON-RPC server and methods.

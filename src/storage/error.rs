@@ -1,0 +1,51 @@
+//! Storage-layer errors.
+
+use alloy_primitives::B256;
+
+/// Result alias for the storage layer.
+pub type StorageResult<T> = Result<T, StorageError>;
+
+/// Errors from the archive database.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The datadir could not be created or read.
+    #[error("datadir {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// redb failed (I/O, corruption, or a transaction problem).
+    #[error("database: {0}")]
+    Db(#[from] redb::Error),
+    /// A stored record did not decode; the file is corrupt or from another version.
+    #[error("corrupt record in table {table}: {detail}")]
+    Corrupt {
+        /// Table name.
+        table: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Code referenced by an account is missing.
+    #[error("bytecode {0} referenced by an account is not stored")]
+    MissingCode(B256),
+}
+
+impl revm::database::DBErrorMarker for StorageError {}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StorageError {
+            fn from(e: $t) -> Self { Self::Db(e.into()) }
+        }
+    )*};
+}
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

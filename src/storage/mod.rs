@@ -1,0 +1,66 @@
+//! Embedded archive database (redb): blocks, receipts, current state and state history.
+//!
+//! Every table is described in [`tables`] and in `docs/design.md`. Writes go through one
+//! [`Writer`] (one redb write transaction per block, so a block is stored whole or not at all);
+//! reads go through a [`Reader`] snapshot, and [`StateAt`] answers state queries "as of the end
+//! of block N" for the EVM.
+
+mod codec;
+mod error;
+mod read;
+mod state;
+pub mod tables;
+mod trie;
+mod write;
+
+use std::path::Path;
+
+use redb::ReadableDatabase;
+
+pub use codec::StoredAccount;
+pub use error::{StorageError, StorageResult};
+pub use read::{BlockMarkers, Reader, StoredTransaction};
+pub use state::{StateAt, StateDump};
+pub use trie::{FullRecompute, StateRootCalculator, state_root_of};
+pub use write::Writer;
+
+/// Name of the database file inside a datadir.
+pub const DB_FILE: &str = "loupe.redb";
+
+/// Handle to the archive database. Cheap to share behind an `Arc`; redb allows one writer and
+/// any number of concurrent readers, each reading a consistent snapshot.
+#[derive(Debug)]
+pub struct Database {
+    db: redb::Database,
+}
+
+impl Database {
+    /// Opens the database in `datadir`, creating the directory, the file and all tables if they
+    /// do not exist yet. After a crash, redb repairs the file here and the database opens at its
+    /// last durable commit.
+    pub fn open(datadir: &Path) -> StorageResult<Self> {
+        std::fs::create_dir_all(datadir).map_err(|source| StorageError::Io {
+            path: datadir.display().to_string(),
+            source,
+        })?;
+        let db = redb::Database::builder()
+            .set_cache_size(256 * 1024 * 1024)
+            .create(datadir.join(DB_FILE))?;
+        let this = Self { db };
+        let w = this.begin_write()?;
+        w.create_tables()?;
+        w.commit(true)?;
+        Ok(this)
+    }
+
+    /// Starts a read snapshot.
+    pub fn begin_read(&self) -> StorageResult<Reader> {
+        Reader::new(self.db.begin_read()?)
+    }
+
+    /// Starts the (single) write transaction. Nothing is visible to readers until
+    /// [`Writer::commit`].
+    pub fn begin_write(&self) -> StorageResult<Writer> {
+        Ok(Writer::new(self.db.begin_write()?))
+    }
+}

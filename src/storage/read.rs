@@ -1,0 +1,170 @@
+//! [`Reader`]: typed reads of blocks, transactions and receipts from one consistent snapshot.
+
+use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, TxEnvelope};
+use alloy_eips::Decodable2718;
+use alloy_primitives::{Address, B256};
+use alloy_rlp::Decodable;
+use redb::ReadTransaction;
+
+use super::codec::{split_tx_key, tx_key, u64_value};
+use super::tables::{self, meta};
+use super::{StateAt, StorageError, StorageResult};
+
+/// A transaction as stored, with its recovered sender and position.
+#[derive(Debug, Clone)]
+pub struct StoredTransaction {
+    /// Recovered sender.
+    pub sender: Address,
+    /// The signed transaction.
+    pub tx: TxEnvelope,
+    /// Block number it is in.
+    pub block: u64,
+    /// Index within the block.
+    pub index: u32,
+}
+
+/// The block numbers the tags `latest`, `safe`, `finalized` resolve to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMarkers {
+    /// Last fully stored block.
+    pub head: u64,
+    /// The `safe` block.
+    pub safe: u64,
+    /// The `finalized` block.
+    pub finalized: u64,
+}
+
+/// A read snapshot of the archive. Everything read through one `Reader` is consistent.
+#[derive(Debug)]
+pub struct Reader {
+    txn: ReadTransaction,
+}
+
+fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt { table, detail: e.to_string() }
+}
+
+impl Reader {
+    pub(super) fn new(txn: ReadTransaction) -> StorageResult<Self> {
+        Ok(Self { txn })
+    }
+
+    /// The genesis.json text this database was initialised with, if initialised.
+    pub fn genesis_json(&self) -> StorageResult<Option<String>> {
+        let t = self.txn.open_table(tables::META)?;
+        match t.get(meta::GENESIS)? {
+            Some(v) => String::from_utf8(v.value().to_vec()).map(Some).map_err(|e| corrupt("meta", e)),
+            None => Ok(None),
+        }
+    }
+
+    fn meta_u64(&self, key: &str) -> StorageResult<Option<u64>> {
+        let t = self.txn.open_table(tables::META)?;
+        t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
+    }
+
+    /// Number of the last fully stored block, `None` before `init`.
+    pub fn head(&self) -> StorageResult<Option<u64>> {
+        self.meta_u64(meta::HEAD)
+    }
+
+    /// Head, safe and finalized block numbers (`None` before `init`).
+    pub fn markers(&self) -> StorageResult<Option<BlockMarkers>> {
+        let Some(head) = self.head()? else { return Ok(None) };
+        Ok(Some(BlockMarkers {
+            head,
+            safe: self.meta_u64(meta::SAFE)?.unwrap_or(head),
+            finalized: self.meta_u64(meta::FINALIZED)?.unwrap_or(head),
+        }))
+    }
+
+    /// Canonical hash of block `number`.
+    pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
+        let t = self.txn.open_table(tables::CANONICAL)?;
+        Ok(t.get(number)?.map(|v| B256::from(*v.value())))
+    }
+
+    /// Number of the block with `hash`, if stored.
+    pub fn block_number(&self, hash: &B256) -> StorageResult<Option<u64>> {
+        let t = self.txn.open_table(tables::HASH_TO_NUMBER)?;
+        Ok(t.get(&hash.0)?.map(|v| v.value()))
+    }
+
+    /// Header of block `number`.
+    pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
+        let t = self.txn.open_table(tables::HEADERS)?;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        Header::decode(&mut v.value()).map(Some).map_err(|e| corrupt("headers", e))
+    }
+
+    /// Ommers and withdrawals of block `number` (transactions left empty) and its tx count.
+    pub fn body(&self, number: u64) -> StorageResult<Option<(BlockBody<TxEnvelope>, u32)>> {
+        let t = self.txn.open_table(tables::BODIES)?;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        let bytes = v.value();
+        if bytes.len() < 4 {
+            return Err(corrupt("bodies", "short value"));
+        }
+        let count = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let body = BlockBody::decode(&mut &bytes[4..]).map_err(|e| corrupt("bodies", e))?;
+        Ok(Some((body, count)))
+    }
+
+    /// Number of transactions in block `number`, if the block is stored.
+    pub fn transaction_count(&self, number: u64) -> StorageResult<Option<u32>> {
+        let t = self.txn.open_table(tables::BODIES)?;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        let b = v.value();
+        if b.len() < 4 {
+            return Err(corrupt("bodies", "short value"));
+        }
+        Ok(Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+    }
+
+    /// Transaction `index` of block `number`.
+    pub fn transaction(&self, number: u64, index: u32) -> StorageResult<Option<StoredTransaction>> {
+        let t = self.txn.open_table(tables::TRANSACTIONS)?;
+        let Some(v) = t.get(&tx_key(number, index))? else { return Ok(None) };
+        decode_tx(number, index, v.value()).map(Some)
+    }
+
+    /// All transactions of block `number`, in order.
+    pub fn transactions(&self, number: u64) -> StorageResult<Vec<StoredTransaction>> {
+        let t = self.txn.open_table(tables::TRANSACTIONS)?;
+        let mut out = Vec::new();
+        for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
+            let (k, v) = item?;
+            let (block, index) = split_tx_key(k.value());
+            out.push(decode_tx(block, index, v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Where the transaction with `hash` is: `(block, index)`.
+    pub fn transaction_location(&self, hash: &B256) -> StorageResult<Option<(u64, u32)>> {
+        let t = self.txn.open_table(tables::TX_LOOKUP)?;
+        Ok(t.get(&hash.0)?.map(|v| split_tx_key(v.value())))
+    }
+
+    /// Receipts of block `number`.
+    pub fn receipts(&self, number: u64) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
+        let t = self.txn.open_table(tables::RECEIPTS)?;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        Vec::<ReceiptEnvelope>::decode(&mut v.value()).map(Some).map_err(|e| corrupt("receipts", e))
+    }
+
+    /// State as of the end of block `number` (the EVM's view for calls "at" that block).
+    pub fn state_at(&self, number: u64) -> StorageResult<StateAt> {
+        let head = self.head()?.unwrap_or(0);
+        StateAt::new(&self.txn, number, head)
+    }
+}
+
+fn decode_tx(block: u64, index: u32, bytes: &[u8]) -> StorageResult<StoredTransaction> {
+    if bytes.len() < 20 {
+        return Err(corrupt("transactions", "short value"));
+    }
+    let sender = Address::from_slice(&bytes[..20]);
+    let tx = TxEnvelope::decode_2718(&mut &bytes[20..]).map_err(|e| corrupt("transactions", e))?;
+    Ok(StoredTransaction { sender, tx, block, index })
+}

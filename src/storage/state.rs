@@ -1,0 +1,165 @@
+//! [`StateAt`]: the state as of the end of one stored block, as a revm `DatabaseRef`.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
+use revm::bytecode::Bytecode;
+use revm::database::DatabaseRef;
+use revm::state::AccountInfo;
+
+use super::codec::{StoredAccount, account_history_key, storage_history_key, storage_key};
+use super::tables;
+use super::{StorageError, StorageResult};
+
+/// Reads accounts, storage, code and block hashes as they were right after block `block`.
+///
+/// At the head this reads the current tables directly; at an older block every account or slot
+/// costs one ordered seek in the history tables (see [`tables::ACCOUNT_HISTORY`]). It borrows
+/// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
+pub struct StateAt {
+    block: u64,
+    /// `block` is the head of the snapshot: history can hold nothing newer, skip the seek.
+    at_head: bool,
+    accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
+    storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
+    account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
+    storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
+    bytecodes: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    canonical: ReadOnlyTable<u64, &'static [u8; 32]>,
+}
+
+impl std::fmt::Debug for StateAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateAt").field("block", &self.block).finish_non_exhaustive()
+    }
+}
+
+/// Every account and its non-zero storage, as returned by [`StateAt::dump`].
+pub type StateDump = BTreeMap<Address, (StoredAccount, BTreeMap<U256, U256>)>;
+
+impl StateAt {
+    pub(super) fn new(txn: &ReadTransaction, block: u64, head: u64) -> StorageResult<Self> {
+        Ok(Self {
+            block,
+            at_head: block >= head,
+            accounts: txn.open_table(tables::ACCOUNTS)?,
+            storage: txn.open_table(tables::STORAGE)?,
+            account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
+            storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
+            bytecodes: txn.open_table(tables::BYTECODES)?,
+            canonical: txn.open_table(tables::CANONICAL)?,
+        })
+    }
+
+    /// The block whose post-state this reads.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+
+    /// The account at `address`, `None` if it did not exist.
+    pub fn account(&self, address: &Address) -> StorageResult<Option<StoredAccount>> {
+        if !self.at_head {
+            let from = account_history_key(address, self.block + 1);
+            let to = account_history_key(address, u64::MAX);
+            if let Some(item) = self.account_history.range::<&[u8; 28]>(&from..=&to)?.next() {
+                let (_, v) = item?;
+                return StoredAccount::decode_history(v.value());
+            }
+        }
+        Ok(self.accounts.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())))
+    }
+
+    /// The value of storage `slot` of `address` (zero if unset).
+    pub fn storage_value(&self, address: &Address, slot: &U256) -> StorageResult<U256> {
+        if !self.at_head {
+            let from = storage_history_key(address, slot, self.block + 1);
+            let to = storage_history_key(address, slot, u64::MAX);
+            if let Some(item) = self.storage_history.range::<&[u8; 60]>(&from..=&to)?.next() {
+                let (_, v) = item?;
+                return Ok(U256::from_be_bytes(*v.value()));
+            }
+        }
+        Ok(self
+            .storage
+            .get(&storage_key(address, slot))?
+            .map(|v| U256::from_be_bytes(*v.value()))
+            .unwrap_or_default())
+    }
+
+    /// Code with hash `hash` (empty for the empty-code hash).
+    pub fn code(&self, hash: &B256) -> StorageResult<Bytecode> {
+        if *hash == KECCAK256_EMPTY || hash.is_zero() {
+            return Ok(Bytecode::default());
+        }
+        let v = self.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
+        Ok(Bytecode::new_raw(v.value().to_vec().into()))
+    }
+
+    /// Every account that exists at this block with its non-zero storage, each read through
+    /// the same lookup as [`Self::account`] and [`Self::storage_value`]. Candidates are all
+    /// addresses and slots that exist now or appear in history. Cost is O(state + history):
+    /// for checks and tools, not for requests.
+    pub fn dump(&self) -> StorageResult<StateDump> {
+        let mut addresses = std::collections::BTreeSet::new();
+        for item in self.accounts.iter()? {
+            addresses.insert(Address::from(*item?.0.value()));
+        }
+        for item in self.account_history.iter()? {
+            addresses.insert(Address::from_slice(&item?.0.value()[..20]));
+        }
+        let mut slots: BTreeMap<Address, std::collections::BTreeSet<U256>> = BTreeMap::new();
+        for item in self.storage.iter()? {
+            let k = *item?.0.value();
+            slots.entry(Address::from_slice(&k[..20])).or_default().insert(U256::from_be_slice(&k[20..]));
+        }
+        for item in self.storage_history.iter()? {
+            let k = *item?.0.value();
+            slots.entry(Address::from_slice(&k[..20])).or_default().insert(U256::from_be_slice(&k[20..52]));
+        }
+        let mut out = StateDump::new();
+        for address in addresses {
+            let Some(account) = self.account(&address)? else { continue };
+            let mut storage = BTreeMap::new();
+            for slot in slots.get(&address).into_iter().flatten() {
+                let v = self.storage_value(&address, slot)?;
+                if !v.is_zero() {
+                    storage.insert(*slot, v);
+                }
+            }
+            out.insert(address, (account, storage));
+        }
+        Ok(out)
+    }
+}
+
+impl DatabaseRef for StateAt {
+    type Error = StorageError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
+        Ok(self.account(&address)?.map(|a| AccountInfo {
+            balance: a.balance,
+            nonce: a.nonce,
+            code_hash: if a.code_hash.is_zero() { KECCAK256_EMPTY } else { a.code_hash },
+            account_id: None,
+            code: None,
+        }))
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, Self::Error> {
+        self.code(&code_hash)
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
+        self.storage_value(&address, &index)
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {
+        // BLOCKHASH only reaches back 256 blocks from the executing block; revm enforces the
+        // window. A block we do not have reads as zero, as in geth.
+        if number > self.block {
+            return Ok(B256::ZERO);
+        }
+        Ok(self.canonical.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
+    }
+}

@@ -1,0 +1,218 @@
+//! [`Writer`]: the single write transaction; stores blocks and state changes with history.
+
+use alloy_consensus::{Block, BlockBody, Header, ReceiptEnvelope, TxEnvelope};
+use alloy_eips::Encodable2718;
+use alloy_primitives::{Address, B256, U256};
+use alloy_rlp::Encodable;
+use redb::{Durability, ReadableTable, WriteTransaction};
+use revm::database::states::StateChangeset;
+
+use super::codec::{StoredAccount, account_history_key, storage_history_key, storage_key, tx_key, u64_value};
+use super::tables::{self, meta};
+use super::{StateDump, StorageResult};
+
+/// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
+/// which is how a block that fails verification leaves no trace.
+pub struct Writer {
+    txn: WriteTransaction,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    pub(super) fn new(txn: WriteTransaction) -> Self {
+        Self { txn }
+    }
+
+    pub(super) fn create_tables(&self) -> StorageResult<()> {
+        self.txn.open_table(tables::HEADERS)?;
+        self.txn.open_table(tables::CANONICAL)?;
+        self.txn.open_table(tables::HASH_TO_NUMBER)?;
+        self.txn.open_table(tables::BODIES)?;
+        self.txn.open_table(tables::TRANSACTIONS)?;
+        self.txn.open_table(tables::RECEIPTS)?;
+        self.txn.open_table(tables::TX_LOOKUP)?;
+        self.txn.open_table(tables::BYTECODES)?;
+        self.txn.open_table(tables::ACCOUNTS)?;
+        self.txn.open_table(tables::STORAGE)?;
+        self.txn.open_table(tables::ACCOUNT_HISTORY)?;
+        self.txn.open_table(tables::STORAGE_HISTORY)?;
+        let mut m = self.txn.open_table(tables::META)?;
+        if m.get(meta::SCHEMA)?.is_none() {
+            m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// Makes the commit durable (fsync) or not. Non-durable commits are visible to readers at
+    /// once and become durable with the next durable commit; a crash in between loses them whole
+    /// (never half of one).
+    pub fn commit(mut self, durable: bool) -> StorageResult<()> {
+        self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+        self.txn.commit()?;
+        Ok(())
+    }
+
+    /// Records the genesis.json text (once, at init).
+    pub fn set_genesis_json(&self, json: &str) -> StorageResult<()> {
+        self.txn.open_table(tables::META)?.insert(meta::GENESIS, json.as_bytes())?;
+        Ok(())
+    }
+
+    /// Head block number as seen inside this transaction.
+    pub fn head(&self) -> StorageResult<Option<u64>> {
+        let t = self.txn.open_table(tables::META)?;
+        t.get(meta::HEAD)?.map(|v| u64_value("meta", v.value())).transpose()
+    }
+
+    /// Sets head, safe and finalized to `number` (an imported chain is taken as final).
+    pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
+        let mut t = self.txn.open_table(tables::META)?;
+        t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
+        t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
+        t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        Ok(())
+    }
+
+    /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
+    /// receipts. `senders[i]` is the sender of `block.body.transactions[i]`.
+    pub fn insert_block(
+        &self,
+        block: &Block<TxEnvelope>,
+        hash: B256,
+        senders: &[Address],
+        receipts: &[ReceiptEnvelope],
+    ) -> StorageResult<()> {
+        let number = block.header.number;
+        let mut buf = Vec::with_capacity(512);
+        block.header.encode(&mut buf);
+        self.txn.open_table(tables::HEADERS)?.insert(number, buf.as_slice())?;
+        self.txn.open_table(tables::CANONICAL)?.insert(number, &hash.0)?;
+        self.txn.open_table(tables::HASH_TO_NUMBER)?.insert(&hash.0, number)?;
+
+        let txs = &block.body.transactions;
+        let count = u32::try_from(txs.len()).unwrap_or(u32::MAX);
+        buf.clear();
+        buf.extend_from_slice(&count.to_be_bytes());
+        let rest: BlockBody<TxEnvelope, Header> = BlockBody {
+            transactions: Vec::new(),
+            ommers: block.body.ommers.clone(),
+            withdrawals: block.body.withdrawals.clone(),
+        };
+        rest.encode(&mut buf);
+        self.txn.open_table(tables::BODIES)?.insert(number, buf.as_slice())?;
+
+        let mut tx_table = self.txn.open_table(tables::TRANSACTIONS)?;
+        let mut lookup = self.txn.open_table(tables::TX_LOOKUP)?;
+        for (i, (tx, sender)) in txs.iter().zip(senders).enumerate() {
+            let key = tx_key(number, i as u32);
+            buf.clear();
+            buf.extend_from_slice(sender.as_slice());
+            tx.encode_2718(&mut buf);
+            tx_table.insert(&key, buf.as_slice())?;
+            lookup.insert(&tx.tx_hash().0, &key)?;
+        }
+        buf.clear();
+        receipts.to_vec().encode(&mut buf);
+        self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
+        Ok(())
+    }
+
+    /// Applies revm's changeset for `block` to the current state, first recording in the
+    /// history tables the value each changed account and slot had before `block`.
+    ///
+    /// May be called several times for one block with a growing cumulative changeset (the
+    /// importer does this for pre-Byzantium intermediate roots): the history entry of the first
+    /// call wins, and re-applying cumulative values is idempotent.
+    pub fn apply_changeset(&self, block: u64, changes: &StateChangeset) -> StorageResult<()> {
+        let mut accounts = self.txn.open_table(tables::ACCOUNTS)?;
+        let mut account_history = self.txn.open_table(tables::ACCOUNT_HISTORY)?;
+        let mut storage = self.txn.open_table(tables::STORAGE)?;
+        let mut storage_history = self.txn.open_table(tables::STORAGE_HISTORY)?;
+        let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
+
+        for (hash, code) in &changes.contracts {
+            if bytecodes.get(&hash.0)?.is_none() {
+                bytecodes.insert(&hash.0, code.original_byte_slice())?;
+            }
+        }
+        for (address, info) in &changes.accounts {
+            let hkey = account_history_key(address, block);
+            if account_history.get(&hkey)?.is_none() {
+                let old = accounts.get(&address.0.0)?.map(|v| *v.value());
+                let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
+                account_history.insert(&hkey, old_bytes)?;
+            }
+            match info {
+                Some(info) => {
+                    let acct = StoredAccount {
+                        nonce: info.nonce,
+                        balance: info.balance,
+                        code_hash: info.code_hash,
+                    };
+                    accounts.insert(&address.0.0, &acct.encode())?;
+                }
+                None => {
+                    accounts.remove(&address.0.0)?;
+                }
+            }
+        }
+        for change in &changes.storage {
+            let address = &change.address;
+            if change.wipe_storage {
+                let from = storage_key(address, &U256::ZERO);
+                let to = storage_key(address, &U256::MAX);
+                let mut existing = Vec::new();
+                for item in storage.range::<&[u8; 52]>(&from..=&to)? {
+                    let (k, v) = item?;
+                    existing.push((*k.value(), *v.value()));
+                }
+                for (k, v) in existing {
+                    let slot = U256::from_be_slice(&k[20..]);
+                    let hkey = storage_history_key(address, &slot, block);
+                    if storage_history.get(&hkey)?.is_none() {
+                        storage_history.insert(&hkey, &v)?;
+                    }
+                    storage.remove(&k)?;
+                }
+            }
+            for (slot, value) in &change.storage {
+                let key = storage_key(address, slot);
+                let hkey = storage_history_key(address, slot, block);
+                if storage_history.get(&hkey)?.is_none() {
+                    let old = storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
+                    storage_history.insert(&hkey, &old)?;
+                }
+                if value.is_zero() {
+                    storage.remove(&key)?;
+                } else {
+                    storage.insert(&key, &value.to_be_bytes::<32>())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole current state (including this transaction's uncommitted changes).
+    pub fn current_state(&self) -> StorageResult<StateDump> {
+        let accounts = self.txn.open_table(tables::ACCOUNTS)?;
+        let storage = self.txn.open_table(tables::STORAGE)?;
+        let mut out = StateDump::new();
+        for item in accounts.iter()? {
+            let (k, v) = item?;
+            out.insert(Address::from(*k.value()), (StoredAccount::decode(v.value()), Default::default()));
+        }
+        for item in storage.iter()? {
+            let (k, v) = item?;
+            let k = *k.value();
+            if let Some(entry) = out.get_mut(&Address::from_slice(&k[..20])) {
+                entry.1.insert(U256::from_be_slice(&k[20..]), U256::from_be_bytes(*v.value()));
+            }
+        }
+        Ok(out)
+    }
+}
