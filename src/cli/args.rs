@@ -18,3 +18,71 @@ pub struct LogArgs {
     #[arg(long = "log.filter", default_value = "info", global = true)]
     pub filter: String,
 }
+
+/// HTTP JSON-RPC server flags (names as reth/geth use them).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "RPC")]
+pub struct RpcArgs {
+    /// Listen address.
+    #[arg(long = "http.addr", default_value = "127.0.0.1")]
+    pub addr: std::net::IpAddr,
+    /// Listen port (0 picks a free one).
+    #[arg(long = "http.port", default_value_t = 8545)]
+    pub port: u16,
+    /// Allowed CORS origins, comma-separated, or `*`. Off when not given.
+    #[arg(long = "http.corsdomain")]
+    pub corsdomain: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long = "rpc.max-request-size", default_value_t = 10 * 1024 * 1024)]
+    pub max_request_size: u32,
+    /// Largest response body in bytes.
+    #[arg(long = "rpc.max-response-size", default_value_t = 128 * 1024 * 1024)]
+    pub max_response_size: u32,
+    /// Most requests in one batch.
+    #[arg(long = "rpc.max-batch-size", default_value_t = 1000)]
+    pub max_batch_size: u32,
+    /// Most concurrent connections.
+    #[arg(long = "rpc.max-connections", default_value_t = 1024)]
+    pub max_connections: u32,
+    /// Gas cap of eth_call / trace_call.
+    #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
+    pub gas_cap: u64,
+    /// Execution deadline of one eth_call / trace_call, in seconds.
+    #[arg(long = "rpc.evm-timeout", default_value_t = 5.0)]
+    pub evm_timeout: f64,
+    /// EVM worker threads for eth_call / trace_call (default: CPU cores).
+    #[arg(long = "rpc.trace-workers")]
+    pub trace_workers: Option<usize>,
+    /// Calls that may wait for a worker before new ones get -32005.
+    #[arg(long = "rpc.trace-queue", default_value_t = 64)]
+    pub trace_queue: usize,
+    /// Serve `vmTrace` in trace_call (off by default: it is expensive).
+    #[arg(long = "trace.vm-trace")]
+    pub vm_trace: bool,
+}
+
+impl RpcArgs {
+    /// The validated server configuration.
+    pub fn to_config(&self) -> eyre::Result<crate::rpc::RpcConfig> {
+        if !(self.evm_timeout > 0.0 && self.evm_timeout.is_finite()) {
+            eyre::bail!("--rpc.evm-timeout must be a positive number of seconds");
+        }
+        let mut c = crate::rpc::RpcConfig {
+            addr: std::net::SocketAddr::new(self.addr, self.port),
+            max_request_body: self.max_request_size,
+            max_response_body: self.max_response_size,
+            max_batch: self.max_batch_size,
+            max_connections: self.max_connections,
+            cors: self.corsdomain.clone(),
+            gas_cap: self.gas_cap,
+            call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
+            queue: self.trace_queue,
+            vm_trace: self.vm_trace,
+            ..Default::default()
+        };
+        if let Some(w) = self.trace_workers {
+            c.workers = w.max(1);
+        }
+        Ok(c)
+    }
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use eyre::{Context, Result};
 
-pub use args::{DatadirArgs, LogArgs};
+pub use args::{DatadirArgs, LogArgs, RpcArgs};
 
 use crate::import::{import_files, init_genesis, load_spec};
 use crate::storage::Database;
@@ -31,6 +31,71 @@ pub enum Command {
     Init(InitCmd),
     /// Import RLP chain files (concatenated blocks), executing and verifying every block.
     Import(ImportCmd),
+    /// Serve an initialised datadir over HTTP JSON-RPC.
+    Node(NodeCmd),
+}
+
+/// `loupe node`.
+#[derive(Debug, clap::Args)]
+pub struct NodeCmd {
+    /// Data directory.
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+    /// Server flags.
+    #[command(flatten)]
+    pub rpc: RpcArgs,
+}
+
+impl NodeCmd {
+    fn run(self) -> Result<()> {
+        let db = Database::open(&self.datadir.datadir)?;
+        let spec = load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
+        let config = self.rpc.to_config()?;
+        serve(std::sync::Arc::new(db), spec, config, None)
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM. `banner` is printed once the server listens.
+pub fn serve(
+    db: std::sync::Arc<Database>,
+    spec: crate::chain::ChainSpec,
+    config: crate::rpc::RpcConfig,
+    banner: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
+) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let head = db.begin_read()?.head()?.unwrap_or(0);
+        let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
+        tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
+        if let Some(banner) = banner {
+            banner(server.addr);
+        }
+        shutdown_signal().await;
+        tracing::info!(target: "rpc", "shutting down");
+        server.stop().await;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
 }
 
 /// `loupe init`.
@@ -64,6 +129,7 @@ impl Cli {
         match self.command {
             Some(Command::Init(cmd)) => cmd.run(),
             Some(Command::Import(cmd)) => cmd.run(),
+            Some(Command::Node(cmd)) => cmd.run(),
             None => Err(eyre::eyre!("no command given; see `loupe --help`")),
         }
     }

@@ -2,10 +2,12 @@
 //!
 //! Generic over revm's `DatabaseRef`, so it never depends on how state is stored.
 
+mod call;
 mod env;
 mod error;
 mod execute;
 
+pub use call::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
 pub use env::block_env;
 pub use error::EvmError;
 pub use execute::{BlockOutcome, execute_block};

@@ -1,1 +1,212 @@
-//! JSON-RPC server and methods.
+//! JSON-RPC 2.0 over HTTP: server set-up, limits, and the methods loupe serves.
+//!
+//! Cheap reads run inline on the server's threads (a few µs of redb reads and JSON); EVM work
+//! (`eth_call`, `trace_call`) runs on a bounded blocking pool ([`pool::TracePool`]).
+
+mod call;
+mod convert;
+mod error;
+mod eth;
+mod http;
+mod params;
+mod pool;
+mod trace;
+
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonrpsee::RpcModule;
+use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use serde_json::Value;
+
+pub use error::{RpcError, RpcResult, codes};
+
+use crate::chain::ChainSpec;
+use crate::storage::Database;
+
+/// Server limits and switches; defaults are those of `../shared/spec/behaviour.md`.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// Address to listen on.
+    pub addr: SocketAddr,
+    /// Largest request body in bytes (larger → HTTP 413).
+    pub max_request_body: u32,
+    /// Largest response in bytes (larger → -32008).
+    pub max_response_body: u32,
+    /// Most requests in one batch (more → one -32010 error).
+    pub max_batch: u32,
+    /// Most concurrent connections.
+    pub max_connections: u32,
+    /// CORS allowed origins (`*` for any); `None` sends no CORS headers.
+    pub cors: Option<String>,
+    /// Gas cap of `eth_call`/`trace_call` (missing or larger gas is lowered to it).
+    pub gas_cap: u64,
+    /// Deadline of one EVM call.
+    pub call_timeout: Duration,
+    /// EVM worker threads.
+    pub workers: usize,
+    /// Calls that may wait for a worker before new ones are refused with -32005.
+    pub queue: usize,
+    /// Serve `vmTrace`.
+    pub vm_trace: bool,
+    /// Register `loupe_testPanic`, a method that panics (tests only).
+    pub test_panic_method: bool,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8545)),
+            max_request_body: 10 * 1024 * 1024,
+            max_response_body: 128 * 1024 * 1024,
+            max_batch: 1000,
+            max_connections: 1024,
+            cors: None,
+            gas_cap: 50_000_000,
+            call_timeout: Duration::from_secs(5),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            queue: 64,
+            vm_trace: false,
+            test_panic_method: false,
+        }
+    }
+}
+
+/// Shared state of all handlers.
+#[derive(Debug)]
+pub struct RpcContext {
+    db: Arc<Database>,
+    spec: ChainSpec,
+    config: RpcConfig,
+    pool: pool::TracePool,
+}
+
+impl RpcContext {
+    /// Runs a handler: catches a panic (→ -32603, the server keeps serving) and logs method,
+    /// latency and outcome at debug level.
+    fn guard(&self, method: &'static str, f: impl FnOnce() -> RpcResult<Value>) -> Result<Value, ErrorObjectOwned> {
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(AssertUnwindSafe(f))
+            .unwrap_or_else(|panic| Err(RpcError::Internal(format!("panic in {method}: {}", panic_message(&panic)))));
+        log_outcome(method, started, &result);
+        result.map_err(Into::into)
+    }
+}
+
+fn log_outcome(method: &'static str, started: Instant, result: &RpcResult<Value>) {
+    let micros = started.elapsed().as_micros() as u64;
+    match result {
+        Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
+        Err(e) => tracing::debug!(target: "rpc", method, micros, error = %e, "error"),
+    }
+}
+
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct RpcServer {
+    /// The bound address (useful with port 0).
+    pub addr: SocketAddr,
+    handle: ServerHandle,
+}
+
+impl RpcServer {
+    /// Stops accepting requests and waits for the server to finish.
+    pub async fn stop(self) {
+        let _ = self.handle.stop();
+        self.handle.stopped().await;
+    }
+
+    /// Waits until the server stops.
+    pub async fn stopped(self) {
+        self.handle.stopped().await;
+    }
+}
+
+/// Builds the method table.
+fn module(ctx: RpcContext) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
+    let test_panic = ctx.config.test_panic_method;
+    let mut m = RpcModule::new(ctx);
+    macro_rules! read {
+        ($($name:literal => $f:ident),* $(,)?) => {$(
+            m.register_method($name, |p, ctx, _| ctx.guard($name, || ctx.$f(p)))?;
+        )*};
+    }
+    read! {
+        "eth_getTransactionByBlockNumberAndIndex" => tx_by_number_and_index,
+        "eth_getTransactionByBlockHashAndIndex" => tx_by_hash_and_index,
+        "eth_getTransactionByHash" => tx_by_hash,
+        "eth_getBlockByNumber" => block_by_number,
+        "eth_getBlockByHash" => block_by_hash,
+        "eth_getBlockTransactionCountByNumber" => tx_count_by_number,
+        "eth_getBlockTransactionCountByHash" => tx_count_by_hash,
+        "eth_getTransactionReceipt" => receipt,
+        "eth_getBlockReceipts" => block_receipts,
+        "eth_getBalance" => balance,
+        "eth_getTransactionCount" => nonce,
+        "eth_getCode" => code,
+        "eth_getStorageAt" => storage_at,
+        "eth_blockNumber" => block_number,
+        "eth_chainId" => chain_id,
+        "net_version" => net_version,
+        "eth_syncing" => syncing,
+    }
+    m.register_method("web3_clientVersion", |p, ctx, _| {
+        ctx.guard("web3_clientVersion", || {
+            params::Args::new(&p, 0, 0)?;
+            Ok(Value::String(format!("loupe/v{}", env!("CARGO_PKG_VERSION"))))
+        })
+    })?;
+    m.register_async_method("trace_call", |p, ctx, _| async move {
+        let started = Instant::now();
+        let r = ctx.trace_call(p).await;
+        log_outcome("trace_call", started, &r);
+        r.map_err(ErrorObjectOwned::from)
+    })?;
+    m.register_async_method("eth_call", |p, ctx, _| async move {
+        let started = Instant::now();
+        let r = ctx.eth_call(p).await;
+        log_outcome("eth_call", started, &r);
+        r.map_err(ErrorObjectOwned::from)
+    })?;
+    if test_panic {
+        m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
+            ctx.guard("loupe_testPanic", || panic!("test panic"))
+        })?;
+    }
+    Ok(m)
+}
+
+/// Starts the HTTP JSON-RPC server on `config.addr`.
+pub async fn start(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> std::io::Result<RpcServer> {
+    let server_config = ServerConfig::builder()
+        .http_only()
+        .max_request_body_size(config.max_request_body)
+        .max_response_body_size(config.max_response_body)
+        .max_connections(config.max_connections)
+        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
+        .set_tcp_no_delay(true)
+        .build();
+    let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
+    let middleware = tower::ServiceBuilder::new().option_layer(cors).layer(http::RootPathLayer);
+    let server = jsonrpsee::server::Server::builder()
+        .set_config(server_config)
+        .set_http_middleware(middleware)
+        .build(config.addr)
+        .await?;
+    let addr = server.local_addr()?;
+    let pool = pool::TracePool::new(config.workers, config.queue);
+    let ctx = RpcContext { db, spec, config, pool };
+    let module = module(ctx).map_err(std::io::Error::other)?;
+    let handle = server.start(module);
+    Ok(RpcServer { addr, handle })
+}

@@ -1,0 +1,117 @@
+//! Stored blocks, transactions and receipts → the RPC objects of execution-apis.
+
+use alloy_consensus::transaction::{Recovered, TransactionInfo};
+use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
+use alloy_eips::Typed2718;
+use alloy_primitives::{B256, U256};
+use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
+
+use crate::chain::ChainSpec;
+use crate::storage::StoredTransaction;
+
+/// The RPC transaction object for a stored transaction in block `header` (hash `block_hash`).
+pub(crate) fn rpc_transaction(
+    stored: StoredTransaction,
+    header: &Header,
+    block_hash: B256,
+) -> Transaction<TxEnvelope> {
+    let info = TransactionInfo {
+        hash: Some(*stored.tx.tx_hash()),
+        index: Some(u64::from(stored.index)),
+        block_hash: Some(block_hash),
+        block_number: Some(header.number),
+        base_fee: header.base_fee_per_gas,
+        block_timestamp: Some(header.timestamp),
+    };
+    Transaction::from_transaction(Recovered::new_unchecked(stored.tx, stored.sender), info)
+}
+
+/// The RPC block object; `full` selects transaction objects over hashes.
+pub(crate) fn rpc_block(
+    header: Header,
+    hash: B256,
+    body: BlockBody<TxEnvelope>,
+    txs: Vec<StoredTransaction>,
+    full: bool,
+) -> Block<Transaction<TxEnvelope>> {
+    let full_body = BlockBody {
+        transactions: txs.iter().map(|t| t.tx.clone()).collect::<Vec<_>>(),
+        ommers: body.ommers,
+        withdrawals: body.withdrawals,
+    };
+    let size = alloy_consensus::Block::rlp_length_for(&header, &full_body);
+    let uncles = full_body.ommers.iter().map(|o| o.hash_slow()).collect();
+    let transactions = if full {
+        BlockTransactions::Full(txs.into_iter().map(|t| rpc_transaction(t, &header, hash)).collect())
+    } else {
+        BlockTransactions::Hashes(txs.iter().map(|t| *t.tx.tx_hash()).collect())
+    };
+    Block {
+        header: alloy_rpc_types_eth::Header {
+            hash,
+            inner: header,
+            total_difficulty: None,
+            size: Some(U256::from(size)),
+        },
+        uncles,
+        transactions,
+        withdrawals: full_body.withdrawals,
+    }
+}
+
+/// Receipts of a block as RPC objects (gas used per tx, log indexes, fees, blob gas).
+pub(crate) fn rpc_receipts(
+    spec: &ChainSpec,
+    header: &Header,
+    block_hash: B256,
+    txs: &[StoredTransaction],
+    receipts: Vec<ReceiptEnvelope>,
+) -> Vec<TransactionReceipt> {
+    let blob_gas_price = spec
+        .blob_params_at(header.timestamp)
+        .zip(header.excess_blob_gas)
+        .map(|(p, excess)| p.calc_blob_fee(excess));
+    let mut prev_cumulative = 0u64;
+    let mut log_index = 0u64;
+    let mut out = Vec::with_capacity(receipts.len());
+    for (stored, receipt) in txs.iter().zip(receipts) {
+        let tx = &stored.tx;
+        let cumulative = receipt.cumulative_gas_used();
+        let gas_used = cumulative.saturating_sub(prev_cumulative);
+        prev_cumulative = cumulative;
+        let tx_hash = *tx.tx_hash();
+        let inner = receipt.map_logs(|l| {
+            let log = Log {
+                inner: l,
+                block_hash: Some(block_hash),
+                block_number: Some(header.number),
+                block_timestamp: Some(header.timestamp),
+                transaction_hash: Some(tx_hash),
+                transaction_index: Some(u64::from(stored.index)),
+                log_index: Some(log_index),
+                removed: false,
+            };
+            log_index += 1;
+            log
+        });
+        let blob_gas_used = tx.blob_gas_used();
+        out.push(TransactionReceipt {
+            inner,
+            transaction_hash: tx_hash,
+            transaction_index: Some(u64::from(stored.index)),
+            block_hash: Some(block_hash),
+            block_number: Some(header.number),
+            gas_used,
+            effective_gas_price: tx.effective_gas_price(header.base_fee_per_gas),
+            blob_gas_used,
+            blob_gas_price: if tx.is_type(3) { blob_gas_price } else { None },
+            from: stored.sender,
+            to: tx.to(),
+            contract_address: tx
+                .kind()
+                .is_create()
+                .then(|| stored.sender.create(tx.nonce())),
+        });
+    }
+    out
+}

@@ -1,0 +1,130 @@
+//! [`RpcError`] and the one place where errors become JSON-RPC error codes.
+//!
+//! Codes follow `../shared/spec/behaviour.md` and the execution-apis fixtures (geth wording),
+//! not reth where they differ: an unknown block for a state read is -32000 `header not found`.
+
+use alloy_primitives::Bytes;
+use jsonrpsee::types::ErrorObjectOwned;
+
+use crate::storage::StorageError;
+
+/// Result alias for RPC handlers.
+pub type RpcResult<T> = Result<T, RpcError>;
+
+/// Everything a method can answer with instead of a result.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// A parameter is missing, extra, or malformed (-32602). The message names it.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The block asked for is not stored (-32000 `header not found`).
+    #[error("header not found")]
+    HeaderNotFound,
+    /// The call could not start: intrinsic gas, fee checks and the like (-32000).
+    #[error("{0}")]
+    Execution(String),
+    /// The sender cannot pay for gas and value (-32003).
+    #[error("insufficient funds for gas * price + value: have {have} want {want}")]
+    InsufficientFunds {
+        /// Sender balance.
+        have: alloy_primitives::U256,
+        /// Required amount.
+        want: alloy_primitives::U256,
+    },
+    /// `eth_call` reverted (code 3 with the revert data).
+    #[error("execution reverted{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Reverted {
+        /// Decoded `Error(string)` / `Panic(uint256)` reason, if any.
+        reason: Option<String>,
+        /// Raw revert data.
+        data: Bytes,
+    },
+    /// The execution deadline passed (-32000).
+    #[error("execution timeout after {0:?}")]
+    Timeout(std::time::Duration),
+    /// The tracing queue is full (-32005).
+    #[error("too many tracing requests")]
+    Busy,
+    /// A feature the operator did not enable (-32602).
+    #[error("{0}")]
+    NotEnabled(&'static str),
+    /// Storage failed (-32603; details are logged, not sent).
+    #[error("internal error")]
+    Storage(#[from] StorageError),
+    /// A bug: panic or unexpected state (-32603; details are logged, not sent).
+    #[error("internal error")]
+    Internal(String),
+}
+
+/// JSON-RPC codes used by loupe.
+pub mod codes {
+    /// Invalid params.
+    pub const INVALID_PARAMS: i32 = -32602;
+    /// Internal error.
+    pub const INTERNAL: i32 = -32603;
+    /// Server / execution error.
+    pub const SERVER: i32 = -32000;
+    /// Transaction rejected.
+    pub const TX_REJECTED: i32 = -32003;
+    /// Limit exceeded.
+    pub const LIMIT: i32 = -32005;
+    /// Execution reverted (EIP-1474 / geth).
+    pub const REVERTED: i32 = 3;
+}
+
+impl From<RpcError> for ErrorObjectOwned {
+    fn from(e: RpcError) -> Self {
+        let code = match &e {
+            RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
+            RpcError::HeaderNotFound | RpcError::Execution(_) | RpcError::Timeout(_) => {
+                codes::SERVER
+            }
+            RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
+            RpcError::Reverted { .. } => codes::REVERTED,
+            RpcError::Busy => codes::LIMIT,
+            RpcError::Storage(inner) => {
+                tracing::error!(target: "rpc", %inner, "storage error while serving a request");
+                codes::INTERNAL
+            }
+            RpcError::Internal(detail) => {
+                tracing::error!(target: "rpc", %detail, "internal error while serving a request");
+                codes::INTERNAL
+            }
+        };
+        let data = match &e {
+            RpcError::Reverted { data, .. } => Some(data.to_string()),
+            _ => None,
+        };
+        Self::owned(code, e.to_string(), data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(e: RpcError) -> (i32, String, Option<String>) {
+        let o = ErrorObjectOwned::from(e);
+        (o.code(), o.message().to_string(), o.data().map(|d| d.get().to_string()))
+    }
+
+    #[test]
+    fn each_variant_has_its_code_and_message() {
+        assert_eq!(obj(RpcError::HeaderNotFound), (-32000, "header not found".into(), None));
+        assert_eq!(obj(RpcError::Busy), (-32005, "too many tracing requests".into(), None));
+        assert_eq!(
+            obj(RpcError::Timeout(std::time::Duration::from_secs(5))),
+            (-32000, "execution timeout after 5s".into(), None)
+        );
+        assert_eq!(
+            obj(RpcError::Reverted { reason: Some("user error".into()), data: Bytes::from(vec![1u8]) }),
+            (3, "execution reverted: user error".into(), Some("\"0x01\"".into()))
+        );
+        assert_eq!(
+            obj(RpcError::InsufficientFunds { have: alloy_primitives::U256::from(1), want: alloy_primitives::U256::from(2) }),
+            (-32003, "insufficient funds for gas * price + value: have 1 want 2".into(), None)
+        );
+        assert_eq!(obj(RpcError::Internal("boom".into())), (-32603, "internal error".into(), None));
+        assert_eq!(obj(RpcError::NotEnabled("vmTrace is not supported")).0, -32602);
+    }
+}

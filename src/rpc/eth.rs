@@ -1,0 +1,236 @@
+//! `eth_`, `net_` and `web3_` read methods, answered from the archive.
+
+use alloy_primitives::U256;
+use jsonrpsee::types::Params;
+use serde_json::{Value, json};
+
+use super::convert::{rpc_block, rpc_receipts, rpc_transaction};
+use super::params::{Args, BlockRef};
+use super::{RpcContext, RpcError, RpcResult};
+use crate::storage::Reader;
+
+fn to_value<T: serde::Serialize>(v: T) -> RpcResult<Value> {
+    serde_json::to_value(v).map_err(|e| RpcError::Internal(format!("serialize: {e}")))
+}
+
+impl RpcContext {
+    /// Resolves a block reference to a stored block number (`None`: not stored).
+    pub(crate) fn resolve(&self, r: &Reader, b: BlockRef) -> RpcResult<Option<u64>> {
+        let m = r.markers()?.ok_or_else(|| RpcError::Internal("database not initialised".into()))?;
+        Ok(match b {
+            BlockRef::Number(n) => (n <= m.head).then_some(n),
+            BlockRef::Latest | BlockRef::Pending => Some(m.head),
+            BlockRef::Earliest => Some(0),
+            BlockRef::Safe => Some(m.safe),
+            BlockRef::Finalized => Some(m.finalized),
+            BlockRef::Hash(h) => r.block_number(&h)?,
+        })
+    }
+
+    /// Like [`Self::resolve`], but a missing block is the `header not found` error.
+    pub(crate) fn resolve_required(&self, r: &Reader, b: BlockRef) -> RpcResult<u64> {
+        self.resolve(r, b)?.ok_or(RpcError::HeaderNotFound)
+    }
+
+    fn tx_at(&self, r: &Reader, number: Option<u64>, index: u64) -> RpcResult<Value> {
+        let Some(number) = number else { return Ok(Value::Null) };
+        let Ok(index) = u32::try_from(index) else { return Ok(Value::Null) };
+        let Some(stored) = r.transaction(number, index)? else { return Ok(Value::Null) };
+        let header = r.header(number)?.ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
+        let hash = r.canonical_hash(number)?.unwrap_or_default();
+        to_value(rpc_transaction(stored, &header, hash))
+    }
+
+    /// `eth_getTransactionByBlockNumberAndIndex(block, index)`.
+    pub(crate) fn tx_by_number_and_index(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 2, 2)?;
+        let block = a.block_number(0, "block")?;
+        let index = a.quantity(1, "index")?;
+        let r = self.db.begin_read()?;
+        let number = self.resolve(&r, block)?;
+        self.tx_at(&r, number, index)
+    }
+
+    /// `eth_getTransactionByBlockHashAndIndex(hash, index)`.
+    pub(crate) fn tx_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 2, 2)?;
+        let hash = a.req(0, "blockHash")?;
+        let index = a.quantity(1, "index")?;
+        let r = self.db.begin_read()?;
+        let number = r.block_number(&hash)?;
+        self.tx_at(&r, number, index)
+    }
+
+    /// `eth_getTransactionByHash(hash)`.
+    pub(crate) fn tx_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 1)?;
+        let hash = a.req(0, "hash")?;
+        let r = self.db.begin_read()?;
+        match r.transaction_location(&hash)? {
+            Some((block, index)) => self.tx_at(&r, Some(block), u64::from(index)),
+            None => Ok(Value::Null),
+        }
+    }
+
+    fn block_json(&self, r: &Reader, number: Option<u64>, full: bool) -> RpcResult<Value> {
+        let Some(number) = number else { return Ok(Value::Null) };
+        let (Some(header), Some((body, _))) = (r.header(number)?, r.body(number)?) else {
+            return Ok(Value::Null);
+        };
+        let hash = r.canonical_hash(number)?.unwrap_or_default();
+        let txs = r.transactions(number)?;
+        to_value(rpc_block(header, hash, body, txs, full))
+    }
+
+    /// `eth_getBlockByNumber(block, full)`.
+    pub(crate) fn block_by_number(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 2, 2)?;
+        let block = a.block_number(0, "block")?;
+        let full = a.boolean(1, "fullTransactions")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve(&r, block)?;
+        self.block_json(&r, n, full)
+    }
+
+    /// `eth_getBlockByHash(hash, full)`.
+    pub(crate) fn block_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 2, 2)?;
+        let hash = a.req(0, "blockHash")?;
+        let full = a.boolean(1, "fullTransactions")?;
+        let r = self.db.begin_read()?;
+        let n = r.block_number(&hash)?;
+        self.block_json(&r, n, full)
+    }
+
+    fn tx_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Value> {
+        match number {
+            Some(n) => Ok(r.transaction_count(n)?.map_or(Value::Null, |c| json!(format!("{c:#x}")))),
+            None => Ok(Value::Null),
+        }
+    }
+
+    /// `eth_getBlockTransactionCountByNumber(block)`.
+    pub(crate) fn tx_count_by_number(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 1)?;
+        let block = a.block_number(0, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve(&r, block)?;
+        self.tx_count_json(&r, n)
+    }
+
+    /// `eth_getBlockTransactionCountByHash(hash)`.
+    pub(crate) fn tx_count_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 1)?;
+        let hash = a.req(0, "blockHash")?;
+        let r = self.db.begin_read()?;
+        let n = r.block_number(&hash)?;
+        self.tx_count_json(&r, n)
+    }
+
+    fn receipts_of(&self, r: &Reader, number: u64) -> RpcResult<Option<Vec<alloy_rpc_types_eth::TransactionReceipt>>> {
+        let (Some(header), Some(receipts)) = (r.header(number)?, r.receipts(number)?) else {
+            return Ok(None);
+        };
+        let hash = r.canonical_hash(number)?.unwrap_or_default();
+        let txs = r.transactions(number)?;
+        Ok(Some(rpc_receipts(&self.spec, &header, hash, &txs, receipts)))
+    }
+
+    /// `eth_getTransactionReceipt(hash)`.
+    pub(crate) fn receipt(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 1)?;
+        let hash = a.req(0, "hash")?;
+        let r = self.db.begin_read()?;
+        let Some((block, index)) = r.transaction_location(&hash)? else { return Ok(Value::Null) };
+        let receipt = self.receipts_of(&r, block)?.and_then(|mut v| {
+            let i = index as usize;
+            (i < v.len()).then(|| v.swap_remove(i))
+        });
+        to_value(receipt)
+    }
+
+    /// `eth_getBlockReceipts(block)`.
+    pub(crate) fn block_receipts(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 1)?;
+        let block = a.block(0, "block")?;
+        let r = self.db.begin_read()?;
+        match self.resolve(&r, block)? {
+            Some(n) => to_value(self.receipts_of(&r, n)?),
+            None => Ok(Value::Null),
+        }
+    }
+
+    /// `eth_getBalance(address, block?)`.
+    pub(crate) fn balance(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 2)?;
+        let address = a.address(0, "address")?;
+        let block = a.block(1, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let acct = r.state_at(n)?.account(&address)?;
+        to_value(acct.map_or(U256::ZERO, |a| a.balance))
+    }
+
+    /// `eth_getTransactionCount(address, block?)`.
+    pub(crate) fn nonce(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 2)?;
+        let address = a.address(0, "address")?;
+        let block = a.block(1, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let acct = r.state_at(n)?.account(&address)?;
+        Ok(json!(format!("{:#x}", acct.map_or(0, |a| a.nonce))))
+    }
+
+    /// `eth_getCode(address, block?)`.
+    pub(crate) fn code(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 1, 2)?;
+        let address = a.address(0, "address")?;
+        let block = a.block(1, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let state = r.state_at(n)?;
+        let code = match state.account(&address)? {
+            Some(acct) if acct.has_code() => state.code(&acct.code_hash)?.original_bytes(),
+            _ => Default::default(),
+        };
+        to_value(code)
+    }
+
+    /// `eth_getStorageAt(address, slot, block?)`.
+    pub(crate) fn storage_at(&self, p: Params<'_>) -> RpcResult<Value> {
+        let a = Args::new(&p, 2, 3)?;
+        let address = a.address(0, "address")?;
+        let slot = a.storage_key(1, "slot")?;
+        let block = a.block(2, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let v = r.state_at(n)?.storage_value(&address, &slot)?;
+        to_value(alloy_primitives::B256::from(v))
+    }
+
+    /// `eth_blockNumber()`.
+    pub(crate) fn block_number(&self, p: Params<'_>) -> RpcResult<Value> {
+        Args::new(&p, 0, 0)?;
+        let head = self.db.begin_read()?.head()?.unwrap_or(0);
+        Ok(json!(format!("{head:#x}")))
+    }
+
+    /// `eth_chainId()`.
+    pub(crate) fn chain_id(&self, p: Params<'_>) -> RpcResult<Value> {
+        Args::new(&p, 0, 0)?;
+        Ok(json!(format!("{:#x}", self.spec.chain_id())))
+    }
+
+    /// `net_version()`: the chain id in decimal, as geth answers.
+    pub(crate) fn net_version(&self, p: Params<'_>) -> RpcResult<Value> {
+        Args::new(&p, 0, 0)?;
+        Ok(json!(self.spec.chain_id().to_string()))
+    }
+
+    /// `eth_syncing()`: an archive that serves what it imported is never syncing.
+    pub(crate) fn syncing(&self, p: Params<'_>) -> RpcResult<Value> {
+        Args::new(&p, 0, 0)?;
+        Ok(Value::Bool(false))
+    }
+}

@@ -1,0 +1,218 @@
+//! Positional parameter parsing with errors that name the parameter and what was wrong.
+
+use alloy_primitives::{Address, B256, U256};
+use jsonrpsee::types::Params;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{RpcError, RpcResult};
+
+/// The positional parameters of one call, checked against the method's arity.
+#[derive(Debug)]
+pub(crate) struct Args {
+    values: Vec<Value>,
+}
+
+/// A block reference as accepted by the methods (tags, numbers, hashes, EIP-1898 objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockRef {
+    /// A block number.
+    Number(u64),
+    /// `latest` (also what `pending` means for reads on this node).
+    Latest,
+    /// `earliest` (genesis).
+    Earliest,
+    /// `pending`.
+    Pending,
+    /// `safe`.
+    Safe,
+    /// `finalized`.
+    Finalized,
+    /// A block hash.
+    Hash(B256),
+}
+
+impl Args {
+    /// Parses `params` (absent, null or an array) and checks `min <= len <= max`.
+    pub(crate) fn new(params: &Params<'_>, min: usize, max: usize) -> RpcResult<Self> {
+        let values: Vec<Value> = match params.as_str() {
+            None => Vec::new(),
+            Some(s) => match serde_json::from_str::<Value>(s) {
+                Ok(Value::Array(v)) => v,
+                Ok(Value::Null) => Vec::new(),
+                Ok(_) => return Err(invalid("params must be an array")),
+                Err(e) => return Err(invalid(format!("params: {e}"))),
+            },
+        };
+        if values.len() < min {
+            return Err(invalid(format!("missing value for required argument {}", values.len())));
+        }
+        if values.len() > max {
+            return Err(invalid(format!("too many arguments, want at most {max}")));
+        }
+        Ok(Self { values })
+    }
+
+    /// Raw value of argument `i`, `None` when absent or null.
+    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
+        self.values.get(i).filter(|v| !v.is_null())
+    }
+
+    /// Argument `i` deserialized with serde; absent or null gives `None`.
+    pub(crate) fn opt<T: DeserializeOwned>(&self, i: usize, name: &str) -> RpcResult<Option<T>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(v) => T::deserialize(v)
+                .map(Some)
+                .map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+        }
+    }
+
+    /// Required argument `i` deserialized with serde.
+    pub(crate) fn req<T: DeserializeOwned>(&self, i: usize, name: &str) -> RpcResult<T> {
+        self.opt(i, name)?
+            .ok_or_else(|| invalid(format!("missing value for required argument {i} ({name})")))
+    }
+
+    /// Required hex quantity that fits in u64.
+    pub(crate) fn quantity(&self, i: usize, name: &str) -> RpcResult<u64> {
+        match self.get(i) {
+            None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
+            Some(v) => quantity(v).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+        }
+    }
+
+    /// Required address.
+    pub(crate) fn address(&self, i: usize, name: &str) -> RpcResult<Address> {
+        self.req(i, name)
+    }
+
+    /// Block reference at `i`; absent means `latest`.
+    pub(crate) fn block(&self, i: usize, name: &str) -> RpcResult<BlockRef> {
+        match self.get(i) {
+            None => Ok(BlockRef::Latest),
+            Some(v) => block_ref(v, true).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+        }
+    }
+
+    /// Block number or tag at `i` (no hashes): for the `...ByNumber` methods.
+    pub(crate) fn block_number(&self, i: usize, name: &str) -> RpcResult<BlockRef> {
+        match self.get(i) {
+            None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
+            Some(v) => block_ref(v, false).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+        }
+    }
+
+    /// Required boolean.
+    pub(crate) fn boolean(&self, i: usize, name: &str) -> RpcResult<bool> {
+        match self.get(i) {
+            Some(Value::Bool(b)) => Ok(*b),
+            None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
+            Some(other) => Err(invalid(format!("invalid argument {i} ({name}): expected a boolean, got {other}"))),
+        }
+    }
+
+    /// Storage slot key (up to 32 bytes of hex), with geth's messages.
+    pub(crate) fn storage_key(&self, i: usize, name: &str) -> RpcResult<U256> {
+        let Some(v) = self.get(i) else {
+            return Err(invalid(format!("missing value for required argument {i} ({name})")));
+        };
+        let Value::String(s) = v else {
+            return Err(invalid(format!("invalid argument {i} ({name}): expected a hex string")));
+        };
+        let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(invalid(format!("invalid hex in storage key: {v}")));
+        }
+        if digits.len() > 64 {
+            return Err(invalid(format!("storage key too long (want at most 32 bytes): {v}")));
+        }
+        U256::from_str_radix(if digits.is_empty() { "0" } else { digits }, 16)
+            .map_err(|_| invalid(format!("invalid hex in storage key: {v}")))
+    }
+}
+
+pub(crate) fn invalid(msg: impl Into<String>) -> RpcError {
+    RpcError::InvalidParams(msg.into())
+}
+
+/// A hex quantity: `0x` prefix, 1+ hex digits (leading zeros accepted), fits in u64.
+pub(crate) fn quantity(v: &Value) -> Result<u64, String> {
+    let Value::String(s) = v else {
+        return Err(format!("expected a hex string, got {v}"));
+    };
+    let Some(digits) = s.strip_prefix("0x") else {
+        return Err(format!("hex string without 0x prefix: {s:?}"));
+    };
+    if digits.is_empty() {
+        return Err("hex string \"0x\" has no digits".into());
+    }
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("invalid hex digit in {s:?}"));
+    }
+    let trimmed = digits.trim_start_matches('0');
+    if trimmed.len() > 16 {
+        return Err(format!("{s:?} does not fit in 64 bits"));
+    }
+    u64::from_str_radix(if trimmed.is_empty() { "0" } else { trimmed }, 16)
+        .map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn block_ref(v: &Value, allow_hash: bool) -> Result<BlockRef, String> {
+    match v {
+        Value::String(s) => match s.as_str() {
+            "latest" => Ok(BlockRef::Latest),
+            "earliest" => Ok(BlockRef::Earliest),
+            "pending" => Ok(BlockRef::Pending),
+            "safe" => Ok(BlockRef::Safe),
+            "finalized" => Ok(BlockRef::Finalized),
+            _ if allow_hash && s.len() == 66 && s.starts_with("0x") => s
+                .parse::<B256>()
+                .map(BlockRef::Hash)
+                .map_err(|e| format!("invalid block hash {s:?}: {e}")),
+            _ => quantity(v).map(BlockRef::Number).map_err(|e| {
+                format!("{e} (want a block number, or latest, earliest, pending, safe, finalized{})", if allow_hash { ", or a block hash" } else { "" })
+            }),
+        },
+        Value::Object(map) if allow_hash => {
+            for key in map.keys() {
+                if !matches!(key.as_str(), "blockNumber" | "blockHash" | "requireCanonical") {
+                    return Err(format!("unknown field {key:?} in block object"));
+                }
+            }
+            match (map.get("blockNumber"), map.get("blockHash")) {
+                (Some(n), None) => block_ref(n, false),
+                (None, Some(Value::String(h))) => h
+                    .parse::<B256>()
+                    .map(BlockRef::Hash)
+                    .map_err(|e| format!("invalid blockHash {h:?}: {e}")),
+                _ => Err("block object needs exactly one of blockNumber, blockHash".into()),
+            }
+        }
+        other => Err(format!("expected a block number or tag string, got {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities_follow_behaviour_md() {
+        assert_eq!(quantity(&json!("0x0")), Ok(0));
+        assert_eq!(quantity(&json!("0x00ff")), Ok(255));
+        for bad in [json!("0x"), json!("12"), json!("0xZZ"), json!(12), json!("-0x1"), json!("0x10000000000000000")] {
+            assert!(quantity(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn block_refs() {
+        assert_eq!(block_ref(&json!("pending"), false), Ok(BlockRef::Pending));
+        assert_eq!(block_ref(&json!({"blockNumber": "0x2"}), true), Ok(BlockRef::Number(2)));
+        let h = format!("0x{}", "11".repeat(32));
+        assert!(matches!(block_ref(&json!(h), true), Ok(BlockRef::Hash(_))));
+        assert!(block_ref(&json!(h), false).is_err());
+    }
+}
