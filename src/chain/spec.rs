@@ -7,9 +7,7 @@ use alloy_eips::eip7840::BlobParams;
 use alloy_eips::eip7892::BlobScheduleBlobParams;
 use alloy_evm::eth::spec::EthExecutorSpec;
 use alloy_genesis::Genesis;
-use alloy_hardforks::{
-    EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition,
-};
+use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition};
 use alloy_primitives::{Address, B256, U256};
 
 use super::{ChainError, genesis_header};
@@ -36,13 +34,12 @@ impl ChainSpec {
     pub fn from_genesis_file(path: &std::path::Path) -> Result<Self, ChainError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ChainError::Read { path: path.display().to_string(), source })?;
-        Self::from_genesis_json(&text)
-            .map_err(|e| match e {
-                ChainError::Parse { source, .. } => {
-                    ChainError::Parse { path: path.display().to_string(), source }
-                }
-                other => other,
-            })
+        Self::from_genesis_json(&text).map_err(|e| match e {
+            ChainError::Parse { source, .. } => {
+                ChainError::Parse { path: path.display().to_string(), source }
+            }
+            other => other,
+        })
     }
 
     /// Parses a geth-style genesis from JSON text.
@@ -73,7 +70,9 @@ impl ChainSpec {
             (EthereumHardfork::ArrowGlacier, c.arrow_glacier_block),
             (EthereumHardfork::GrayGlacier, c.gray_glacier_block),
         ];
-        forks.extend(block_forks.into_iter().filter_map(|(f, b)| Some((f, ForkCondition::Block(b?)))));
+        forks.extend(
+            block_forks.into_iter().filter_map(|(f, b)| Some((f, ForkCondition::Block(b?)))),
+        );
         if let Some(ttd) = c.terminal_total_difficulty {
             let activation = match c.merge_netsplit_block {
                 Some(block) => block,
@@ -109,7 +108,13 @@ impl ChainSpec {
         let genesis_header = genesis_header(&genesis, &hardforks);
         let genesis_hash = genesis_header.hash_slow();
         Ok(Self {
-            inner: Arc::new(Inner { genesis, genesis_header, genesis_hash, hardforks, blob_schedule }),
+            inner: Arc::new(Inner {
+                genesis,
+                genesis_header,
+                genesis_hash,
+                hardforks,
+                blob_schedule,
+            }),
         })
     }
 

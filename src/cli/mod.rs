@@ -136,7 +136,8 @@ impl Cli {
 }
 
 fn read_genesis(path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path).wrap_err_with(|| format!("cannot read genesis file {}", path.display()))
+    std::fs::read_to_string(path)
+        .wrap_err_with(|| format!("cannot read genesis file {}", path.display()))
 }
 
 impl InitCmd {
@@ -144,7 +145,12 @@ impl InitCmd {
         let db = Database::open(&self.datadir.datadir)?;
         let (spec, created) = init_genesis(&db, &read_genesis(&self.genesis)?)?;
         if created {
-            println!("initialised {} with genesis {} (chain id {})", self.datadir.datadir.display(), spec.genesis_hash(), spec.chain_id());
+            println!(
+                "initialised {} with genesis {} (chain id {})",
+                self.datadir.datadir.display(),
+                spec.genesis_hash(),
+                spec.chain_id()
+            );
         } else {
             println!("already initialised with genesis {}; nothing to do", spec.genesis_hash());
         }
@@ -170,5 +176,6 @@ pub fn init_logging(args: &LogArgs) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&args.filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use alloy_consensus::Header;
 use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use alloy_evm::rpc::TryIntoTxEnv;
-use alloy_evm::{Evm, EvmEnv, EvmFactory, EthEvmFactory};
+use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
+use alloy_primitives::U256;
 use alloy_rpc_types_eth::state::StateOverride;
 use alloy_rpc_types_eth::{BlockOverrides, TransactionRequest};
-use alloy_primitives::U256;
 use revm::context::TxEnv;
 use revm::context::result::{EVMError, InvalidTransaction, ResultAndState};
 use revm::database::{DatabaseRef, State, WrapDatabaseRef};
@@ -106,16 +106,19 @@ where
         apply_block_overrides(overrides, &mut state, &mut env.block_env);
     }
     if let Some(overrides) = req.state_overrides {
-        apply_state_overrides(overrides, &mut state).map_err(|e| CallError::InvalidRequest(e.to_string()))?;
+        apply_state_overrides(overrides, &mut state)
+            .map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     }
 
     let mut tx = req.tx;
-    if let (Some(data), Some(input)) = (&tx.input.data, &tx.input.input) {
-        if data != input {
-            return Err(CallError::InvalidRequest(
-                "both \"data\" and \"input\" are set and not equal. Please use \"input\" to pass transaction call data".into(),
-            ));
-        }
+    if let (Some(data), Some(input)) = (&tx.input.data, &tx.input.input)
+        && data != input
+    {
+        return Err(CallError::InvalidRequest(
+            "both \"data\" and \"input\" are set and not equal. Please use \"input\" to pass \
+             transaction call data"
+                .into(),
+        ));
     }
     let gas_given = tx.gas.is_some();
     tx.gas = Some(tx.gas.map_or(gas_cap, |g| g.min(gas_cap)));
@@ -123,7 +126,8 @@ where
     tx.from = Some(from);
     let sender = state.basic(from).map_err(db_err)?;
     tx.nonce = Some(sender.as_ref().map_or(0, |a| a.nonce));
-    let mut tx_env: TxEnv = tx.try_into_tx_env(&env).map_err(|e| CallError::InvalidRequest(e.to_string()))?;
+    let mut tx_env: TxEnv =
+        tx.try_into_tx_env(&env).map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     if tx_env.gas_price == 0 {
         env.block_env.basefee = 0;
     } else if !gas_given {
@@ -160,12 +164,14 @@ where
         return Err(CallError::Timeout(timeout));
     }
     result.map_err(|e| match e {
-        EVMError::Transaction(InvalidTransaction::CallGasCostMoreThanGasLimit { initial_gas, gas_limit }) => {
-            CallError::IntrinsicGasTooLow { have: gas_limit, want: initial_gas }
-        }
-        EVMError::Transaction(InvalidTransaction::GasFloorMoreThanGasLimit { gas_floor, gas_limit }) => {
-            CallError::IntrinsicGasTooLow { have: gas_limit, want: gas_floor }
-        }
+        EVMError::Transaction(InvalidTransaction::CallGasCostMoreThanGasLimit {
+            initial_gas,
+            gas_limit,
+        }) => CallError::IntrinsicGasTooLow { have: gas_limit, want: initial_gas },
+        EVMError::Transaction(InvalidTransaction::GasFloorMoreThanGasLimit {
+            gas_floor,
+            gas_limit,
+        }) => CallError::IntrinsicGasTooLow { have: gas_limit, want: gas_floor },
         EVMError::Transaction(InvalidTransaction::LackOfFundForMaxFee { fee, balance }) => {
             CallError::InsufficientFunds { have: *balance, want: *fee }
         }
@@ -195,7 +201,7 @@ impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Deadline {
     fn step(&mut self, interp: &mut Interpreter<INTR>, _context: &mut CTX) {
         if !self.expired {
             self.steps = self.steps.wrapping_add(1);
-            if self.steps % 1024 != 0 || Instant::now() < self.until {
+            if !self.steps.is_multiple_of(1024) || Instant::now() < self.until {
                 return;
             }
             self.expired = true;

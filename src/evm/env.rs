@@ -13,12 +13,8 @@ use crate::chain::ChainSpec;
 /// CREATE2, EXTCODEHASH). We run it as Petersburg, which has those opcodes; only EIP-1283 net
 /// gas metering (which Petersburg removed) is missing. Mainnet activated both together.
 pub fn block_env(spec: &ChainSpec, header: &Header) -> EvmEnv {
-    let mut env = EvmEnv::for_eth_block(
-        header,
-        spec,
-        spec.chain_id(),
-        spec.blob_params_at(header.timestamp),
-    );
+    let mut env =
+        EvmEnv::for_eth_block(header, spec, spec.chain_id(), spec.blob_params_at(header.timestamp));
     if env.cfg_env.spec == SpecId::BYZANTIUM
         && spec.is_constantinople_active_at_block(header.number)
     {

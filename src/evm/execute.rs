@@ -2,18 +2,18 @@
 
 use std::borrow::Cow;
 
+use alloy_consensus::transaction::Recovered;
 use alloy_consensus::{Block, Eip658Value, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::eip7685::Requests;
 use alloy_evm::block::BlockExecutor;
 use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
-use alloy_evm::{Evm, EvmFactory, EthEvmFactory};
+use alloy_evm::{EthEvmFactory, Evm, EvmFactory};
 use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256};
-use revm::database::states::bundle_state::BundleRetention;
 use revm::database::states::StateChangeset;
+use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{DatabaseRef, OriginalValuesKnown, State};
-use alloy_consensus::transaction::Recovered;
 
 use super::{EvmError, block_env};
 use crate::chain::ChainSpec;
@@ -79,7 +79,9 @@ where
             let changes = db.bundle_state.to_plain_state(OriginalValuesKnown::No);
             let root = intermediate_root(&changes)
                 .map_err(|e| EvmError::IntermediateRoot { index, message: e.to_string() })?;
-            if let Some(r) = executor.receipts.last_mut().and_then(|r| r.as_receipt_with_bloom_mut()) {
+            if let Some(r) =
+                executor.receipts.last_mut().and_then(|r| r.as_receipt_with_bloom_mut())
+            {
                 r.receipt.status = Eip658Value::PostState(root);
             }
         }

@@ -75,12 +75,24 @@ pub fn import_block(
 
     // Commitments checkable without execution.
     let body = &block.body;
-    check(number, hash, "transactions root", header.transactions_root, calculate_transaction_root(&body.transactions))?;
+    check(
+        number,
+        hash,
+        "transactions root",
+        header.transactions_root,
+        calculate_transaction_root(&body.transactions),
+    )?;
     check(number, hash, "ommers hash", header.ommers_hash, calculate_ommers_root(&body.ommers))?;
     let shanghai = spec.is_shanghai_active_at_timestamp(header.timestamp);
     let withdrawals_root = body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w));
     if shanghai || header.withdrawals_root.is_some() || withdrawals_root.is_some() {
-        check(number, hash, "withdrawals root", opt(header.withdrawals_root), opt(withdrawals_root))?;
+        check(
+            number,
+            hash,
+            "withdrawals root",
+            opt(header.withdrawals_root),
+            opt(withdrawals_root),
+        )?;
     }
 
     let senders = body
@@ -108,17 +120,35 @@ pub fn import_block(
     writer.apply_changeset(number, &outcome.changes)?;
 
     check(number, hash, "gas used", header.gas_used, outcome.gas_used)?;
-    check(number, hash, "receipts root", header.receipts_root, calculate_receipt_root(&outcome.receipts))?;
+    check(
+        number,
+        hash,
+        "receipts root",
+        header.receipts_root,
+        calculate_receipt_root(&outcome.receipts),
+    )?;
     let mut bloom = Bloom::ZERO;
     for r in &outcome.receipts {
         bloom.accrue_bloom(&r.bloom());
     }
     check(number, hash, "logs bloom", header.logs_bloom, bloom)?;
     if spec.is_prague_active_at_timestamp(header.timestamp) || header.requests_hash.is_some() {
-        check(number, hash, "requests hash", opt(header.requests_hash), opt(Some(outcome.requests.requests_hash())))?;
+        check(
+            number,
+            hash,
+            "requests hash",
+            opt(header.requests_hash),
+            opt(Some(outcome.requests.requests_hash())),
+        )?;
     }
     if spec.is_cancun_active_at_timestamp(header.timestamp) || header.blob_gas_used.is_some() {
-        check(number, hash, "blob gas used", opt(header.blob_gas_used), opt(Some(outcome.blob_gas_used)))?;
+        check(
+            number,
+            hash,
+            "blob gas used",
+            opt(header.blob_gas_used),
+            opt(Some(outcome.blob_gas_used)),
+        )?;
     }
     check(number, hash, "state root", header.state_root, roots.state_root(&writer)?)?;
 

@@ -110,7 +110,7 @@ pub enum ImportError {
         /// Offset of the block's first byte.
         offset: u64,
         /// The error.
-        source: Box<ImportError>,
+        source: Box<Self>,
     },
 }
 

@@ -57,7 +57,11 @@ pub fn init_genesis(db: &Database, genesis_json: &str) -> Result<(ChainSpec, boo
             .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect();
         if !storage.is_empty() {
-            changes.storage.push(PlainStorageChangeset { address: *address, wipe_storage: false, storage });
+            changes.storage.push(PlainStorageChangeset {
+                address: *address,
+                wipe_storage: false,
+                storage,
+            });
         }
     }
     let header = spec.genesis_header().clone();

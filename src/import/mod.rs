@@ -86,10 +86,8 @@ pub fn import_files(
     let result = (|| {
         for path in paths {
             let path = path.as_ref();
-            let file = std::fs::File::open(path).map_err(|source| ImportError::Open {
-                path: path.display().to_string(),
-                source,
-            })?;
+            let file = std::fs::File::open(path)
+                .map_err(|source| ImportError::Open { path: path.display().to_string(), source })?;
             let mut reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
             loop {
                 let expected = db.begin_read()?.head()?.map_or(0, |h| h + 1);

@@ -20,7 +20,9 @@ pub enum SourceError {
         source: std::io::Error,
     },
     /// The bytes do not start an RLP list, so this is not a block (or not RLP at all).
-    #[error("not an RLP chain file: byte 0x{byte:02x} at offset {offset} does not start an RLP list (a block)")]
+    #[error(
+        "not an RLP chain file: byte 0x{byte:02x} at offset {offset} does not start an RLP list (a block)"
+    )]
     NotAList {
         /// Offset.
         offset: u64,
@@ -28,7 +30,9 @@ pub enum SourceError {
         byte: u8,
     },
     /// The file ends inside a block.
-    #[error("file truncated inside the block starting at byte {offset}: it needs {needed} bytes, only {available} remain")]
+    #[error(
+        "file truncated inside the block starting at byte {offset}: it needs {needed} bytes, only {available} remain"
+    )]
     Truncated {
         /// Offset of the block.
         offset: u64,
@@ -38,7 +42,9 @@ pub enum SourceError {
         available: u64,
     },
     /// The length prefix announces an absurd size.
-    #[error("block at byte {offset} claims {size} bytes, more than the {MAX_BLOCK_BYTES}-byte limit")]
+    #[error(
+        "block at byte {offset} claims {size} bytes, more than the {MAX_BLOCK_BYTES}-byte limit"
+    )]
     TooLarge {
         /// Offset.
         offset: u64,
@@ -81,7 +87,11 @@ impl<R: Read> BlockReader<R> {
         Some(self.read_rest(start, first[0]))
     }
 
-    fn read_rest(&mut self, start: u64, first: u8) -> Result<(u64, Block<TxEnvelope>), SourceError> {
+    fn read_rest(
+        &mut self,
+        start: u64,
+        first: u8,
+    ) -> Result<(u64, Block<TxEnvelope>), SourceError> {
         if first < 0xc0 {
             return Err(SourceError::NotAList { offset: start, byte: first });
         }
@@ -153,7 +163,10 @@ mod tests {
     #[test]
     fn rejects_non_rlp_and_empty_is_clean_eof() {
         let mut r = BlockReader::new(&b"{\"json\": true}"[..]);
-        assert!(matches!(r.next_block(), Some(Err(SourceError::NotAList { offset: 0, byte: b'{' }))));
+        assert!(matches!(
+            r.next_block(),
+            Some(Err(SourceError::NotAList { offset: 0, byte: b'{' }))
+        ));
         let mut r = BlockReader::new(&b""[..]);
         assert!(r.next_block().is_none());
     }

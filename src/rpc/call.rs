@@ -17,9 +17,22 @@ use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
 /// Fields a call object may carry; anything else is refused so that typos (`gasprice`) do not
 /// silently change the call.
 const CALL_FIELDS: &[&str] = &[
-    "from", "to", "gas", "gasPrice", "maxFeePerGas", "maxPriorityFeePerGas", "maxFeePerBlobGas",
-    "value", "data", "input", "nonce", "accessList", "blobVersionedHashes", "authorizationList",
-    "chainId", "type",
+    "from",
+    "to",
+    "gas",
+    "gasPrice",
+    "maxFeePerGas",
+    "maxPriorityFeePerGas",
+    "maxFeePerBlobGas",
+    "value",
+    "data",
+    "input",
+    "nonce",
+    "accessList",
+    "blobVersionedHashes",
+    "authorizationList",
+    "chainId",
+    "type",
 ];
 
 /// Parses the call object at `i` and the overrides at `so` (state) and `bo` (block).
@@ -31,7 +44,9 @@ pub(crate) fn call_request(a: &Args, i: usize, so: usize, bo: usize) -> RpcResul
         return Err(invalid(format!("invalid argument {i} (transaction): expected an object")));
     };
     if let Some(unknown) = map.keys().find(|k| !CALL_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(format!("invalid argument {i} (transaction): unknown field {unknown:?}")));
+        return Err(invalid(format!(
+            "invalid argument {i} (transaction): unknown field {unknown:?}"
+        )));
     }
     let tx: TransactionRequest = a.req(i, "transaction")?;
     Ok(CallRequest {
@@ -115,7 +130,9 @@ impl RpcContext {
         let mut call = prepare_call(&self.spec, &header, state, req, self.config.gas_cap)?;
         let res = execute_call(&mut call, NoOpInspector, self.config.call_timeout)?;
         match res.result {
-            ExecutionResult::Success { output, .. } => Ok(Value::String(output.into_data().to_string())),
+            ExecutionResult::Success { output, .. } => {
+                Ok(Value::String(output.into_data().to_string()))
+            }
             ExecutionResult::Revert { output, .. } => Err(RpcError::Reverted {
                 reason: revert_reason(&output),
                 data: Bytes::from(output.to_vec()),

@@ -42,7 +42,9 @@ pub(crate) fn rpc_block(
     let size = alloy_consensus::Block::rlp_length_for(&header, &full_body);
     let uncles = full_body.ommers.iter().map(|o| o.hash_slow()).collect();
     let transactions = if full {
-        BlockTransactions::Full(txs.into_iter().map(|t| rpc_transaction(t, &header, hash)).collect())
+        BlockTransactions::Full(
+            txs.into_iter().map(|t| rpc_transaction(t, &header, hash)).collect(),
+        )
     } else {
         BlockTransactions::Hashes(txs.iter().map(|t| *t.tx.tx_hash()).collect())
     };
@@ -107,10 +109,7 @@ pub(crate) fn rpc_receipts(
             blob_gas_price: if tx.is_type(3) { blob_gas_price } else { None },
             from: stored.sender,
             to: tx.to(),
-            contract_address: tx
-                .kind()
-                .is_create()
-                .then(|| stored.sender.create(tx.nonce())),
+            contract_address: tx.kind().is_create().then(|| stored.sender.create(tx.nonce())),
         });
     }
     out

@@ -117,11 +117,17 @@ mod tests {
             (-32000, "execution timeout after 5s".into(), None)
         );
         assert_eq!(
-            obj(RpcError::Reverted { reason: Some("user error".into()), data: Bytes::from(vec![1u8]) }),
+            obj(RpcError::Reverted {
+                reason: Some("user error".into()),
+                data: Bytes::from(vec![1u8])
+            }),
             (3, "execution reverted: user error".into(), Some("\"0x01\"".into()))
         );
         assert_eq!(
-            obj(RpcError::InsufficientFunds { have: alloy_primitives::U256::from(1), want: alloy_primitives::U256::from(2) }),
+            obj(RpcError::InsufficientFunds {
+                have: alloy_primitives::U256::from(1),
+                want: alloy_primitives::U256::from(2)
+            }),
             (-32003, "insufficient funds for gas * price + value: have 1 want 2".into(), None)
         );
         assert_eq!(obj(RpcError::Internal("boom".into())), (-32603, "internal error".into(), None));

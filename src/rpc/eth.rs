@@ -16,7 +16,8 @@ fn to_value<T: serde::Serialize>(v: T) -> RpcResult<Value> {
 impl RpcContext {
     /// Resolves a block reference to a stored block number (`None`: not stored).
     pub(crate) fn resolve(&self, r: &Reader, b: BlockRef) -> RpcResult<Option<u64>> {
-        let m = r.markers()?.ok_or_else(|| RpcError::Internal("database not initialised".into()))?;
+        let m =
+            r.markers()?.ok_or_else(|| RpcError::Internal("database not initialised".into()))?;
         Ok(match b {
             BlockRef::Number(n) => (n <= m.head).then_some(n),
             BlockRef::Latest | BlockRef::Pending => Some(m.head),
@@ -36,7 +37,9 @@ impl RpcContext {
         let Some(number) = number else { return Ok(Value::Null) };
         let Ok(index) = u32::try_from(index) else { return Ok(Value::Null) };
         let Some(stored) = r.transaction(number, index)? else { return Ok(Value::Null) };
-        let header = r.header(number)?.ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
+        let header = r
+            .header(number)?
+            .ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
         let hash = r.canonical_hash(number)?.unwrap_or_default();
         to_value(rpc_transaction(stored, &header, hash))
     }
@@ -104,7 +107,9 @@ impl RpcContext {
 
     fn tx_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Value> {
         match number {
-            Some(n) => Ok(r.transaction_count(n)?.map_or(Value::Null, |c| json!(format!("{c:#x}")))),
+            Some(n) => {
+                Ok(r.transaction_count(n)?.map_or(Value::Null, |c| json!(format!("{c:#x}"))))
+            }
             None => Ok(Value::Null),
         }
     }
@@ -127,7 +132,11 @@ impl RpcContext {
         self.tx_count_json(&r, n)
     }
 
-    fn receipts_of(&self, r: &Reader, number: u64) -> RpcResult<Option<Vec<alloy_rpc_types_eth::TransactionReceipt>>> {
+    fn receipts_of(
+        &self,
+        r: &Reader,
+        number: u64,
+    ) -> RpcResult<Option<Vec<alloy_rpc_types_eth::TransactionReceipt>>> {
         let (Some(header), Some(receipts)) = (r.header(number)?, r.receipts(number)?) else {
             return Ok(None);
         };

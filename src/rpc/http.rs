@@ -40,7 +40,8 @@ where
 
     fn call(&mut self, req: HttpRequest<B>) -> Self::Future {
         if req.uri().path() != "/" {
-            let mut resp = HttpResponse::new(HttpBody::from("Not Found: JSON-RPC is served at /\n"));
+            let mut resp =
+                HttpResponse::new(HttpBody::from("Not Found: JSON-RPC is served at /\n"));
             *resp.status_mut() = http::StatusCode::NOT_FOUND;
             return Box::pin(async move { Ok(resp) });
         }
@@ -60,6 +61,8 @@ pub(crate) fn cors_layer(domains: &str) -> std::io::Result<CorsLayer> {
         .split(',')
         .map(|d| d.trim().parse::<http::HeaderValue>())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http.corsdomain: {e}")))?;
+        .map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http.corsdomain: {e}"))
+        })?;
     Ok(layer.allow_origin(AllowOrigin::list(origins)))
 }

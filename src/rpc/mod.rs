@@ -87,10 +87,15 @@ pub struct RpcContext {
 impl RpcContext {
     /// Runs a handler: catches a panic (→ -32603, the server keeps serving) and logs method,
     /// latency and outcome at debug level.
-    fn guard(&self, method: &'static str, f: impl FnOnce() -> RpcResult<Value>) -> Result<Value, ErrorObjectOwned> {
+    fn guard(
+        &self,
+        method: &'static str,
+        f: impl FnOnce() -> RpcResult<Value>,
+    ) -> Result<Value, ErrorObjectOwned> {
         let started = Instant::now();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(f))
-            .unwrap_or_else(|panic| Err(RpcError::Internal(format!("panic in {method}: {}", panic_message(&panic)))));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            Err(RpcError::Internal(format!("panic in {method}: {}", panic_message(&panic))))
+        });
         log_outcome(method, started, &result);
         result.map_err(Into::into)
     }
@@ -133,7 +138,9 @@ impl RpcServer {
 }
 
 /// Builds the method table.
-fn module(ctx: RpcContext) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
+fn module(
+    ctx: RpcContext,
+) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
     let test_panic = ctx.config.test_panic_method;
     let mut m = RpcModule::new(ctx);
     macro_rules! read {
@@ -187,7 +194,11 @@ fn module(ctx: RpcContext) -> Result<RpcModule<RpcContext>, jsonrpsee::server::R
 }
 
 /// Starts the HTTP JSON-RPC server on `config.addr`.
-pub async fn start(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> std::io::Result<RpcServer> {
+pub async fn start(
+    db: Arc<Database>,
+    spec: ChainSpec,
+    config: RpcConfig,
+) -> std::io::Result<RpcServer> {
     let server_config = ServerConfig::builder()
         .http_only()
         .max_request_body_size(config.max_request_body)

@@ -78,7 +78,9 @@ impl Args {
     pub(crate) fn quantity(&self, i: usize, name: &str) -> RpcResult<u64> {
         match self.get(i) {
             None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
-            Some(v) => quantity(v).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+            Some(v) => {
+                quantity(v).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}")))
+            }
         }
     }
 
@@ -91,7 +93,8 @@ impl Args {
     pub(crate) fn block(&self, i: usize, name: &str) -> RpcResult<BlockRef> {
         match self.get(i) {
             None => Ok(BlockRef::Latest),
-            Some(v) => block_ref(v, true).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+            Some(v) => block_ref(v, true)
+                .map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
         }
     }
 
@@ -99,7 +102,8 @@ impl Args {
     pub(crate) fn block_number(&self, i: usize, name: &str) -> RpcResult<BlockRef> {
         match self.get(i) {
             None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
-            Some(v) => block_ref(v, false).map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+            Some(v) => block_ref(v, false)
+                .map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
         }
     }
 
@@ -108,7 +112,9 @@ impl Args {
         match self.get(i) {
             Some(Value::Bool(b)) => Ok(*b),
             None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
-            Some(other) => Err(invalid(format!("invalid argument {i} ({name}): expected a boolean, got {other}"))),
+            Some(other) => Err(invalid(format!(
+                "invalid argument {i} ({name}): expected a boolean, got {other}"
+            ))),
         }
     }
 
@@ -171,7 +177,10 @@ fn block_ref(v: &Value, allow_hash: bool) -> Result<BlockRef, String> {
                 .map(BlockRef::Hash)
                 .map_err(|e| format!("invalid block hash {s:?}: {e}")),
             _ => quantity(v).map(BlockRef::Number).map_err(|e| {
-                format!("{e} (want a block number, or latest, earliest, pending, safe, finalized{})", if allow_hash { ", or a block hash" } else { "" })
+                format!(
+                    "{e} (want a block number, or latest, earliest, pending, safe, finalized{})",
+                    if allow_hash { ", or a block hash" } else { "" }
+                )
             }),
         },
         Value::Object(map) if allow_hash => {
@@ -202,7 +211,14 @@ mod tests {
     fn quantities_follow_behaviour_md() {
         assert_eq!(quantity(&json!("0x0")), Ok(0));
         assert_eq!(quantity(&json!("0x00ff")), Ok(255));
-        for bad in [json!("0x"), json!("12"), json!("0xZZ"), json!(12), json!("-0x1"), json!("0x10000000000000000")] {
+        for bad in [
+            json!("0x"),
+            json!("12"),
+            json!("0xZZ"),
+            json!(12),
+            json!("-0x1"),
+            json!("0x10000000000000000"),
+        ] {
             assert!(quantity(&bad).is_err(), "{bad}");
         }
     }

@@ -45,7 +45,9 @@ impl TracePool {
         .await;
         match joined {
             Ok(Ok(result)) => result,
-            Ok(Err(panic)) => Err(RpcError::Internal(format!("panic in EVM worker: {}", panic_message(&panic)))),
+            Ok(Err(panic)) => {
+                Err(RpcError::Internal(format!("panic in EVM worker: {}", panic_message(&panic))))
+            }
             Err(e) => Err(RpcError::Internal(format!("EVM worker failed: {e}"))),
         }
     }

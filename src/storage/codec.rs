@@ -95,9 +95,10 @@ pub(crate) fn split_tx_key(k: &[u8; 12]) -> (u64, u32) {
 }
 
 pub(crate) fn u64_value(table: &'static str, b: &[u8]) -> Result<u64, StorageError> {
-    let arr: [u8; 8] = b
-        .try_into()
-        .map_err(|_| StorageError::Corrupt { table, detail: format!("{} bytes, want 8", b.len()) })?;
+    let arr: [u8; 8] = b.try_into().map_err(|_| StorageError::Corrupt {
+        table,
+        detail: format!("{} bytes, want 8", b.len()),
+    })?;
     Ok(u64::from_be_bytes(arr))
 }
 
@@ -107,7 +108,11 @@ mod tests {
 
     #[test]
     fn account_round_trip() {
-        let a = StoredAccount { nonce: 7, balance: U256::from(1234567u64), code_hash: B256::repeat_byte(3) };
+        let a = StoredAccount {
+            nonce: 7,
+            balance: U256::from(1234567u64),
+            code_hash: B256::repeat_byte(3),
+        };
         assert_eq!(StoredAccount::decode(&a.encode()), a);
         assert_eq!(StoredAccount::decode_history(&a.encode()).unwrap(), Some(a));
         assert_eq!(StoredAccount::decode_history(&[]).unwrap(), None);

@@ -39,10 +39,8 @@ impl Database {
     /// do not exist yet. After a crash, redb repairs the file here and the database opens at its
     /// last durable commit.
     pub fn open(datadir: &Path) -> StorageResult<Self> {
-        std::fs::create_dir_all(datadir).map_err(|source| StorageError::Io {
-            path: datadir.display().to_string(),
-            source,
-        })?;
+        std::fs::create_dir_all(datadir)
+            .map_err(|source| StorageError::Io { path: datadir.display().to_string(), source })?;
         let db = redb::Database::builder()
             .set_cache_size(256 * 1024 * 1024)
             .create(datadir.join(DB_FILE))?;

@@ -53,7 +53,9 @@ impl Reader {
     pub fn genesis_json(&self) -> StorageResult<Option<String>> {
         let t = self.txn.open_table(tables::META)?;
         match t.get(meta::GENESIS)? {
-            Some(v) => String::from_utf8(v.value().to_vec()).map(Some).map_err(|e| corrupt("meta", e)),
+            Some(v) => {
+                String::from_utf8(v.value().to_vec()).map(Some).map_err(|e| corrupt("meta", e))
+            }
             None => Ok(None),
         }
     }

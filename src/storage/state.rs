@@ -111,11 +111,17 @@ impl StateAt {
         let mut slots: BTreeMap<Address, std::collections::BTreeSet<U256>> = BTreeMap::new();
         for item in self.storage.iter()? {
             let k = *item?.0.value();
-            slots.entry(Address::from_slice(&k[..20])).or_default().insert(U256::from_be_slice(&k[20..]));
+            slots
+                .entry(Address::from_slice(&k[..20]))
+                .or_default()
+                .insert(U256::from_be_slice(&k[20..]));
         }
         for item in self.storage_history.iter()? {
             let k = *item?.0.value();
-            slots.entry(Address::from_slice(&k[..20])).or_default().insert(U256::from_be_slice(&k[20..52]));
+            slots
+                .entry(Address::from_slice(&k[..20]))
+                .or_default()
+                .insert(U256::from_be_slice(&k[20..52]));
         }
         let mut out = StateDump::new();
         for address in addresses {

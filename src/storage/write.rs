@@ -7,7 +7,9 @@ use alloy_rlp::Encodable;
 use redb::{Durability, ReadableTable, WriteTransaction};
 use revm::database::states::StateChangeset;
 
-use super::codec::{StoredAccount, account_history_key, storage_history_key, storage_key, tx_key, u64_value};
+use super::codec::{
+    StoredAccount, account_history_key, storage_history_key, storage_key, tx_key, u64_value,
+};
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
 
@@ -204,7 +206,10 @@ impl Writer {
         let mut out = StateDump::new();
         for item in accounts.iter()? {
             let (k, v) = item?;
-            out.insert(Address::from(*k.value()), (StoredAccount::decode(v.value()), Default::default()));
+            out.insert(
+                Address::from(*k.value()),
+                (StoredAccount::decode(v.value()), Default::default()),
+            );
         }
         for item in storage.iter()? {
             let (k, v) = item?;
