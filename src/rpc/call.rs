@@ -10,6 +10,7 @@ use revm::context::result::{ExecutionResult, HaltReason};
 use revm::inspector::NoOpInspector;
 use serde_json::Value;
 
+use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
@@ -114,7 +115,7 @@ fn halt_message(h: &HaltReason) -> String {
 
 impl RpcContext {
     /// `eth_call(call, block?, stateOverrides?, blockOverrides?)`.
-    pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Value> {
+    pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 4)?;
         let req = call_request(&a, 0, 2, 3)?;
         let block = a.block(1, "block")?;
@@ -122,7 +123,7 @@ impl RpcContext {
         self.pool.run(move || ctx.eth_call_blocking(req, block)).await
     }
 
-    fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Value> {
+    fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
         let header = r.header(n)?.ok_or(RpcError::HeaderNotFound)?;
@@ -130,9 +131,7 @@ impl RpcContext {
         let mut call = prepare_call(&self.spec, &header, state, req, self.config.gas_cap)?;
         let res = execute_call(&mut call, NoOpInspector, self.config.call_timeout)?;
         match res.result {
-            ExecutionResult::Success { output, .. } => {
-                Ok(Value::String(output.into_data().to_string()))
-            }
+            ExecutionResult::Success { output, .. } => to_value(output.into_data()),
             ExecutionResult::Revert { output, .. } => Err(RpcError::Reverted {
                 reason: revert_reason(&output),
                 data: Bytes::from(output.to_vec()),

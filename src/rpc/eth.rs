@@ -2,15 +2,23 @@
 
 use alloy_primitives::U256;
 use jsonrpsee::types::Params;
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 
 use super::convert::{rpc_block, rpc_receipts, rpc_transaction};
 use super::params::{Args, BlockRef};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
-fn to_value<T: serde::Serialize>(v: T) -> RpcResult<Value> {
-    serde_json::to_value(v).map_err(|e| RpcError::Internal(format!("serialize: {e}")))
+/// A serialized result: serialized once, copied verbatim into the response.
+pub(crate) type Raw = Box<RawValue>;
+
+/// Serializes a result.
+pub(crate) fn to_value<T: serde::Serialize>(v: T) -> RpcResult<Raw> {
+    serde_json::value::to_raw_value(&v).map_err(|e| RpcError::Internal(format!("serialize: {e}")))
+}
+
+fn null() -> RpcResult<Raw> {
+    to_value(())
 }
 
 impl RpcContext {
@@ -33,10 +41,10 @@ impl RpcContext {
         self.resolve(r, b)?.ok_or(RpcError::HeaderNotFound)
     }
 
-    fn tx_at(&self, r: &Reader, number: Option<u64>, index: u64) -> RpcResult<Value> {
-        let Some(number) = number else { return Ok(Value::Null) };
-        let Ok(index) = u32::try_from(index) else { return Ok(Value::Null) };
-        let Some(stored) = r.transaction(number, index)? else { return Ok(Value::Null) };
+    fn tx_at(&self, r: &Reader, number: Option<u64>, index: u64) -> RpcResult<Raw> {
+        let Some(number) = number else { return null() };
+        let Ok(index) = u32::try_from(index) else { return null() };
+        let Some(stored) = r.transaction(number, index)? else { return null() };
         let header = r
             .header(number)?
             .ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
@@ -45,7 +53,7 @@ impl RpcContext {
     }
 
     /// `eth_getTransactionByBlockNumberAndIndex(block, index)`.
-    pub(crate) fn tx_by_number_and_index(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn tx_by_number_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2, 2)?;
         let block = a.block_number(0, "block")?;
         let index = a.quantity(1, "index")?;
@@ -55,7 +63,7 @@ impl RpcContext {
     }
 
     /// `eth_getTransactionByBlockHashAndIndex(hash, index)`.
-    pub(crate) fn tx_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn tx_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2, 2)?;
         let hash = a.req(0, "blockHash")?;
         let index = a.quantity(1, "index")?;
@@ -65,20 +73,20 @@ impl RpcContext {
     }
 
     /// `eth_getTransactionByHash(hash)`.
-    pub(crate) fn tx_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn tx_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 1)?;
         let hash = a.req(0, "hash")?;
         let r = self.db.begin_read()?;
         match r.transaction_location(&hash)? {
             Some((block, index)) => self.tx_at(&r, Some(block), u64::from(index)),
-            None => Ok(Value::Null),
+            None => null(),
         }
     }
 
-    fn block_json(&self, r: &Reader, number: Option<u64>, full: bool) -> RpcResult<Value> {
-        let Some(number) = number else { return Ok(Value::Null) };
+    fn block_json(&self, r: &Reader, number: Option<u64>, full: bool) -> RpcResult<Raw> {
+        let Some(number) = number else { return null() };
         let (Some(header), Some((body, _))) = (r.header(number)?, r.body(number)?) else {
-            return Ok(Value::Null);
+            return null();
         };
         let hash = r.canonical_hash(number)?.unwrap_or_default();
         let txs = r.transactions(number)?;
@@ -86,7 +94,7 @@ impl RpcContext {
     }
 
     /// `eth_getBlockByNumber(block, full)`.
-    pub(crate) fn block_by_number(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn block_by_number(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2, 2)?;
         let block = a.block_number(0, "block")?;
         let full = a.boolean(1, "fullTransactions")?;
@@ -96,7 +104,7 @@ impl RpcContext {
     }
 
     /// `eth_getBlockByHash(hash, full)`.
-    pub(crate) fn block_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn block_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2, 2)?;
         let hash = a.req(0, "blockHash")?;
         let full = a.boolean(1, "fullTransactions")?;
@@ -105,17 +113,15 @@ impl RpcContext {
         self.block_json(&r, n, full)
     }
 
-    fn tx_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Value> {
+    fn tx_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Raw> {
         match number {
-            Some(n) => {
-                Ok(r.transaction_count(n)?.map_or(Value::Null, |c| json!(format!("{c:#x}"))))
-            }
-            None => Ok(Value::Null),
+            Some(n) => to_value(r.transaction_count(n)?.map(|c| format!("{c:#x}"))),
+            None => null(),
         }
     }
 
     /// `eth_getBlockTransactionCountByNumber(block)`.
-    pub(crate) fn tx_count_by_number(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn tx_count_by_number(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 1)?;
         let block = a.block_number(0, "block")?;
         let r = self.db.begin_read()?;
@@ -124,7 +130,7 @@ impl RpcContext {
     }
 
     /// `eth_getBlockTransactionCountByHash(hash)`.
-    pub(crate) fn tx_count_by_hash(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn tx_count_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 1)?;
         let hash = a.req(0, "blockHash")?;
         let r = self.db.begin_read()?;
@@ -146,11 +152,11 @@ impl RpcContext {
     }
 
     /// `eth_getTransactionReceipt(hash)`.
-    pub(crate) fn receipt(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn receipt(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 1)?;
         let hash = a.req(0, "hash")?;
         let r = self.db.begin_read()?;
-        let Some((block, index)) = r.transaction_location(&hash)? else { return Ok(Value::Null) };
+        let Some((block, index)) = r.transaction_location(&hash)? else { return null() };
         let receipt = self.receipts_of(&r, block)?.and_then(|mut v| {
             let i = index as usize;
             (i < v.len()).then(|| v.swap_remove(i))
@@ -159,18 +165,18 @@ impl RpcContext {
     }
 
     /// `eth_getBlockReceipts(block)`.
-    pub(crate) fn block_receipts(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn block_receipts(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 1)?;
         let block = a.block(0, "block")?;
         let r = self.db.begin_read()?;
         match self.resolve(&r, block)? {
             Some(n) => to_value(self.receipts_of(&r, n)?),
-            None => Ok(Value::Null),
+            None => null(),
         }
     }
 
     /// `eth_getBalance(address, block?)`.
-    pub(crate) fn balance(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn balance(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
@@ -181,18 +187,18 @@ impl RpcContext {
     }
 
     /// `eth_getTransactionCount(address, block?)`.
-    pub(crate) fn nonce(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn nonce(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
         let acct = r.state_at(n)?.account(&address)?;
-        Ok(json!(format!("{:#x}", acct.map_or(0, |a| a.nonce))))
+        to_value(format!("{:#x}", acct.map_or(0, |a| a.nonce)))
     }
 
     /// `eth_getCode(address, block?)`.
-    pub(crate) fn code(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn code(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
@@ -207,7 +213,7 @@ impl RpcContext {
     }
 
     /// `eth_getStorageAt(address, slot, block?)`.
-    pub(crate) fn storage_at(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn storage_at(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2, 3)?;
         let address = a.address(0, "address")?;
         let slot = a.storage_key(1, "slot")?;
@@ -219,27 +225,27 @@ impl RpcContext {
     }
 
     /// `eth_blockNumber()`.
-    pub(crate) fn block_number(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn block_number(&self, p: Params<'_>) -> RpcResult<Raw> {
         Args::new(&p, 0, 0)?;
         let head = self.db.begin_read()?.head()?.unwrap_or(0);
-        Ok(json!(format!("{head:#x}")))
+        to_value(format!("{head:#x}"))
     }
 
     /// `eth_chainId()`.
-    pub(crate) fn chain_id(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn chain_id(&self, p: Params<'_>) -> RpcResult<Raw> {
         Args::new(&p, 0, 0)?;
-        Ok(json!(format!("{:#x}", self.spec.chain_id())))
+        to_value(format!("{:#x}", self.spec.chain_id()))
     }
 
     /// `net_version()`: the chain id in decimal, as geth answers.
-    pub(crate) fn net_version(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn net_version(&self, p: Params<'_>) -> RpcResult<Raw> {
         Args::new(&p, 0, 0)?;
-        Ok(json!(self.spec.chain_id().to_string()))
+        to_value(self.spec.chain_id().to_string())
     }
 
     /// `eth_syncing()`: an archive that serves what it imported is never syncing.
-    pub(crate) fn syncing(&self, p: Params<'_>) -> RpcResult<Value> {
+    pub(crate) fn syncing(&self, p: Params<'_>) -> RpcResult<Raw> {
         Args::new(&p, 0, 0)?;
-        Ok(Value::Bool(false))
+        to_value(false)
     }
 }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use jsonrpsee::RpcModule;
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 use jsonrpsee::types::{ErrorObjectOwned, Params};
-use serde_json::Value;
 
 pub use error::{RpcError, RpcResult, codes};
 
@@ -87,11 +86,11 @@ pub struct RpcContext {
 impl RpcContext {
     /// Runs a handler: catches a panic (→ -32603, the server keeps serving) and logs method,
     /// latency and outcome at debug level.
-    fn guard(
+    fn guard<T>(
         &self,
         method: &'static str,
-        f: impl FnOnce() -> RpcResult<Value>,
-    ) -> Result<Value, ErrorObjectOwned> {
+        f: impl FnOnce() -> RpcResult<T>,
+    ) -> Result<T, ErrorObjectOwned> {
         let started = Instant::now();
         let result = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
             Err(RpcError::Internal(format!("panic in {method}: {}", panic_message(&panic))))
@@ -101,7 +100,7 @@ impl RpcContext {
     }
 }
 
-fn log_outcome(method: &'static str, started: Instant, result: &RpcResult<Value>) {
+fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
     let micros = started.elapsed().as_micros() as u64;
     match result {
         Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
@@ -114,6 +113,14 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic".into())
+}
+
+impl RpcContext {
+    /// Handler state without a server: for benchmarks and tools that call methods in-process.
+    pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
+        let pool = pool::TracePool::new(config.workers, config.queue);
+        Self { db, spec, config, pool }
+    }
 }
 
 /// A running server.
@@ -170,7 +177,7 @@ fn module(
     m.register_method("web3_clientVersion", |p, ctx, _| {
         ctx.guard("web3_clientVersion", || {
             params::Args::new(&p, 0, 0)?;
-            Ok(Value::String(format!("loupe/v{}", env!("CARGO_PKG_VERSION"))))
+            Ok(format!("loupe/v{}", env!("CARGO_PKG_VERSION")))
         })
     })?;
     m.register_async_method("trace_call", |p, ctx, _| async move {
@@ -187,7 +194,7 @@ fn module(
     })?;
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
-            ctx.guard("loupe_testPanic", || panic!("test panic"))
+            ctx.guard::<()>("loupe_testPanic", || panic!("test panic"))
         })?;
     }
     Ok(m)
@@ -215,8 +222,7 @@ pub async fn start(
         .build(config.addr)
         .await?;
     let addr = server.local_addr()?;
-    let pool = pool::TracePool::new(config.workers, config.queue);
-    let ctx = RpcContext { db, spec, config, pool };
+    let ctx = RpcContext::new(db, spec, config);
     let module = module(ctx).map_err(std::io::Error::other)?;
     let handle = server.start(module);
     Ok(RpcServer { addr, handle })

@@ -6,25 +6,40 @@ use alloy_primitives::map::HashSet;
 use alloy_rpc_types_trace::parity::{TraceResults, TraceType};
 use jsonrpsee::types::Params;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
-use serde_json::Value;
 
 use super::call::call_request;
+use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallRequest, execute_call, prepare_call};
 
 impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
-    pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Value> {
-        let a = Args::new(&p, 2, 5)?;
+    pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let (req, types, block) = self.trace_call_params(&p)?;
+        let ctx = self.clone();
+        self.pool.run(move || ctx.trace_call_blocking(req, &types, block)).await
+    }
+
+    /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
+    /// in-process floor that benchmarks compare the server against.
+    pub fn trace_call_direct(&self, params_json: &str) -> RpcResult<Raw> {
+        let (req, types, block) = self.trace_call_params(&Params::new(Some(params_json)))?;
+        self.trace_call_blocking(req, &types, block)
+    }
+
+    fn trace_call_params(
+        &self,
+        p: &Params<'_>,
+    ) -> RpcResult<(CallRequest, HashSet<TraceType>, BlockRef)> {
+        let a = Args::new(p, 2, 5)?;
         let req = call_request(&a, 0, 3, 4)?;
         let types = self.trace_types(&a, 1)?;
         let block = a.block(2, "block")?;
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for tracing"));
         }
-        let ctx = self.clone();
-        self.pool.run(move || ctx.trace_call_blocking(req, &types, block)).await
+        Ok((req, types, block))
     }
 
     fn trace_types(&self, a: &Args, i: usize) -> RpcResult<HashSet<TraceType>> {
@@ -52,7 +67,7 @@ impl RpcContext {
         req: CallRequest,
         types: &HashSet<TraceType>,
         block: BlockRef,
-    ) -> RpcResult<Value> {
+    ) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
         let header = r.header(n)?.ok_or(RpcError::HeaderNotFound)?;
@@ -64,8 +79,7 @@ impl RpcContext {
             .into_parity_builder()
             .into_trace_results_with_state(&res, types, &call.state)
             .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
-        serde_json::to_value(normalize(results))
-            .map_err(|e| RpcError::Internal(format!("serialize: {e}")))
+        to_value(normalize(results))
     }
 }
 
