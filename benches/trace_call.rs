@@ -1,5 +1,6 @@
 //! In-process floor of `trace_call`: EVM + tracer + result building + JSON, no HTTP, no pool.
 //! Run: `cargo bench --bench trace_call` (needs the execution-apis fixtures).
+#![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use std::sync::Arc;
 
@@ -30,10 +31,5 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group! {
-    #[allow(missing_docs)]
-    name = benches;
-    config = Criterion::default();
-    targets = bench
-}
+criterion_group!(benches, bench);
 criterion_main!(benches);
