@@ -6,6 +6,7 @@
 //! | module    | does                                              | may use                  |
 //! |-----------|---------------------------------------------------|--------------------------|
 //! | `cli`     | command line, node start-up                       | everything               |
+//! | `dev`     | built-in dev chain: genesis, block builder        | `import` and below       |
 //! | `rpc`     | JSON-RPC server and methods                       | `evm`, `storage`, `chain`|
 //! | `import`  | genesis init, verified block import               | `evm`, `storage`, `chain`|
 //! | `evm`     | block environments, block and call execution      | `chain`                  |
@@ -17,6 +18,7 @@
 
 pub mod chain;
 pub mod cli;
+pub mod dev;
 pub mod evm;
 pub mod import;
 pub mod rpc;

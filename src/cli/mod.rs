@@ -33,6 +33,118 @@ pub enum Command {
     Import(ImportCmd),
     /// Serve an initialised datadir over HTTP JSON-RPC.
     Node(NodeCmd),
+    /// Write stored blocks as RLP in the import format.
+    Export(ExportCmd),
+    /// Create (or reopen) the built-in dev chain and serve it (what `loupe` alone does).
+    Dev(DevCmd),
+}
+
+/// `loupe export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportCmd {
+    /// Data directory.
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+    /// Output file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// First block to write.
+    #[arg(long, default_value_t = 1)]
+    pub from: u64,
+    /// Last block to write (default: head).
+    #[arg(long)]
+    pub to: Option<u64>,
+}
+
+impl ExportCmd {
+    fn run(self) -> Result<()> {
+        use std::io::Write;
+        let db = Database::open(&self.datadir.datadir)?;
+        let r = db.begin_read()?;
+        let head = r.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
+        let to = self.to.unwrap_or(head).min(head);
+        let file = std::fs::File::create(&self.file)
+            .wrap_err_with(|| format!("cannot create {}", self.file.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        let mut buf = Vec::new();
+        for n in self.from..=to {
+            let header = r.header(n)?.ok_or_else(|| eyre::eyre!("block {n} missing"))?;
+            let (mut body, _) = r.body(n)?.ok_or_else(|| eyre::eyre!("body {n} missing"))?;
+            body.transactions = r.transactions(n)?.into_iter().map(|t| t.tx).collect();
+            buf.clear();
+            alloy_rlp::Encodable::encode(&alloy_consensus::Block { header, body }, &mut buf);
+            out.write_all(&buf)?;
+        }
+        out.flush()?;
+        println!("exported blocks {}..={to} to {}", self.from, self.file.display());
+        Ok(())
+    }
+}
+
+/// `loupe dev` (and `loupe` with no command).
+#[derive(Debug, Default, clap::Args)]
+pub struct DevCmd {
+    /// Data directory of the dev chain (default: $XDG_DATA_HOME/loupe/dev or
+    /// ~/.local/share/loupe/dev).
+    #[arg(long, value_name = "DIR")]
+    pub datadir: Option<PathBuf>,
+    /// Server flags.
+    #[command(flatten)]
+    pub rpc: Option<RpcArgs>,
+}
+
+fn default_dev_datadir() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("loupe/dev")
+}
+
+impl DevCmd {
+    fn run(self) -> Result<()> {
+        use clap::FromArgMatches;
+        let dir = self.datadir.unwrap_or_else(default_dev_datadir);
+        let db = Database::open(&dir)?;
+        let (spec, _) = init_genesis(&db, &crate::dev::dev_genesis_json())?;
+        let built = crate::dev::build_sample_history(&db, &spec)?;
+        if built > 0 {
+            println!("built the dev chain's sample history: {built} blocks in {}", dir.display());
+        }
+        let rpc = match self.rpc {
+            Some(rpc) => rpc,
+            None => RpcArgs::from_arg_matches(
+                &<RpcArgs as clap::Args>::augment_args(clap::Command::new("x"))
+                    .get_matches_from(["x"]),
+            )?,
+        };
+        let config = rpc.to_config()?;
+        let banner = Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr));
+        serve(std::sync::Arc::new(db), spec, config, Some(banner))
+    }
+}
+
+fn print_dev_banner(addr: std::net::SocketAddr) {
+    let url = format!("http://{addr}");
+    println!(
+        "\nloupe dev chain (chain id {}) serving JSON-RPC at {url}\n",
+        crate::dev::DEV_CHAIN_ID
+    );
+    println!(
+        "Dev accounts (10,000 ETH each). Their keys are PUBLIC: never use them on a real network."
+    );
+    for (a, k) in crate::dev::dev_accounts().iter().zip(crate::dev::DEV_KEYS) {
+        println!("  {a}  key 0x{k}");
+    }
+    println!("\nTry:");
+    println!(
+        "  curl -s -X POST -H 'Content-Type: application/json' --data '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getTransactionByBlockNumberAndIndex\",\"params\":[\"0x1\",\"0x0\"]}}' {url}"
+    );
+    println!(
+        "  curl -s -X POST -H 'Content-Type: application/json' --data '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"trace_call\",\"params\":[{{\"from\":\"{:#x}\",\"to\":\"{:#x}\"}},[\"trace\",\"stateDiff\"],\"latest\"]}}' {url}\n",
+        crate::dev::dev_accounts().first().copied().unwrap_or_default(),
+        crate::dev::COUNTER
+    );
 }
 
 /// `loupe node`.
@@ -130,7 +242,9 @@ impl Cli {
             Some(Command::Init(cmd)) => cmd.run(),
             Some(Command::Import(cmd)) => cmd.run(),
             Some(Command::Node(cmd)) => cmd.run(),
-            None => Err(eyre::eyre!("no command given; see `loupe --help`")),
+            Some(Command::Export(cmd)) => cmd.run(),
+            Some(Command::Dev(cmd)) => cmd.run(),
+            None => DevCmd::default().run(),
         }
     }
 }

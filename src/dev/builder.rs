@@ -1,0 +1,93 @@
+//! [`BlockBuilder`]: seals blocks of signed transactions on top of the stored head, executing
+//! them on the import path so every root is computed the same way import verifies it.
+
+use alloy_consensus::proofs::{
+    calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root,
+};
+use alloy_consensus::{Block, BlockBody, EMPTY_OMMER_ROOT_HASH, Header, TxEnvelope, TxReceipt};
+use alloy_eips::eip1559::BaseFeeParams;
+use alloy_eips::eip4895::Withdrawals;
+use alloy_primitives::{Address, B256, Bloom, keccak256};
+
+use crate::chain::ChainSpec;
+use crate::evm::execute_block;
+use crate::import::{ImportError, import_block};
+use crate::storage::{Database, FullRecompute, StateRootCalculator};
+
+/// Seconds between dev blocks.
+pub const BLOCK_TIME: u64 = 12;
+
+/// Builds and stores dev blocks.
+#[derive(Debug)]
+pub struct BlockBuilder<'a> {
+    db: &'a Database,
+    spec: &'a ChainSpec,
+}
+
+impl<'a> BlockBuilder<'a> {
+    /// A builder on `db` (initialised with `spec`).
+    pub fn new(db: &'a Database, spec: &'a ChainSpec) -> Self {
+        Self { db, spec }
+    }
+
+    /// Seals `txs` (signed; `senders[i]` signed `txs[i]`) into the next block and imports it.
+    pub fn build(
+        &self,
+        txs: Vec<TxEnvelope>,
+        senders: &[Address],
+    ) -> Result<Block<TxEnvelope>, ImportError> {
+        let reader = self.db.begin_read()?;
+        let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+        let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
+        let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
+        let number = head + 1;
+        let timestamp = parent.timestamp + BLOCK_TIME;
+        let blob_params = self.spec.blob_params_at(timestamp);
+        let withdrawals = Withdrawals::default();
+        let mut header = Header {
+            parent_hash,
+            ommers_hash: EMPTY_OMMER_ROOT_HASH,
+            beneficiary: Address::ZERO,
+            transactions_root: calculate_transaction_root(&txs),
+            number,
+            gas_limit: parent.gas_limit,
+            timestamp,
+            extra_data: parent.extra_data.clone(),
+            mix_hash: keccak256(number.to_be_bytes()),
+            base_fee_per_gas: parent.next_block_base_fee(BaseFeeParams::ethereum()),
+            withdrawals_root: Some(calculate_withdrawals_root(&withdrawals)),
+            excess_blob_gas: blob_params.and_then(|p| parent.next_block_excess_blob_gas(p)),
+            parent_beacon_block_root: Some(B256::ZERO),
+            ..Default::default()
+        };
+        let mut block = Block {
+            header: header.clone(),
+            body: BlockBody {
+                transactions: txs,
+                ommers: Vec::new(),
+                withdrawals: Some(withdrawals),
+            },
+        };
+        // Execute once to learn the results, in a write transaction that is then dropped.
+        let writer = self.db.begin_write()?;
+        let outcome = execute_block(self.spec, reader.state_at(head)?, &block, senders, |_| {
+            Err::<B256, &str>("dev chains start post-Byzantium")
+        })
+        .map_err(|source| ImportError::Execution { number, hash: B256::ZERO, source })?;
+        writer.apply_changeset(number, &outcome.changes)?;
+        header.state_root = FullRecompute.state_root(&writer)?;
+        drop(writer);
+        header.gas_used = outcome.gas_used;
+        header.receipts_root = calculate_receipt_root(&outcome.receipts);
+        header.logs_bloom = outcome.receipts.iter().fold(Bloom::ZERO, |mut b, r| {
+            b.accrue_bloom(&r.bloom());
+            b
+        });
+        header.blob_gas_used = blob_params.map(|_| outcome.blob_gas_used);
+        header.requests_hash = Some(outcome.requests.requests_hash());
+        block.header = header;
+        // Store through import, which re-executes and verifies every commitment.
+        import_block(self.db, self.spec, &block, true)?;
+        Ok(block)
+    }
+}

@@ -1,0 +1,156 @@
+//! The sample history of the dev chain: a contract, calls that change its storage, and
+//! transfers of several transaction types, over 20 blocks.
+
+use alloy_consensus::{SignableTransaction, Signed, TxEip1559, TxEip2930, TxEnvelope, TxLegacy};
+use alloy_eips::eip2930::{AccessList, AccessListItem};
+use alloy_primitives::{Address, Bytes, Signature, TxKind, U256, address, hex};
+use alloy_signer::SignerSync;
+use alloy_signer_local::PrivateKeySigner;
+
+use super::{BlockBuilder, DEV_CHAIN_ID, dev_signers};
+use crate::chain::ChainSpec;
+use crate::import::ImportError;
+use crate::storage::Database;
+
+/// Address of the `Counter` contract the history deploys (first contract of dev account 0).
+pub const COUNTER: Address = address!("0x5FbDB2315678afecb367f032d93F642f64180aa3");
+
+/// `Counter` runtime, hand-assembled (18 bytes): every call adds one to slot 0 and returns the
+/// new value.
+///
+/// ```text
+/// 6000 54     PUSH1 0 SLOAD        ; n = slot[0]
+/// 6001 01     PUSH1 1 ADD          ; n + 1
+/// 80          DUP1
+/// 6000 55     PUSH1 0 SSTORE       ; slot[0] = n + 1
+/// 6000 52     PUSH1 0 MSTORE       ; mem[0..32] = n + 1
+/// 6020 6000 f3  RETURN(0, 32)
+/// ```
+pub const COUNTER_RUNTIME: &str = "6000546001018060005560005260206000f3";
+
+/// `Counter` init code: `CODECOPY(0, 11, 18); RETURN(0, 18)` followed by the runtime.
+pub const COUNTER_INIT: &str = "601280600b6000396000f3";
+
+/// Blocks in the sample history.
+pub const HISTORY_BLOCKS: u64 = 20;
+
+const GWEI: u128 = 1_000_000_000;
+
+fn sign<T>(signer: &PrivateKeySigner, tx: T) -> Result<TxEnvelope, DevError>
+where
+    T: SignableTransaction<Signature>,
+    TxEnvelope: From<Signed<T>>,
+{
+    let sig =
+        signer.sign_hash_sync(&tx.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
+    Ok(tx.into_signed(sig).into())
+}
+
+fn eip1559(nonce: u64, to: TxKind, value: U256, input: Bytes) -> TxEip1559 {
+    TxEip1559 {
+        chain_id: DEV_CHAIN_ID,
+        nonce,
+        gas_limit: 200_000,
+        max_fee_per_gas: 100 * GWEI,
+        max_priority_fee_per_gas: GWEI,
+        to,
+        value,
+        access_list: AccessList::default(),
+        input,
+    }
+}
+
+/// Builds the sample history on a freshly initialised dev datadir (head must be 0).
+/// Returns the number of blocks built (0 if the datadir already has blocks).
+pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevError> {
+    if db.begin_read()?.head()? != Some(0) {
+        return Ok(0);
+    }
+    let signers = dev_signers();
+    let [s0, s1, s2] = signers.as_slice() else {
+        return Err(DevError::Sign("dev keys did not parse".into()));
+    };
+    let (a0, a1, a2) = (s0.address(), s1.address(), s2.address());
+    let builder = BlockBuilder::new(db, spec);
+    let eth = U256::from(10u64).pow(U256::from(18u64));
+    let mut nonces = [0u64; 3];
+    let mut next = |i: usize| {
+        let n = nonces[i];
+        nonces[i] += 1;
+        n
+    };
+
+    // Block 1: account 0 deploys Counter (type 2, contract creation).
+    let init = Bytes::from(
+        hex::decode(format!("{COUNTER_INIT}{COUNTER_RUNTIME}"))
+            .map_err(|e| DevError::Sign(e.to_string()))?,
+    );
+    let deploy = sign(s0, eip1559(next(0), TxKind::Create, U256::ZERO, init))?;
+    builder.build(vec![deploy], &[a0])?;
+
+    // Block 2: a legacy EIP-155 transfer and an access-list (type 1) transfer.
+    let legacy = sign(
+        s1,
+        TxLegacy {
+            chain_id: Some(DEV_CHAIN_ID),
+            nonce: next(1),
+            gas_price: 10 * GWEI,
+            gas_limit: 21_000,
+            to: TxKind::Call(a2),
+            value: eth,
+            input: Bytes::new(),
+        },
+    )?;
+    let access = sign(
+        s2,
+        TxEip2930 {
+            chain_id: DEV_CHAIN_ID,
+            nonce: next(2),
+            gas_price: 10 * GWEI,
+            gas_limit: 30_000,
+            to: TxKind::Call(a0),
+            value: eth / U256::from(2u64),
+            access_list: AccessList(vec![AccessListItem {
+                address: COUNTER,
+                storage_keys: vec![Default::default()],
+            }]),
+            input: Bytes::new(),
+        },
+    )?;
+    builder.build(vec![legacy, access], &[a1, a2])?;
+
+    // Blocks 3..=20: account 0 increments Counter; account 1 pays a fresh address.
+    for b in 3..=HISTORY_BLOCKS {
+        let call = sign(s0, eip1559(next(0), TxKind::Call(COUNTER), U256::ZERO, Bytes::new()))?;
+        let mut fresh = [0u8; 20];
+        fresh[18..].copy_from_slice(&(b as u16).to_be_bytes());
+        fresh[0] = 0xde;
+        let pay = sign(
+            s1,
+            eip1559(
+                next(1),
+                TxKind::Call(Address::from(fresh)),
+                U256::from(b) * GWEI_U256,
+                Bytes::new(),
+            ),
+        )?;
+        builder.build(vec![call, pay], &[a0, a1])?;
+    }
+    Ok(HISTORY_BLOCKS)
+}
+
+const GWEI_U256: U256 = U256::from_limbs([1_000_000_000, 0, 0, 0]);
+
+/// Why the dev chain could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    /// Signing a dev transaction failed.
+    #[error("signing a dev transaction: {0}")]
+    Sign(String),
+    /// Building a block failed.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}

@@ -1,0 +1,95 @@
+//! The built-in dev chain: a genesis with well-known (insecure!) dev keys, a deterministic
+//! block builder on the import path, and a sample history so a new node has answers at once.
+
+mod builder;
+mod history;
+
+use alloy_primitives::{Address, B256, U256, hex};
+use alloy_signer_local::PrivateKeySigner;
+use serde_json::json;
+
+pub use builder::{BLOCK_TIME, BlockBuilder};
+pub use history::{
+    COUNTER, COUNTER_INIT, COUNTER_RUNTIME, DevError, HISTORY_BLOCKS, build_sample_history,
+};
+
+/// Chain id of the dev chain.
+pub const DEV_CHAIN_ID: u64 = 1337;
+
+/// Private keys of the dev accounts: the widely published "test test … junk" mnemonic keys.
+/// They are public knowledge — never send anything of value to these accounts.
+pub const DEV_KEYS: [&str; 3] = [
+    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+];
+
+/// The dev signers, in [`DEV_KEYS`] order.
+pub fn dev_signers() -> Vec<PrivateKeySigner> {
+    DEV_KEYS
+        .iter()
+        .filter_map(|k| B256::try_from(hex::decode(k).ok()?.as_slice()).ok())
+        .filter_map(|k| PrivateKeySigner::from_bytes(&k).ok())
+        .collect()
+}
+
+/// The dev accounts' addresses.
+pub fn dev_accounts() -> Vec<Address> {
+    dev_signers().iter().map(|s| s.address()).collect()
+}
+
+/// The dev genesis as geth-style JSON: every fork active from block 0 (through Osaka), merged
+/// from genesis (TTD 0), Prague system contracts deployed, each dev account with 10,000 ETH.
+pub fn dev_genesis_json() -> String {
+    use alloy_eips::{eip2935, eip4788, eip7002, eip7251};
+    let mut alloc = serde_json::Map::new();
+    let balance = U256::from(10_000u64) * U256::from(10u64).pow(U256::from(18u64));
+    for a in dev_accounts() {
+        alloc.insert(format!("{a:#x}"), json!({ "balance": format!("{balance:#x}") }));
+    }
+    for (address, code) in [
+        (eip4788::BEACON_ROOTS_ADDRESS, &eip4788::BEACON_ROOTS_CODE),
+        (eip2935::HISTORY_STORAGE_ADDRESS, &eip2935::HISTORY_STORAGE_CODE),
+        (
+            eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS,
+            &eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_CODE,
+        ),
+        (
+            eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_ADDRESS,
+            &eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_CODE,
+        ),
+    ] {
+        alloc.insert(
+            format!("{address:#x}"),
+            json!({ "balance": "0x0", "nonce": "0x1", "code": code.to_string() }),
+        );
+    }
+    let blob = |target: u64, max: u64, fraction: u64| json!({"target": target, "max": max, "baseFeeUpdateFraction": fraction});
+    json!({
+        "config": {
+            "chainId": DEV_CHAIN_ID,
+            "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0, "eip158Block": 0,
+            "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
+            "istanbulBlock": 0, "muirGlacierBlock": 0, "berlinBlock": 0, "londonBlock": 0,
+            "arrowGlacierBlock": 0, "grayGlacierBlock": 0, "mergeNetsplitBlock": 0,
+            "terminalTotalDifficulty": 0,
+            "shanghaiTime": 0, "cancunTime": 0, "pragueTime": 0, "osakaTime": 0,
+            "depositContractAddress": "0x0000000000000000000000000000000000000000",
+            "blobSchedule": {
+                "cancun": blob(3, 6, 3338477),
+                "prague": blob(6, 9, 5007716),
+                "osaka": blob(6, 9, 5007716)
+            }
+        },
+        "nonce": "0x0",
+        "timestamp": "0x0",
+        "extraData": "0x6c6f75706520646576",
+        "gasLimit": "0x1c9c380",
+        "difficulty": "0x0",
+        "mixHash": "0x0000000000000000000000000000000000000000000000000000000000000000",
+        "coinbase": "0x0000000000000000000000000000000000000000",
+        "baseFeePerGas": "0x3b9aca00",
+        "alloc": alloc
+    })
+    .to_string()
+}
