@@ -1,12 +1,19 @@
-//! The sample history of the dev chain: a contract, calls that change its storage, and
-//! transfers of several transaction types, over 20 blocks.
+//! The sample history of the dev chain (20 blocks): a hand-assembled counter, an ERC-20-style
+//! token, nested CALL/STATICCALL/DELEGATECALL, a revert, a contract created and destroyed in
+//! one transaction, and all five transaction types (legacy, access list, EIP-1559, blob,
+//! EIP-7702 set-code).
 
-use alloy_consensus::{SignableTransaction, Signed, TxEip1559, TxEip2930, TxEnvelope, TxLegacy};
+use alloy_consensus::{
+    SignableTransaction, Signed, TxEip1559, TxEip2930, TxEip4844, TxEip4844Variant, TxEip7702,
+    TxEnvelope, TxLegacy,
+};
 use alloy_eips::eip2930::{AccessList, AccessListItem};
+use alloy_eips::eip7702::Authorization;
 use alloy_primitives::{Address, Bytes, Signature, TxKind, U256, address, hex};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 
+use super::contracts::{EPHEMERAL_INIT, PROBER_INIT, STAMP_INIT, TOKEN_INIT};
 use super::{BlockBuilder, DEV_CHAIN_ID, dev_signers};
 use crate::chain::ChainSpec;
 use crate::import::ImportError;
@@ -44,6 +51,46 @@ where
     let sig =
         signer.sign_hash_sync(&tx.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
     Ok(tx.into_signed(sig).into())
+}
+
+/// Addresses of the contracts the sample history deploys (fixed: same keys, same nonces).
+#[derive(Debug, Clone, Copy)]
+pub struct SampleContracts {
+    /// `Counter` (block 1).
+    pub counter: Address,
+    /// `Token` (block 3).
+    pub token: Address,
+    /// `Stamp` (block 4).
+    pub stamp: Address,
+    /// `Prober` (block 4).
+    pub prober: Address,
+}
+
+/// The sample contracts' addresses: dev account 0's creations with nonces 0, 1, 2, 3.
+pub fn sample_contracts() -> SampleContracts {
+    let a0 = super::dev_accounts().first().copied().unwrap_or_default();
+    SampleContracts {
+        counter: a0.create(0),
+        token: a0.create(1),
+        stamp: a0.create(2),
+        prober: a0.create(3),
+    }
+}
+
+/// Selector of `Prober.probe(address,address,address)`.
+pub const PROBE_SELECTOR: &str = "de751015";
+/// Selector of `Prober.fail()`.
+pub const FAIL_SELECTOR: &str = "a9cc4718";
+
+trait WithGas {
+    fn gas(self, gas: u64) -> Self;
+}
+
+impl WithGas for TxEip1559 {
+    fn gas(mut self, gas: u64) -> Self {
+        self.gas_limit = gas;
+        self
+    }
 }
 
 fn eip1559(nonce: u64, to: TxKind, value: U256, input: Bytes) -> TxEip1559 {
@@ -119,8 +166,103 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     )?;
     builder.build(vec![legacy, access], &[a1, a2])?;
 
-    // Blocks 3..=20: account 0 increments Counter; account 1 pays a fresh address.
-    for b in 3..=HISTORY_BLOCKS {
+    let c = sample_contracts();
+    let word = |a: Address| format!("{:0>64}", hex::encode(a));
+    let calldata = |s: String| -> Result<Bytes, DevError> {
+        hex::decode(s).map(Bytes::from).map_err(|e| DevError::Sign(e.to_string()))
+    };
+
+    // Block 3: account 0 deploys Token with a supply of 1,000,000 × 10^18.
+    let supply = U256::from(1_000_000u64) * eth;
+    let token = calldata(format!("{}{:064x}", &TOKEN_INIT[2..], supply))?;
+    builder.build(
+        vec![sign(s0, eip1559(next(0), TxKind::Create, U256::ZERO, token).gas(1_000_000))?],
+        &[a0],
+    )?;
+
+    // Block 4: account 0 deploys Stamp and Prober.
+    let stamp = sign(
+        s0,
+        eip1559(next(0), TxKind::Create, U256::ZERO, calldata(STAMP_INIT[2..].into())?)
+            .gas(1_000_000),
+    )?;
+    let prober = sign(
+        s0,
+        eip1559(next(0), TxKind::Create, U256::ZERO, calldata(PROBER_INIT[2..].into())?)
+            .gas(1_000_000),
+    )?;
+    builder.build(vec![stamp, prober], &[a0, a0])?;
+
+    // Block 5: Token.transfer(account 1, 1000) — a Transfer log.
+    let transfer = calldata(format!("a9059cbb{}{:064x}", word(a1), 1000))?;
+    builder.build(
+        vec![sign(s0, eip1559(next(0), TxKind::Call(c.token), U256::ZERO, transfer))?],
+        &[a0],
+    )?;
+
+    // Block 6: Prober.probe(token, stamp, account 1) — nested CALL, STATICCALL, DELEGATECALL.
+    let probe =
+        calldata(format!("{PROBE_SELECTOR}{}{}{}", word(c.token), word(c.stamp), word(a1)))?;
+    builder.build(
+        vec![sign(s1, eip1559(next(1), TxKind::Call(c.prober), U256::ZERO, probe))?],
+        &[a1],
+    )?;
+
+    // Block 7: Prober.fail() reverts (included with status 0). Block 8: Ephemeral is created
+    // with 1 gwei and self-destructs in its constructor.
+    let fail = sign(
+        s2,
+        eip1559(next(2), TxKind::Call(c.prober), U256::ZERO, calldata(FAIL_SELECTOR.into())?),
+    )?;
+    builder.build(vec![fail], &[a2])?;
+    let ephemeral = calldata(EPHEMERAL_INIT[2..].into())?;
+    builder
+        .build(vec![sign(s2, eip1559(next(2), TxKind::Create, GWEI_U256, ephemeral))?], &[a2])?;
+
+    // Block 9: a blob transaction (type 3) carrying one versioned hash (no sidecar is needed
+    // to execute it).
+    let mut versioned = alloy_primitives::keccak256(b"loupe sample blob");
+    versioned.0[0] = 1;
+    let blob = TxEip4844 {
+        chain_id: DEV_CHAIN_ID,
+        nonce: next(1),
+        gas_limit: 21_000,
+        max_fee_per_gas: 100 * GWEI,
+        max_priority_fee_per_gas: GWEI,
+        to: a2,
+        value: U256::from(7u64),
+        access_list: AccessList::default(),
+        blob_versioned_hashes: vec![versioned],
+        max_fee_per_blob_gas: 10 * GWEI,
+        input: Bytes::new(),
+    };
+    let sig =
+        s1.sign_hash_sync(&blob.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
+    let blob: Signed<TxEip4844Variant> = blob.into_signed(sig).into();
+    builder.build(vec![TxEnvelope::Eip4844(blob)], &[a1])?;
+
+    // Block 10: account 2 delegates its code to Counter (EIP-7702, type 4, sent by account 0),
+    // and the same transaction calls account 2, running Counter's code on account 2's storage.
+    let auth =
+        Authorization { chain_id: U256::from(DEV_CHAIN_ID), address: COUNTER, nonce: next(2) };
+    let auth_sig =
+        s2.sign_hash_sync(&auth.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
+    let setcode = TxEip7702 {
+        chain_id: DEV_CHAIN_ID,
+        nonce: next(0),
+        gas_limit: 200_000,
+        max_fee_per_gas: 100 * GWEI,
+        max_priority_fee_per_gas: GWEI,
+        to: a2,
+        value: U256::ZERO,
+        access_list: AccessList::default(),
+        authorization_list: vec![auth.into_signed(auth_sig)],
+        input: Bytes::new(),
+    };
+    builder.build(vec![sign(s0, setcode)?], &[a0])?;
+
+    // Blocks 11..=20: account 0 increments Counter; account 1 pays a fresh address.
+    for b in 11..=HISTORY_BLOCKS {
         let call = sign(s0, eip1559(next(0), TxKind::Call(COUNTER), U256::ZERO, Bytes::new()))?;
         let mut fresh = [0u8; 20];
         fresh[18..].copy_from_slice(&(b as u16).to_be_bytes());

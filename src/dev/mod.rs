@@ -2,6 +2,7 @@
 //! block builder on the import path, and a sample history so a new node has answers at once.
 
 mod builder;
+pub mod contracts;
 mod history;
 
 use alloy_primitives::{Address, B256, U256, hex};
@@ -10,7 +11,8 @@ use serde_json::json;
 
 pub use builder::{BLOCK_TIME, BlockBuilder};
 pub use history::{
-    COUNTER, COUNTER_INIT, COUNTER_RUNTIME, DevError, HISTORY_BLOCKS, build_sample_history,
+    COUNTER, COUNTER_INIT, COUNTER_RUNTIME, DevError, FAIL_SELECTOR, HISTORY_BLOCKS,
+    PROBE_SELECTOR, SampleContracts, build_sample_history, sample_contracts,
 };
 
 /// Chain id of the dev chain.
