@@ -37,7 +37,7 @@ pub enum CallError {
         want: u64,
     },
     /// The sender cannot afford gas × price + value.
-    #[error("insufficient funds for gas * price + value: have {have} want {want}")]
+    #[error("insufficient funds for gas * price + value: have {have}, want {want}")]
     InsufficientFunds {
         /// Balance.
         have: U256,

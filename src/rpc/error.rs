@@ -24,7 +24,7 @@ pub enum RpcError {
     #[error("{0}")]
     Execution(String),
     /// The sender cannot pay for gas and value (-32003).
-    #[error("insufficient funds for gas * price + value: have {have} want {want}")]
+    #[error("insufficient funds for gas * price + value: have {have}, want {want}")]
     InsufficientFunds {
         /// Sender balance.
         have: alloy_primitives::U256,
@@ -128,7 +128,7 @@ mod tests {
                 have: alloy_primitives::U256::from(1),
                 want: alloy_primitives::U256::from(2)
             }),
-            (-32003, "insufficient funds for gas * price + value: have 1 want 2".into(), None)
+            (-32003, "insufficient funds for gas * price + value: have 1, want 2".into(), None)
         );
         assert_eq!(obj(RpcError::Internal("boom".into())), (-32603, "internal error".into(), None));
         assert_eq!(obj(RpcError::NotEnabled("vmTrace is not supported")).0, -32602);
