@@ -4,20 +4,20 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
     /// The file could not be read.
-    #[error("cannot read genesis file {path}: {source}")]
+    #[error("cannot read genesis file {path}: {error}")]
     Read {
         /// The path given.
         path: String,
         /// The underlying I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a valid geth-style genesis.
-    #[error("genesis file {path} is not a valid geth genesis.json: {source}")]
+    #[error("genesis file {path} is not a valid geth genesis.json: {error}")]
     Parse {
         /// The path given.
         path: String,
         /// What serde said.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The merge is configured in a way loupe cannot place at a block.
     #[error(

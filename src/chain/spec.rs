@@ -33,10 +33,10 @@ impl ChainSpec {
     /// Reads a geth-style `genesis.json` from disk.
     pub fn from_genesis_file(path: &std::path::Path) -> Result<Self, ChainError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ChainError::Read { path: path.display().to_string(), source })?;
+            .map_err(|error| ChainError::Read { path: path.display().to_string(), error })?;
         Self::from_genesis_json(&text).map_err(|e| match e {
-            ChainError::Parse { source, .. } => {
-                ChainError::Parse { path: path.display().to_string(), source }
+            ChainError::Parse { error, .. } => {
+                ChainError::Parse { path: path.display().to_string(), error }
             }
             other => other,
         })
@@ -45,7 +45,7 @@ impl ChainSpec {
     /// Parses a geth-style genesis from JSON text.
     pub fn from_genesis_json(text: &str) -> Result<Self, ChainError> {
         let genesis: Genesis = serde_json::from_str(text)
-            .map_err(|source| ChainError::Parse { path: "<json>".into(), source })?;
+            .map_err(|error| ChainError::Parse { path: "<json>".into(), error })?;
         Self::from_genesis(genesis)
     }
 

@@ -73,7 +73,7 @@ impl<'a> BlockBuilder<'a> {
         let outcome = execute_block(self.spec, reader.state_at(head)?, &block, senders, |_| {
             Err::<B256, &str>("dev chains start post-Byzantium")
         })
-        .map_err(|source| ImportError::Execution { number, hash: B256::ZERO, source })?;
+        .map_err(|error| ImportError::Execution { number, hash: B256::ZERO, error })?;
         writer.apply_changeset(number, &outcome.changes)?;
         header.state_root = FullRecompute.state_root(&writer)?;
         drop(writer);

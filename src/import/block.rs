@@ -116,7 +116,7 @@ pub fn import_block(
         writer.apply_changeset(number, changes)?;
         roots.state_root(&writer)
     })
-    .map_err(|source| ImportError::Execution { number, hash, source })?;
+    .map_err(|error| ImportError::Execution { number, hash, error })?;
     writer.apply_changeset(number, &outcome.changes)?;
 
     check(number, hash, "gas used", header.gas_used, outcome.gas_used)?;

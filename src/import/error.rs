@@ -11,22 +11,22 @@ use crate::storage::StorageError;
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// A chain file could not be opened.
-    #[error("cannot open chain file {path}: {source}")]
+    #[error("cannot open chain file {path}: {error}")]
     Open {
         /// Path given.
         path: String,
         /// I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A chain file could not be decoded.
-    #[error("{path}: {source} (expected block #{expected_block} next)")]
+    #[error("{path}: {error} (expected block #{expected_block} next)")]
     Source {
         /// Path of the file.
         path: String,
         /// Number of the block the importer was waiting for.
         expected_block: u64,
         /// What was wrong with the bytes.
-        source: SourceError,
+        error: SourceError,
     },
     /// A block failed a check.
     #[error("block #{number} ({hash}): {what} mismatch: expected {expected}, got {got}")]
@@ -75,14 +75,14 @@ pub enum ImportError {
         message: String,
     },
     /// Execution failed.
-    #[error("block #{number} ({hash}): execution failed: {source}")]
+    #[error("block #{number} ({hash}): execution failed: {error}")]
     Execution {
         /// Block number.
         number: u64,
         /// Block hash.
         hash: B256,
         /// The EVM error.
-        source: EvmError,
+        error: EvmError,
     },
     /// The datadir holds a different chain.
     #[error(
@@ -105,12 +105,12 @@ pub enum ImportError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// Adds the byte offset of the block in its file.
-    #[error("{source} [at byte offset {offset}]")]
+    #[error("{error} [at byte offset {offset}]")]
     AtOffset {
         /// Offset of the block's first byte.
         offset: u64,
         /// The error.
-        source: Box<Self>,
+        error: Box<Self>,
     },
 }
 
@@ -118,14 +118,14 @@ impl ImportError {
     pub(super) fn at_offset(self, offset: u64) -> Self {
         match self {
             Self::Storage(_) => self,
-            other => Self::AtOffset { offset, source: Box::new(other) },
+            other => Self::AtOffset { offset, error: Box::new(other) },
         }
     }
 
     /// The error without the byte-offset wrapper.
     pub fn root(&self) -> &Self {
         match self {
-            Self::AtOffset { source, .. } => source.root(),
+            Self::AtOffset { error, .. } => error.root(),
             other => other,
         }
     }

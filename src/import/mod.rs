@@ -68,9 +68,6 @@ impl std::fmt::Display for ImportSummary {
     }
 }
 
-/// How often a non-durable commit is followed by a durable one during import.
-const DURABLE_EVERY: u64 = 256;
-
 /// Imports every block of the RLP files in `paths`, in order, into `db`.
 ///
 /// Blocks already stored are skipped; a gap, a conflicting block or a failed check stops the
@@ -87,18 +84,27 @@ pub fn import_files(
         for path in paths {
             let path = path.as_ref();
             let file = std::fs::File::open(path)
-                .map_err(|source| ImportError::Open { path: path.display().to_string(), source })?;
+                .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
             let mut reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
+            // The block a decode error is inside: the one after the file's last block, or,
+            // for the file's first block, the one after the stored head.
+            let mut last_in_file: Option<u64> = None;
             loop {
-                let expected = db.begin_read()?.head()?.map_or(0, |h| h + 1);
+                let expected = match last_in_file {
+                    Some(n) => n + 1,
+                    None => db.begin_read()?.head()?.map_or(0, |h| h + 1),
+                };
                 let Some(next) = reader.next_block() else { break };
-                let (offset, block) = next.map_err(|source| ImportError::Source {
+                let (offset, block) = next.map_err(|error| ImportError::Source {
                     path: path.display().to_string(),
                     expected_block: expected,
-                    source,
+                    error,
                 })?;
-                let durable = (block.header.number % DURABLE_EVERY) == 0;
-                match import_block(db, spec, &block, durable).map_err(|e| e.at_offset(offset))? {
+                last_in_file = Some(block.header.number);
+                // Every block is committed durably, so that a crash leaves the last block that
+                // was reported stored as the head (behaviour.md §4); the fsync is a small part
+                // of a block's cost (BENCHMARKS.md).
+                match import_block(db, spec, &block, true).map_err(|e| e.at_offset(offset))? {
                     BlockStatus::AlreadyStored => summary.skipped += 1,
                     BlockStatus::Imported => {
                         summary.imported += 1;

@@ -12,12 +12,12 @@ const MAX_BLOCK_BYTES: u64 = 256 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// Reading failed.
-    #[error("read error at byte {offset}: {source}")]
+    #[error("read error at byte {offset}: {error}")]
     Io {
         /// Offset.
         offset: u64,
         /// I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The bytes do not start an RLP list, so this is not a block (or not RLP at all).
     #[error(
@@ -82,7 +82,7 @@ impl<R: Read> BlockReader<R> {
         match read_full(&mut self.inner, &mut first) {
             Ok(0) => return None,
             Ok(_) => {}
-            Err(source) => return Some(Err(SourceError::Io { offset: start, source })),
+            Err(error) => return Some(Err(SourceError::Io { offset: start, error })),
         }
         Some(self.read_rest(start, first[0]))
     }
@@ -103,7 +103,7 @@ impl<R: Read> BlockReader<R> {
             let len_of_len = usize::from(first - 0xf7);
             let mut len_bytes = [0u8; 8];
             let got = read_full(&mut self.inner, &mut len_bytes[..len_of_len])
-                .map_err(|source| SourceError::Io { offset: start, source })?;
+                .map_err(|error| SourceError::Io { offset: start, error })?;
             if got < len_of_len {
                 return Err(SourceError::Truncated {
                     offset: start,
@@ -120,7 +120,7 @@ impl<R: Read> BlockReader<R> {
         let header_len = self.buf.len();
         self.buf.resize(header_len + payload_len as usize, 0);
         let got = read_full(&mut self.inner, &mut self.buf[header_len..])
-            .map_err(|source| SourceError::Io { offset: start, source })?;
+            .map_err(|error| SourceError::Io { offset: start, error })?;
         if got < payload_len as usize {
             return Err(SourceError::Truncated {
                 offset: start,

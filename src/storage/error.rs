@@ -9,12 +9,12 @@ pub type StorageResult<T> = Result<T, StorageError>;
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The datadir could not be created or read.
-    #[error("datadir {path}: {source}")]
+    #[error("datadir {path}: {error}")]
     Io {
         /// The path involved.
         path: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// redb failed (I/O, corruption, or a transaction problem).
     #[error("database: {0}")]

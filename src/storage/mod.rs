@@ -27,6 +27,22 @@ pub use write::Writer;
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";
 
+/// Creates an empty database file under a temporary name and renames it into place, so that a
+/// kill while redb writes a new file's header (magic number last) can never leave a `DB_FILE`
+/// that redb refuses to open.
+fn create_atomically(datadir: &Path, path: &Path) -> StorageResult<()> {
+    let io = |error| StorageError::Io { path: datadir.display().to_string(), error };
+    let tmp = datadir.join(format!("{DB_FILE}.creating"));
+    if tmp.exists() {
+        std::fs::remove_file(&tmp).map_err(io)?;
+    }
+    drop(redb::Database::create(&tmp)?);
+    std::fs::rename(&tmp, path).map_err(io)?;
+    // Make the rename itself durable.
+    std::fs::File::open(datadir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
+}
+
 /// Handle to the archive database. Cheap to share behind an `Arc`; redb allows one writer and
 /// any number of concurrent readers, each reading a consistent snapshot.
 #[derive(Debug)]
@@ -40,10 +56,12 @@ impl Database {
     /// last durable commit.
     pub fn open(datadir: &Path) -> StorageResult<Self> {
         std::fs::create_dir_all(datadir)
-            .map_err(|source| StorageError::Io { path: datadir.display().to_string(), source })?;
-        let db = redb::Database::builder()
-            .set_cache_size(256 * 1024 * 1024)
-            .create(datadir.join(DB_FILE))?;
+            .map_err(|error| StorageError::Io { path: datadir.display().to_string(), error })?;
+        let path = datadir.join(DB_FILE);
+        if !path.exists() {
+            create_atomically(datadir, &path)?;
+        }
+        let db = redb::Database::builder().set_cache_size(256 * 1024 * 1024).create(&path)?;
         let this = Self { db };
         let w = this.begin_write()?;
         w.create_tables()?;

@@ -1,0 +1,412 @@
+//! Import of the execution-apis fixture chain: the happy path, archive state at every block,
+//! idempotent re-import, split files, and bad inputs (truncation, a wrong state root, a gap,
+//! non-RLP bytes, a datadir of another chain).
+//!
+//! Truth comes from the fixture files: block hashes are keccak of the headers in chain.rlp, the
+//! head hash is `headBlockHash` of headfcu.json, the genesis hash is block 1's parent hash.
+
+mod common;
+
+use std::path::Path;
+
+use alloy_consensus::proofs::calculate_receipt_root;
+use alloy_consensus::{Block, TxEnvelope};
+use alloy_primitives::B256;
+use alloy_rlp::{Decodable, Encodable};
+use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root, write_file};
+use loupe::chain::ChainSpec;
+use loupe::import::{ImportError, ImportSummary, import_files, init_genesis, load_spec};
+use loupe::storage::Database;
+use tempfile::TempDir;
+
+/// A fresh datadir initialised with the fixture genesis.
+fn fresh(fx: &Fixture) -> (TempDir, Database, ChainSpec) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir.path()).expect("open fresh db");
+    let (spec, created) = init_genesis(&db, &fx.genesis_text).expect("init genesis");
+    assert!(created, "a fresh datadir must be initialised by init_genesis");
+    (dir, db, spec)
+}
+
+fn import(db: &Database, spec: &ChainSpec, paths: &[&Path]) -> Result<ImportSummary, ImportError> {
+    import_files(db, spec, paths)
+}
+
+fn head(db: &Database) -> u64 {
+    db.begin_read().expect("begin_read").head().expect("head").expect("initialised")
+}
+
+/// Checks a datadir fully imported: head 54, hash per headfcu.json, every block per chain.rlp,
+/// receipts match each header's receipts root, head state root verifies.
+fn assert_full_chain(db: &Database, fx: &Fixture) {
+    assert_eq!(assert_chain_prefix(db, fx), CHAIN_LEN);
+    let reader = db.begin_read().expect("begin_read");
+    assert_eq!(
+        reader.canonical_hash(CHAIN_LEN).expect("canonical"),
+        Some(fx.head_hash),
+        "head hash vs headfcu.json"
+    );
+    for n in 1..=CHAIN_LEN {
+        let receipts =
+            reader.receipts(n).expect("receipts").unwrap_or_else(|| panic!("receipts {n} missing"));
+        let block = &fx.block(n).block;
+        assert_eq!(receipts.len(), block.body.transactions.len(), "receipt count of #{n}");
+        assert_eq!(
+            calculate_receipt_root(&receipts),
+            block.header.receipts_root,
+            "stored receipts of #{n}"
+        );
+    }
+    assert_state_root(db, CHAIN_LEN);
+}
+
+/// After a failed import: the datadir holds exactly blocks 0..=`last_good` (verified against
+/// the fixtures, head state root checks), nothing of the bad block (`bad_hash`), re-opens, and
+/// then imports the correct chain to 54.
+fn assert_recovers(dir: &Path, db: Database, fx: &Fixture, last_good: u64, bad_hash: Option<B256>) {
+    assert_eq!(assert_chain_prefix(&db, fx), last_good, "head after the failed import");
+    assert_state_root(&db, last_good);
+    if let Some(bad) = bad_hash {
+        assert_eq!(
+            db.begin_read().expect("begin_read").block_number(&bad).expect("lookup"),
+            None,
+            "bad block stored"
+        );
+    }
+    drop(db);
+
+    let db = Database::open(dir).expect("database re-opens after a failed import");
+    assert_eq!(head(&db), last_good, "head after re-open");
+    let spec = load_spec(&db).expect("load spec").expect("spec stored");
+    let summary = import(&db, &spec, &[&fx.chain_path()]).expect("import of the correct chain");
+    assert_eq!(summary.head, CHAIN_LEN);
+    assert_eq!(summary.skipped, last_good, "blocks already stored are skipped");
+    assert_eq!(summary.imported, CHAIN_LEN - last_good);
+    assert_full_chain(&db, fx);
+}
+
+fn message(e: &ImportError) -> String {
+    let s = e.to_string();
+    eprintln!("import error (expected): {s}");
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) + (b): the chain imports; the state after every block reads back and hashes to its root.
+
+#[test]
+fn fixture_chain_imports_and_every_historical_state_verifies() {
+    let Some(fx) = Fixture::load() else { return };
+    assert_eq!(fx.blocks.len() as u64, CHAIN_LEN, "chain.rlp block count");
+    let (_dir, db, spec) = fresh(&fx);
+    assert_eq!(
+        spec.genesis_hash(),
+        fx.hash(0),
+        "genesis hash vs parent hash of block 1 in chain.rlp"
+    );
+
+    let summary = import(&db, &spec, &[&fx.chain_path()]).expect("fixture chain imports");
+    assert_eq!(summary.imported, CHAIN_LEN);
+    assert_eq!(summary.skipped, 0);
+    assert_eq!(summary.head, CHAIN_LEN);
+    assert_eq!(
+        summary.transactions,
+        fx.blocks.iter().map(|b| b.block.body.transactions.len() as u64).sum::<u64>()
+    );
+    assert_eq!(summary.gas, fx.blocks.iter().map(|b| b.block.header.gas_used).sum::<u64>());
+
+    let reader = db.begin_read().expect("begin_read");
+    assert_eq!(reader.head().expect("head"), Some(CHAIN_LEN));
+    assert_eq!(reader.canonical_hash(CHAIN_LEN).expect("canonical"), Some(fx.head_hash));
+    assert_eq!(reader.block_number(&fx.head_hash).expect("by hash"), Some(CHAIN_LEN));
+    let h1 = reader.header(1).expect("header 1").expect("header 1 stored");
+    assert_eq!(h1.parent_hash, spec.genesis_hash());
+    assert_eq!(
+        reader.header(0).expect("header 0").expect("genesis stored").hash_slow(),
+        fx.hash(0)
+    );
+    drop(reader);
+    assert_full_chain(&db, &fx);
+
+    // (b) every block, through the history tables below head.
+    let reader = db.begin_read().expect("begin_read");
+    let mut roots = std::collections::HashSet::new();
+    for n in 0..=CHAIN_LEN {
+        let header = reader.header(n).expect("header").expect("stored");
+        let dump = reader.state_at(n).expect("state_at").dump().expect("dump");
+        assert_eq!(
+            loupe::storage::state_root_of(&dump),
+            header.state_root,
+            "state root after block {n}"
+        );
+        roots.insert(header.state_root);
+    }
+    // The check is only meaningful if the state actually changes along the chain.
+    assert!(roots.len() > 40, "only {} distinct state roots in 55 blocks", roots.len());
+}
+
+// (c) Re-running the import is a no-op.
+#[test]
+fn reimport_is_a_noop() {
+    let Some(fx) = Fixture::load() else { return };
+    let (_dir, db, spec) = fresh(&fx);
+    import(&db, &spec, &[&fx.chain_path()]).expect("first import");
+    let again = import(&db, &spec, &[&fx.chain_path()]).expect("second import");
+    assert_eq!(again.imported, 0);
+    assert_eq!(again.skipped, CHAIN_LEN);
+    assert_eq!(again.head, CHAIN_LEN);
+    let text = again.to_string();
+    assert!(text.contains("nothing to import"), "summary: {text}");
+    assert_full_chain(&db, &fx);
+}
+
+// (d) Split files, imported in one call and in two calls, give the same database.
+
+fn assert_same_db(a: &Database, b: &Database, what: &str) {
+    let ra = a.begin_read().expect("begin_read");
+    let rb = b.begin_read().expect("begin_read");
+    assert_eq!(ra.head().expect("head"), rb.head().expect("head"), "{what}: head");
+    for n in 0..=CHAIN_LEN {
+        assert_eq!(
+            ra.canonical_hash(n).expect("a"),
+            rb.canonical_hash(n).expect("b"),
+            "{what}: hash #{n}"
+        );
+        assert_eq!(ra.header(n).expect("a"), rb.header(n).expect("b"), "{what}: header #{n}");
+        assert_eq!(ra.receipts(n).expect("a"), rb.receipts(n).expect("b"), "{what}: receipts #{n}");
+        let da = ra.state_at(n).expect("a").dump().expect("a");
+        let db_ = rb.state_at(n).expect("b").dump().expect("b");
+        assert_eq!(da, db_, "{what}: state after #{n}");
+    }
+}
+
+#[test]
+fn split_files_import_like_one_file() {
+    let Some(fx) = Fixture::load() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cut = fx.block(28).start;
+    let first = write_file(tmp.path(), "1-27.rlp", &[&fx.chain_bytes[..cut]]);
+    let second = write_file(tmp.path(), "28-54.rlp", &[&fx.chain_bytes[cut..]]);
+    assert_eq!(common::split_blocks(&fx.chain_bytes[..cut]).len(), 27);
+    assert_eq!(common::split_blocks(&fx.chain_bytes[cut..]).first().map(|b| b.number()), Some(28));
+
+    let (_d1, whole, spec) = fresh(&fx);
+    import(&whole, &spec, &[&fx.chain_path()]).expect("one file");
+    assert_full_chain(&whole, &fx);
+
+    let (_d2, one_call, spec2) = fresh(&fx);
+    let s = import(&one_call, &spec2, &[&first, &second]).expect("two files, one call");
+    assert_eq!((s.imported, s.skipped, s.head), (CHAIN_LEN, 0, CHAIN_LEN));
+    assert_full_chain(&one_call, &fx);
+
+    let (_d3, two_calls, spec3) = fresh(&fx);
+    let s = import(&two_calls, &spec3, &[&first]).expect("first half");
+    assert_eq!((s.imported, s.head), (27, 27));
+    assert_eq!(head(&two_calls), 27);
+    let s = import(&two_calls, &spec3, &[&second]).expect("second half");
+    assert_eq!((s.imported, s.skipped, s.head), (27, 0, CHAIN_LEN));
+    assert_full_chain(&two_calls, &fx);
+
+    assert_same_db(&whole, &one_call, "two files in one call");
+    assert_same_db(&whole, &two_calls, "two files in two calls");
+}
+
+// (e) Bad inputs.
+
+#[test]
+fn truncated_file_stops_before_the_cut_block() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+    let b30 = fx.block(30);
+    let cut = b30.start + (b30.end - b30.start) / 2;
+    let path = write_file(dir.path(), "truncated.rlp", &[&fx.chain_bytes[..cut]]);
+
+    let err = import(&db, &spec, &[&path]).expect_err("a truncated file must fail");
+    let msg = message(&err);
+    assert!(matches!(err.root(), ImportError::Source { expected_block: 30, .. }), "{err:?}");
+    assert!(msg.contains("truncated"), "{msg}");
+    assert!(msg.contains("#30"), "{msg}");
+    assert!(
+        msg.contains(&format!("byte {}", b30.start)),
+        "message should name the block's offset: {msg}"
+    );
+    assert_recovers(dir.path(), db, &fx, 29, None);
+}
+
+#[test]
+fn wrong_state_root_is_named_and_nothing_of_the_block_is_stored() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+
+    let raw = fx.block_bytes(20);
+    let mut block = Block::<TxEnvelope>::decode(&mut &raw[..]).expect("block 20 decodes");
+    let mut reencoded = Vec::new();
+    block.encode(&mut reencoded);
+    assert_eq!(reencoded, raw, "block 20 must re-encode byte for byte");
+    let real_root = block.header.state_root;
+    block.header.state_root.0[7] ^= 0x01;
+    let altered_root = block.header.state_root;
+    let altered_hash = block.header.hash_slow();
+    assert_ne!(altered_hash, fx.hash(20));
+    let mut altered = Vec::new();
+    block.encode(&mut altered);
+
+    let start20 = fx.block(20).start;
+    let end20 = fx.block(20).end;
+    let path = write_file(
+        dir.path(),
+        "bad-root.rlp",
+        &[&fx.chain_bytes[..start20], &altered, &fx.chain_bytes[end20..]],
+    );
+    let err = import(&db, &spec, &[&path]).expect_err("a wrong state root must fail");
+    let msg = message(&err);
+    match err.root() {
+        ImportError::Mismatch { number, hash, what, expected, got } => {
+            assert_eq!(*number, 20);
+            assert_eq!(*hash, altered_hash, "the error must carry the altered block's hash");
+            assert_eq!(*what, "state root");
+            assert_eq!(expected, &altered_root.to_string());
+            assert_eq!(got, &real_root.to_string());
+        }
+        other => panic!("expected a state root mismatch, got {other:?}"),
+    }
+    assert!(msg.contains("#20"), "{msg}");
+    assert!(msg.contains(&altered_hash.to_string()), "{msg}");
+    assert!(msg.contains("state root"), "{msg}");
+    assert!(
+        msg.contains(&altered_root.to_string()) && msg.contains(&real_root.to_string()),
+        "{msg}"
+    );
+    let exp_pos = msg.find(&altered_root.to_string()).unwrap_or(usize::MAX);
+    let got_pos = msg.find(&real_root.to_string()).unwrap_or(0);
+    assert!(exp_pos < got_pos, "expected (header) value must come before got: {msg}");
+    assert_recovers(dir.path(), db, &fx, 19, Some(altered_hash));
+
+    // Once block 20 is stored, the altered file conflicts at #20 (blocks 1..=19 are skipped).
+    let db = Database::open(dir.path()).expect("re-open");
+    let err = import(&db, &spec, &[&path]).expect_err("a block differing from the stored one");
+    let msg = message(&err);
+    assert!(
+        matches!(err.root(), ImportError::Conflict { number: 20, hash, stored } if *hash == altered_hash && *stored == fx.hash(20)),
+        "{err:?}"
+    );
+    assert!(msg.contains("#20") && msg.contains(&fx.hash(20).to_string()), "{msg}");
+    assert_full_chain(&db, &fx);
+}
+
+#[test]
+fn import_into_an_uninitialised_datadir_is_refused() {
+    let Some(fx) = Fixture::load() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir.path()).expect("open");
+    let spec = ChainSpec::from_genesis_json(&fx.genesis_text).expect("spec");
+    let err = import(&db, &spec, &[&fx.chain_path()]).expect_err("no genesis yet");
+    assert!(matches!(err.root(), ImportError::NotInitialised), "{err:?}");
+    let reader = db.begin_read().expect("begin_read");
+    assert_eq!(reader.head().expect("head"), None);
+    assert_eq!(reader.canonical_hash(1).expect("canonical"), None);
+}
+
+#[test]
+fn gap_in_the_file_names_the_block_and_the_expected_number() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+    let path = write_file(
+        dir.path(),
+        "gap.rlp",
+        &[fx.block_bytes(1), fx.block_bytes(2), fx.block_bytes(4)],
+    );
+    let err = import(&db, &spec, &[&path]).expect_err("a gap must fail");
+    let msg = message(&err);
+    assert!(
+        matches!(err.root(), ImportError::OutOfOrder { number: 4, expected: 3, hash } if *hash == fx.hash(4)),
+        "{err:?}"
+    );
+    assert!(msg.contains("#4") && msg.contains("#3"), "{msg}");
+    assert!(msg.contains(&fx.hash(4).to_string()), "{msg}");
+    assert_recovers(dir.path(), db, &fx, 2, None);
+}
+
+#[test]
+fn non_rlp_file_is_refused() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+    let path = write_file(dir.path(), "not-rlp.rlp", &[b"{\"jsonrpc\":\"2.0\",\"result\":[]}\n"]);
+    let err = import(&db, &spec, &[&path]).expect_err("JSON is not a chain file");
+    let msg = message(&err);
+    assert!(matches!(err.root(), ImportError::Source { expected_block: 1, .. }), "{err:?}");
+    assert!(msg.contains("not an RLP"), "{msg}");
+    assert!(msg.contains("#1"), "{msg}");
+    // Also as the second file of a run: the first file's blocks stay.
+    let err = import(&db, &spec, &[&fx.chain_path(), &path]).expect_err("second file is not RLP");
+    assert!(message(&err).contains("not an RLP"));
+    assert_eq!(head(&db), CHAIN_LEN);
+    drop(db);
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir2.path()).expect("open");
+    let (spec, _) = init_genesis(&db, &fx.genesis_text).expect("init");
+    import(&db, &spec, &[&path]).expect_err("JSON is not a chain file");
+    assert_recovers(dir2.path(), db, &fx, 0, None);
+    drop(dir);
+}
+
+#[test]
+fn datadir_of_another_genesis_is_refused() {
+    let Some(fx) = Fixture::load() else { return };
+    let mut other: serde_json::Value =
+        serde_json::from_str(&fx.genesis_text).expect("genesis.json");
+    assert_eq!(other["extraData"], "0x68697665636861696e", "fixture genesis changed");
+    other["extraData"] = "0x6f74686572".into();
+    let other_text = serde_json::to_string_pretty(&other).expect("json");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir.path()).expect("open");
+    let (other_spec, created) =
+        init_genesis(&db, &other_text).expect("init with the other genesis");
+    assert!(created);
+    let other_hash = other_spec.genesis_hash();
+    assert_ne!(other_hash, fx.hash(0));
+
+    let err = init_genesis(&db, &fx.genesis_text).expect_err("another genesis must be refused");
+    let msg = message(&err);
+    match err.root() {
+        ImportError::GenesisMismatch { stored, given } => {
+            assert_eq!(*stored, other_hash);
+            assert_eq!(*given, fx.hash(0));
+        }
+        e => panic!("expected GenesisMismatch, got {e:?}"),
+    }
+    assert!(
+        msg.contains(&other_hash.to_string()) && msg.contains(&fx.hash(0).to_string()),
+        "{msg}"
+    );
+    // Idempotent for the same genesis.
+    let (_, created) = init_genesis(&db, &other_text).expect("same genesis again");
+    assert!(!created);
+
+    // The real chain does not continue this genesis: block 1 fails its parent check.
+    let err = import(&db, &other_spec, &[&fx.chain_path()]).expect_err("chain of another genesis");
+    let msg = message(&err);
+    assert!(
+        matches!(err.root(), ImportError::Mismatch { number: 1, what: "parent hash", .. }),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains(&fx.hash(0).to_string()) && msg.contains(&other_hash.to_string()),
+        "{msg}"
+    );
+    drop(db);
+
+    let db = Database::open(dir.path()).expect("re-open");
+    let reader = db.begin_read().expect("begin_read");
+    assert_eq!(reader.head().expect("head"), Some(0));
+    assert_eq!(reader.canonical_hash(0).expect("canonical"), Some(other_hash));
+    assert_eq!(reader.genesis_json().expect("genesis").as_deref(), Some(other_text.as_str()));
+    drop(reader);
+    assert!(matches!(
+        init_genesis(&db, &fx.genesis_text),
+        Err(ImportError::GenesisMismatch { .. })
+    ));
+    let dump = db.begin_read().expect("r").state_at(0).expect("s").dump().expect("d");
+    assert_eq!(loupe::storage::state_root_of(&dump), other_spec.genesis_header().state_root);
+}
