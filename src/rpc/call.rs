@@ -116,7 +116,7 @@ fn halt_message(h: &HaltReason) -> String {
 impl RpcContext {
     /// `eth_call(call, block?, stateOverrides?, blockOverrides?)`.
     pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 4)?;
+        let a = Args::new(&p, 4)?;
         let req = call_request(&a, 0, 2, 3)?;
         let block = a.block(1, "block")?;
         let ctx = self.clone();

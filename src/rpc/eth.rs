@@ -54,7 +54,7 @@ impl RpcContext {
 
     /// `eth_getTransactionByBlockNumberAndIndex(block, index)`.
     pub(crate) fn tx_by_number_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2, 2)?;
+        let a = Args::new(&p, 2)?;
         let block = a.block_number(0, "block")?;
         let index = a.quantity(1, "index")?;
         let r = self.db.begin_read()?;
@@ -64,7 +64,7 @@ impl RpcContext {
 
     /// `eth_getTransactionByBlockHashAndIndex(hash, index)`.
     pub(crate) fn tx_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2, 2)?;
+        let a = Args::new(&p, 2)?;
         let hash = a.req(0, "blockHash")?;
         let index = a.quantity(1, "index")?;
         let r = self.db.begin_read()?;
@@ -74,7 +74,7 @@ impl RpcContext {
 
     /// `eth_getTransactionByHash(hash)`.
     pub(crate) fn tx_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 1)?;
+        let a = Args::new(&p, 1)?;
         let hash = a.req(0, "hash")?;
         let r = self.db.begin_read()?;
         match r.transaction_location(&hash)? {
@@ -95,7 +95,7 @@ impl RpcContext {
 
     /// `eth_getBlockByNumber(block, full)`.
     pub(crate) fn block_by_number(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2, 2)?;
+        let a = Args::new(&p, 2)?;
         let block = a.block_number(0, "block")?;
         let full = a.boolean(1, "fullTransactions")?;
         let r = self.db.begin_read()?;
@@ -105,7 +105,7 @@ impl RpcContext {
 
     /// `eth_getBlockByHash(hash, full)`.
     pub(crate) fn block_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2, 2)?;
+        let a = Args::new(&p, 2)?;
         let hash = a.req(0, "blockHash")?;
         let full = a.boolean(1, "fullTransactions")?;
         let r = self.db.begin_read()?;
@@ -122,7 +122,7 @@ impl RpcContext {
 
     /// `eth_getBlockTransactionCountByNumber(block)`.
     pub(crate) fn tx_count_by_number(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 1)?;
+        let a = Args::new(&p, 1)?;
         let block = a.block_number(0, "block")?;
         let r = self.db.begin_read()?;
         let n = self.resolve(&r, block)?;
@@ -131,7 +131,7 @@ impl RpcContext {
 
     /// `eth_getBlockTransactionCountByHash(hash)`.
     pub(crate) fn tx_count_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 1)?;
+        let a = Args::new(&p, 1)?;
         let hash = a.req(0, "blockHash")?;
         let r = self.db.begin_read()?;
         let n = r.block_number(&hash)?;
@@ -153,7 +153,7 @@ impl RpcContext {
 
     /// `eth_getTransactionReceipt(hash)`.
     pub(crate) fn receipt(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 1)?;
+        let a = Args::new(&p, 1)?;
         let hash = a.req(0, "hash")?;
         let r = self.db.begin_read()?;
         let Some((block, index)) = r.transaction_location(&hash)? else { return null() };
@@ -166,8 +166,8 @@ impl RpcContext {
 
     /// `eth_getBlockReceipts(block)`.
     pub(crate) fn block_receipts(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 1)?;
-        let block = a.block(0, "block")?;
+        let a = Args::new(&p, 1)?;
+        let block = a.block_req(0, "block")?;
         let r = self.db.begin_read()?;
         match self.resolve(&r, block)? {
             Some(n) => to_value(self.receipts_of(&r, n)?),
@@ -177,7 +177,7 @@ impl RpcContext {
 
     /// `eth_getBalance(address, block?)`.
     pub(crate) fn balance(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 2)?;
+        let a = Args::new(&p, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
         let r = self.db.begin_read()?;
@@ -188,7 +188,7 @@ impl RpcContext {
 
     /// `eth_getTransactionCount(address, block?)`.
     pub(crate) fn nonce(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 2)?;
+        let a = Args::new(&p, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
         let r = self.db.begin_read()?;
@@ -199,7 +199,7 @@ impl RpcContext {
 
     /// `eth_getCode(address, block?)`.
     pub(crate) fn code(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 1, 2)?;
+        let a = Args::new(&p, 2)?;
         let address = a.address(0, "address")?;
         let block = a.block(1, "block")?;
         let r = self.db.begin_read()?;
@@ -214,7 +214,7 @@ impl RpcContext {
 
     /// `eth_getStorageAt(address, slot, block?)`.
     pub(crate) fn storage_at(&self, p: Params<'_>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2, 3)?;
+        let a = Args::new(&p, 3)?;
         let address = a.address(0, "address")?;
         let slot = a.storage_key(1, "slot")?;
         let block = a.block(2, "block")?;
@@ -226,26 +226,26 @@ impl RpcContext {
 
     /// `eth_blockNumber()`.
     pub(crate) fn block_number(&self, p: Params<'_>) -> RpcResult<Raw> {
-        Args::new(&p, 0, 0)?;
+        Args::new(&p, 0)?;
         let head = self.db.begin_read()?.head()?.unwrap_or(0);
         to_value(format!("{head:#x}"))
     }
 
     /// `eth_chainId()`.
     pub(crate) fn chain_id(&self, p: Params<'_>) -> RpcResult<Raw> {
-        Args::new(&p, 0, 0)?;
+        Args::new(&p, 0)?;
         to_value(format!("{:#x}", self.spec.chain_id()))
     }
 
     /// `net_version()`: the chain id in decimal, as geth answers.
     pub(crate) fn net_version(&self, p: Params<'_>) -> RpcResult<Raw> {
-        Args::new(&p, 0, 0)?;
+        Args::new(&p, 0)?;
         to_value(self.spec.chain_id().to_string())
     }
 
     /// `eth_syncing()`: an archive that serves what it imported is never syncing.
     pub(crate) fn syncing(&self, p: Params<'_>) -> RpcResult<Raw> {
-        Args::new(&p, 0, 0)?;
+        Args::new(&p, 0)?;
         to_value(false)
     }
 }

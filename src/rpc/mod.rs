@@ -7,6 +7,7 @@ mod call;
 mod convert;
 mod error;
 mod eth;
+mod guard;
 mod http;
 mod params;
 mod pool;
@@ -176,7 +177,7 @@ fn module(
     }
     m.register_method("web3_clientVersion", |p, ctx, _| {
         ctx.guard("web3_clientVersion", || {
-            params::Args::new(&p, 0, 0)?;
+            params::Args::new(&p, 0)?;
             Ok(format!("loupe/v{}", env!("CARGO_PKG_VERSION")))
         })
     })?;
@@ -215,7 +216,10 @@ pub async fn start(
         .set_tcp_no_delay(true)
         .build();
     let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
-    let middleware = tower::ServiceBuilder::new().option_layer(cors).layer(http::RootPathLayer);
+    let guard =
+        guard::JsonRpcGuardLayer { max_body: config.max_request_body, max_batch: config.max_batch };
+    let middleware =
+        tower::ServiceBuilder::new().option_layer(cors).layer(http::RootPathLayer).layer(guard);
     let server = jsonrpsee::server::Server::builder()
         .set_config(server_config)
         .set_http_middleware(middleware)

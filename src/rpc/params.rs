@@ -33,8 +33,9 @@ pub(crate) enum BlockRef {
 }
 
 impl Args {
-    /// Parses `params` (absent, null or an array) and checks `min <= len <= max`.
-    pub(crate) fn new(params: &Params<'_>, min: usize, max: usize) -> RpcResult<Self> {
+    /// Parses `params` (absent, null or an array) of at most `max` values. A missing required
+    /// value is reported by the accessor that reads it, which names the parameter.
+    pub(crate) fn new(params: &Params<'_>, max: usize) -> RpcResult<Self> {
         let values: Vec<Value> = match params.as_str() {
             None => Vec::new(),
             Some(s) => match serde_json::from_str::<Value>(s) {
@@ -44,9 +45,6 @@ impl Args {
                 Err(e) => return Err(invalid(format!("params: {e}"))),
             },
         };
-        if values.len() < min {
-            return Err(invalid(format!("missing value for required argument {}", values.len())));
-        }
         if values.len() > max {
             return Err(invalid(format!("too many arguments, want at most {max}")));
         }
@@ -96,6 +94,14 @@ impl Args {
             Some(v) => block_ref(v, true)
                 .map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
         }
+    }
+
+    /// Required block reference at `i` (number, tag, hash or EIP-1898 object).
+    pub(crate) fn block_req(&self, i: usize, name: &str) -> RpcResult<BlockRef> {
+        if self.get(i).is_none() {
+            return Err(invalid(format!("missing value for required argument {i} ({name})")));
+        }
+        self.block(i, name)
     }
 
     /// Block number or tag at `i` (no hashes): for the `...ByNumber` methods.

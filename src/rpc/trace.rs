@@ -32,7 +32,7 @@ impl RpcContext {
         &self,
         p: &Params<'_>,
     ) -> RpcResult<(CallRequest, HashSet<TraceType>, BlockRef)> {
-        let a = Args::new(p, 2, 5)?;
+        let a = Args::new(p, 5)?;
         let req = call_request(&a, 0, 3, 4)?;
         let types = self.trace_types(&a, 1)?;
         let block = a.block(2, "block")?;
