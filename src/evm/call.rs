@@ -126,6 +126,20 @@ where
     tx.from = Some(from);
     let sender = state.basic(from).map_err(db_err)?;
     tx.nonce = Some(sender.as_ref().map_or(0, |a| a.nonce));
+    // A call that names no price pays none, as in geth: the base fee (and, without a blob fee
+    // cap, the blob base fee) is taken as 0 before alloy-evm fills in defaults, which would
+    // otherwise price a blob call at the block's base fee.
+    let unpriced = [tx.gas_price, tx.max_fee_per_gas, tx.max_priority_fee_per_gas]
+        .iter()
+        .all(|p| p.is_none_or(|p| p == 0));
+    if unpriced {
+        env.block_env.basefee = 0;
+    }
+    if tx.max_fee_per_blob_gas.is_none_or(|p| p == 0)
+        && let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut()
+    {
+        blob.blob_gasprice = 0;
+    }
     let mut tx_env: TxEnv =
         tx.try_into_tx_env(&env).map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     if tx_env.gas_price == 0 {
