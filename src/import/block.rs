@@ -109,7 +109,7 @@ pub fn import_block(
         })
         .collect::<Result<Vec<Address>, _>>()?;
 
-    let writer = db.begin_write()?;
+    let mut writer = db.begin_write()?;
     let roots = FullRecompute;
     let parent_state = reader.state_at(head)?;
     let outcome = execute_block(spec, &parent_state, block, &senders, |changes| {

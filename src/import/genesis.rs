@@ -66,7 +66,7 @@ pub fn init_genesis(db: &Database, genesis_json: &str) -> Result<(ChainSpec, boo
     }
     let header = spec.genesis_header().clone();
     let hash = spec.genesis_hash();
-    let writer = db.begin_write()?;
+    let mut writer = db.begin_write()?;
     writer.set_genesis_json(genesis_json)?;
     writer.apply_changeset(header.number, &changes)?;
     let root = FullRecompute.state_root(&writer)?;

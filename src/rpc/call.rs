@@ -126,9 +126,9 @@ impl RpcContext {
     fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
-        let header = r.header(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
         let state = r.state_at(n)?;
-        let mut call = prepare_call(&self.spec, &header, state, req, self.config.gas_cap)?;
+        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
         let res = execute_call(&mut call, NoOpInspector, self.config.call_timeout)?;
         match res.result {
             ExecutionResult::Success { output, .. } => to_value(output.into_data()),

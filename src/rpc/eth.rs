@@ -45,11 +45,10 @@ impl RpcContext {
         let Some(number) = number else { return null() };
         let Ok(index) = u32::try_from(index) else { return null() };
         let Some(stored) = r.transaction(number, index)? else { return null() };
-        let header = r
-            .header(number)?
+        let entry = r
+            .header_and_hash(number)?
             .ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
-        let hash = r.canonical_hash(number)?.unwrap_or_default();
-        to_value(rpc_transaction(stored, &header, hash))
+        to_value(rpc_transaction(stored, &entry.0, entry.1))
     }
 
     /// `eth_getTransactionByBlockNumberAndIndex(block, index)`.

@@ -3,8 +3,12 @@
 use std::sync::Arc;
 
 use alloy_primitives::map::HashSet;
-use alloy_rpc_types_trace::parity::{TraceResults, TraceType};
+use alloy_primitives::{Bytes, KECCAK256_EMPTY, U64};
+use alloy_rpc_types_trace::parity::{AccountDiff, Delta, TraceResults, TraceType};
 use jsonrpsee::types::Params;
+use revm::DatabaseRef;
+use revm::primitives::hardfork::SpecId;
+use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use super::call::call_request;
@@ -70,23 +74,61 @@ impl RpcContext {
     ) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
-        let header = r.header(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
         let state = r.state_at(n)?;
-        let mut call = prepare_call(&self.spec, &header, state, req, self.config.gas_cap)?;
+        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
         let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(types));
         let res = execute_call(&mut call, &mut tracer, self.config.call_timeout)?;
         let results = tracer
             .into_parity_builder()
             .into_trace_results_with_state(&res, types, &call.state)
             .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
-        to_value(normalize(results))
+        let spec = call.env.cfg_env.spec;
+        to_value(normalize(results, &res.state, &call.state, spec)?)
     }
 }
 
-/// The one place where revm-inspectors' output is adjusted to `behaviour.md` §3.3. With
-/// revm-inspectors 0.44.3 nothing needs changing: it already reports died accounts with `-`,
-/// born accounts with `+`, OpenEthereum error wording, and a reverted frame's gas and revert
-/// data. Keep corrections here, each with a test, if a future version drifts.
-fn normalize(results: TraceResults) -> TraceResults {
-    results
+/// The one place where revm-inspectors' output is adjusted to `behaviour.md` §3.3.
+///
+/// revm-inspectors 0.44.3 already reports self-destructed accounts with `-`, born accounts with
+/// `+`, OpenEthereum error wording, and a reverted frame's gas and revert data. What it misses:
+/// an account that existed, was touched and is empty after the call is deleted under EIP-161
+/// (Spurious Dragon on), so it died and gets `-` for balance, nonce and code
+/// (`tests/trace_golden.rs`, `touched_empty_account_dies_under_eip161`). Its slots cannot be
+/// listed: a `DatabaseRef` cannot enumerate storage, and the removed account implies them.
+fn normalize<DB: DatabaseRef>(
+    mut results: TraceResults,
+    post: &EvmState,
+    pre: &DB,
+    spec: SpecId,
+) -> RpcResult<TraceResults> {
+    let Some(diff) = results.state_diff.as_mut() else { return Ok(results) };
+    if !spec.is_enabled_in(SpecId::SPURIOUS_DRAGON) {
+        return Ok(results);
+    }
+    for (address, account) in post {
+        if !account.is_touched() || !account.is_empty() || account.is_selfdestructed() {
+            continue;
+        }
+        let before =
+            pre.basic_ref(*address).map_err(|_| RpcError::Internal("state read".into()))?;
+        let Some(before) = before else { continue };
+        let code = if before.code_hash == KECCAK256_EMPTY {
+            Bytes::new()
+        } else {
+            pre.code_by_hash_ref(before.code_hash)
+                .map_err(|_| RpcError::Internal("code read".into()))?
+                .original_bytes()
+        };
+        diff.insert(
+            *address,
+            AccountDiff {
+                balance: Delta::Removed(before.balance),
+                nonce: Delta::Removed(U64::from(before.nonce)),
+                code: Delta::Removed(code),
+                storage: Default::default(),
+            },
+        );
+    }
+    Ok(results)
 }

@@ -5,6 +5,7 @@
 //! reads go through a [`Reader`] snapshot, and [`StateAt`] answers state queries "as of the end
 //! of block N" for the EVM.
 
+mod cache;
 mod codec;
 mod error;
 mod read;
@@ -48,6 +49,7 @@ fn create_atomically(datadir: &Path, path: &Path) -> StorageResult<()> {
 #[derive(Debug)]
 pub struct Database {
     db: redb::Database,
+    cache: std::sync::Arc<cache::BlockCache>,
 }
 
 impl Database {
@@ -62,21 +64,26 @@ impl Database {
             create_atomically(datadir, &path)?;
         }
         let db = redb::Database::builder().set_cache_size(256 * 1024 * 1024).create(&path)?;
-        let this = Self { db };
+        let this = Self { db, cache: Default::default() };
         let w = this.begin_write()?;
         w.create_tables()?;
         w.commit(true)?;
+        if let Some(m) = this.begin_read()?.markers()? {
+            this.cache.set_markers(m);
+        }
         Ok(this)
     }
 
     /// Starts a read snapshot.
     pub fn begin_read(&self) -> StorageResult<Reader> {
-        Reader::new(self.db.begin_read()?)
+        // Markers first, then the snapshot: the snapshot is never behind them.
+        let markers = self.cache.markers();
+        Reader::new(self.db.begin_read()?, markers, self.cache.clone())
     }
 
     /// Starts the (single) write transaction. Nothing is visible to readers until
     /// [`Writer::commit`].
     pub fn begin_write(&self) -> StorageResult<Writer> {
-        Ok(Writer::new(self.db.begin_write()?))
+        Ok(Writer::new(self.db.begin_write()?, self.cache.clone()))
     }
 }

@@ -38,6 +38,8 @@ pub struct BlockMarkers {
 #[derive(Debug)]
 pub struct Reader {
     txn: ReadTransaction,
+    markers: Option<BlockMarkers>,
+    cache: std::sync::Arc<super::cache::BlockCache>,
 }
 
 fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StorageError {
@@ -45,8 +47,12 @@ fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StorageError {
 }
 
 impl Reader {
-    pub(super) fn new(txn: ReadTransaction) -> StorageResult<Self> {
-        Ok(Self { txn })
+    pub(super) fn new(
+        txn: ReadTransaction,
+        markers: Option<BlockMarkers>,
+        cache: std::sync::Arc<super::cache::BlockCache>,
+    ) -> StorageResult<Self> {
+        Ok(Self { txn, markers, cache })
     }
 
     /// The genesis.json text this database was initialised with, if initialised.
@@ -67,17 +73,41 @@ impl Reader {
 
     /// Number of the last fully stored block, `None` before `init`.
     pub fn head(&self) -> StorageResult<Option<u64>> {
+        if let Some(m) = self.markers {
+            return Ok(Some(m.head));
+        }
         self.meta_u64(meta::HEAD)
     }
 
     /// Head, safe and finalized block numbers (`None` before `init`).
     pub fn markers(&self) -> StorageResult<Option<BlockMarkers>> {
-        let Some(head) = self.head()? else { return Ok(None) };
-        Ok(Some(BlockMarkers {
+        if self.markers.is_some() {
+            return Ok(self.markers);
+        }
+        let Some(head) = self.meta_u64(meta::HEAD)? else { return Ok(None) };
+        let m = BlockMarkers {
             head,
             safe: self.meta_u64(meta::SAFE)?.unwrap_or(head),
             finalized: self.meta_u64(meta::FINALIZED)?.unwrap_or(head),
-        }))
+        };
+        Ok(Some(m))
+    }
+
+    /// Header of block `number` with its hash, from the cache when it is there.
+    pub fn header_and_hash(
+        &self,
+        number: u64,
+    ) -> StorageResult<Option<std::sync::Arc<(Header, B256)>>> {
+        if let Some(entry) = self.cache.header(number) {
+            return Ok(Some(entry));
+        }
+        let (Some(header), Some(hash)) = (self.header(number)?, self.canonical_hash(number)?)
+        else {
+            return Ok(None);
+        };
+        let entry = std::sync::Arc::new((header, hash));
+        self.cache.insert_header(number, entry.clone());
+        Ok(Some(entry))
     }
 
     /// Canonical hash of block `number`.

@@ -17,6 +17,8 @@ use super::{StateDump, StorageResult};
 /// which is how a block that fails verification leaves no trace.
 pub struct Writer {
     txn: WriteTransaction,
+    cache: std::sync::Arc<super::cache::BlockCache>,
+    markers: Option<super::BlockMarkers>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -26,8 +28,11 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    pub(super) fn new(txn: WriteTransaction) -> Self {
-        Self { txn }
+    pub(super) fn new(
+        txn: WriteTransaction,
+        cache: std::sync::Arc<super::cache::BlockCache>,
+    ) -> Self {
+        Self { txn, cache, markers: None }
     }
 
     pub(super) fn create_tables(&self) -> StorageResult<()> {
@@ -56,6 +61,9 @@ impl Writer {
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         self.txn.commit()?;
+        if let Some(m) = self.markers {
+            self.cache.set_markers(m);
+        }
         Ok(())
     }
 
@@ -72,7 +80,8 @@ impl Writer {
     }
 
     /// Sets head, safe and finalized to `number` (an imported chain is taken as final).
-    pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
+    pub fn set_markers(&mut self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
+        self.markers = Some(super::BlockMarkers { head, safe, finalized });
         let mut t = self.txn.open_table(tables::META)?;
         t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
         t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;

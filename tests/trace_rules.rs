@@ -1,0 +1,538 @@
+//! The rules of `trace_call` (`../shared/spec/behaviour.md` §3 and the seed's rules), one test
+//! each: no state change, result shape, every error with its code and message, the execution
+//! deadline and the bounded tracing pool. Expected values are derived by hand (comments) or read
+//! through a second path (storage layer, eth_getBalance); none is pasted from loupe's output.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use alloy_primitives::{Address, U256, address};
+use serde_json::{Value, json};
+use support::Node;
+
+/// A genesis-funded account that sends no transaction in the fixture chain.
+const FUNDED: Address = address!("14e46043e63d0e3cdcf2530519f4cfaf35058cb2");
+/// The fixture's emit contract: every call writes storage slot 0 and slot keccak(input).
+const EMIT: Address = address!("7dcd17433742f4c0ca53122ab541d0ba67fc27df");
+/// JUMPDEST PUSH1 0 JUMP: loops until gas or the deadline runs out.
+const LOOP: &str = "0x5b600056";
+/// PUSH1 0x2a PUSH1 0 MSTORE PUSH1 0x20 PUSH1 0 RETURN → word(42).
+const RET42: &str = "0x602a60005260206000f3";
+
+fn a(x: Address) -> String {
+    format!("{x:#x}")
+}
+
+fn word(n: u64) -> String {
+    format!("0x{n:064x}")
+}
+
+fn trace(node: &Node, params: Value) -> Value {
+    node.call("trace_call", params.clone())
+        .unwrap_or_else(|e| panic!("trace_call {params} failed: {e}"))
+}
+
+/// Expects a JSON-RPC error with `code` and exactly `message`.
+fn expect_error(node: &Node, method: &str, params: Value, code: i64, message: &str) {
+    let e = node
+        .call(method, params.clone())
+        .expect_err(&format!("{method} {params} should fail with {code} {message}"));
+    assert_eq!(e["code"], code, "{method} {params}: {e}");
+    assert_eq!(e["message"], message, "{method} {params}: {e}");
+}
+
+/// Expects a JSON-RPC error with `code` whose message contains every one of `parts`.
+fn expect_error_naming(node: &Node, params: Value, code: i64, parts: &[&str]) {
+    let e = node
+        .call("trace_call", params.clone())
+        .expect_err(&format!("trace_call {params} should fail with {code}"));
+    assert_eq!(e["code"], code, "{params}: {e}");
+    let msg = e["message"].as_str().unwrap();
+    for p in parts {
+        assert!(msg.contains(p), "message {msg:?} should name {p:?}");
+    }
+}
+
+fn balance(node: &Node, x: Address) -> U256 {
+    let v = node.call("eth_getBalance", json!([a(x), "latest"])).unwrap();
+    U256::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// A simple call: RET42 installed at a fresh address.
+fn simple_call() -> (Value, Value) {
+    let x = address!("9000000000000000000000000000000000000001");
+    (json!({"from": a(FUNDED), "to": a(x), "gas": "0x186a0"}), json!({a(x): {"code": RET42}}))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed rule 1: nothing is written
+// ---------------------------------------------------------------------------------------------
+
+/// 1,000 trace_calls that write storage (emit contract) or move value from a funded account,
+/// with stateDiff asked: the stored state after block 54 is identical account by account and
+/// slot by slot, the head is still 54.
+#[test]
+fn no_state_change_after_1000_writing_calls() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let chain = support::chain().unwrap();
+    let before = chain.db.begin_read().unwrap().state_at(54).unwrap().dump().unwrap();
+    assert_eq!(node.call("eth_blockNumber", json!([])).unwrap(), "0x36");
+
+    let mut writes_seen = 0;
+    for i in 0..1000u64 {
+        let call = if i % 2 == 0 {
+            json!({"from": a(FUNDED), "to": a(EMIT), "input": format!("0x{i:08x}")})
+        } else {
+            let to = Address::from_word(alloy_primitives::B256::from(U256::from(0xabc_0000 + i)));
+            json!({"from": a(FUNDED), "to": a(to), "value": "0xde0b6b3a7640000"})
+        };
+        let res = trace(&node, json!([call, ["trace", "stateDiff"]]));
+        // The call would write: the emit contract's slot 0 or the recipient's balance.
+        let diff = res["stateDiff"].as_object().unwrap();
+        if diff.contains_key(&a(EMIT)) || diff.len() >= 2 {
+            writes_seen += 1;
+        }
+    }
+    assert_eq!(writes_seen, 1000, "every call must produce a state diff");
+
+    let after = chain.db.begin_read().unwrap().state_at(54).unwrap().dump().unwrap();
+    assert_eq!(before.len(), after.len(), "account count");
+    for ((ka, va), (kb, vb)) in before.iter().zip(after.iter()) {
+        assert_eq!(ka, kb, "account set changed");
+        assert_eq!(va, vb, "account {ka} changed");
+    }
+    assert_eq!(chain.db.begin_read().unwrap().head().unwrap(), Some(54));
+    assert_eq!(node.call("eth_blockNumber", json!([])).unwrap(), "0x36");
+    // Third path: the RPC reads agree.
+    let slot0 = node.call("eth_getStorageAt", json!([a(EMIT), "0x0", "latest"])).unwrap();
+    assert_eq!(
+        slot0,
+        format!("0x{:064x}", before[&EMIT].1.get(&U256::ZERO).copied().unwrap_or_default())
+    );
+    assert_eq!(balance(&node, FUNDED), before[&FUNDED].0.balance);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Result shape
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn trace_only_when_asked() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, so) = simple_call();
+    let res = trace(&node, json!([call, ["trace"], "latest", so]));
+    assert!(res["trace"].as_array().is_some_and(|t| t.len() == 1), "{res}");
+    assert_eq!(res["stateDiff"], Value::Null);
+    assert_eq!(res["vmTrace"], Value::Null);
+    assert_eq!(res["output"], word(42));
+}
+
+#[test]
+fn state_diff_only_when_asked() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, so) = simple_call();
+    let res = trace(&node, json!([call, ["stateDiff"], "latest", so]));
+    assert_eq!(res["trace"], json!([]), "trace is [] when not asked");
+    assert!(res["stateDiff"].is_object(), "{res}");
+    // The sender's nonce moved: the diff has it.
+    assert!(res["stateDiff"][a(FUNDED)]["nonce"]["*"].is_object(), "{res}");
+    assert_eq!(res["vmTrace"], Value::Null);
+    assert_eq!(res["output"], word(42));
+}
+
+#[test]
+fn nothing_asked_gives_empty_shapes() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, so) = simple_call();
+    let res = trace(&node, json!([call, [], "latest", so]));
+    assert_eq!(
+        res,
+        json!({"output": word(42), "stateDiff": null, "trace": [], "vmTrace": null}),
+        "output is always present"
+    );
+    // Duplicates are allowed.
+    let res = trace(&node, json!([call, ["trace", "trace"], "latest", so]));
+    assert_eq!(res["trace"].as_array().unwrap().len(), 1);
+}
+
+/// Seed rule 5: in a simple call `output == trace[0].result.output` and the root has
+/// `traceAddress: []`.
+#[test]
+fn simple_call_output_equals_root_output() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, so) = simple_call();
+    let res = trace(&node, json!([call, ["trace", "stateDiff"], "latest", so]));
+    assert_eq!(res["output"], res["trace"][0]["result"]["output"]);
+    assert_eq!(res["output"], word(42));
+    assert_eq!(res["trace"][0]["traceAddress"], json!([]));
+    assert_eq!(res["trace"][0]["subtraces"], 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn vm_trace_refused_when_off() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, so) = simple_call();
+    expect_error(
+        &node,
+        "trace_call",
+        json!([call, ["vmTrace"], "latest", so]),
+        -32602,
+        "vmTrace is not supported",
+    );
+    expect_error(
+        &node,
+        "trace_call",
+        json!([call, ["trace", "vmTrace"], "latest", so]),
+        -32602,
+        "vmTrace is not supported",
+    );
+}
+
+/// With `--trace.vm-trace` the OpenEthereum vmTrace is served: the executed code and one op per
+/// instruction of RET42: PUSH1 (pc 0, 3) PUSH1 (pc 2, 3) MSTORE (pc 4, 3 + 3 memory) PUSH1 (pc 5,
+/// 3) PUSH1 (pc 7, 3) RETURN (pc 9, 0).
+#[test]
+fn vm_trace_served_when_on() {
+    let Some(node) = Node::start(|cfg| cfg.vm_trace = true) else { return };
+    let (call, so) = simple_call();
+    let res = trace(&node, json!([call, ["vmTrace"], "latest", so]));
+    let vm = &res["vmTrace"];
+    assert!(vm.is_object(), "{res}");
+    assert_eq!(vm["code"], RET42);
+    let ops = vm["ops"].as_array().unwrap_or_else(|| panic!("no ops: {vm}"));
+    let pcs: Vec<u64> = ops.iter().map(|o| o["pc"].as_u64().unwrap()).collect();
+    assert_eq!(pcs, [0, 2, 4, 5, 7, 9]);
+    let costs: Vec<u64> = ops.iter().map(|o| o["cost"].as_u64().unwrap()).collect();
+    assert_eq!(costs, [3, 3, 6, 3, 3, 0]);
+    assert_eq!(res["trace"], json!([]));
+    assert_eq!(res["stateDiff"], Value::Null);
+    // Not asked on a vmTrace-enabled node → null.
+    let res = trace(&node, json!([call, ["trace"], "latest", so]));
+    assert_eq!(res["vmTrace"], Value::Null);
+}
+
+#[test]
+fn unknown_trace_type_is_named() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, _) = simple_call();
+    expect_error_naming(&node, json!([call, ["trace", "callTracer"]]), -32602, &["callTracer"]);
+    // Case-sensitive.
+    expect_error_naming(&node, json!([call, ["StateDiff"]]), -32602, &["StateDiff"]);
+}
+
+#[test]
+fn pending_is_refused() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, _) = simple_call();
+    expect_error(
+        &node,
+        "trace_call",
+        json!([call, ["trace"], "pending"]),
+        -32602,
+        "pending is not supported for tracing",
+    );
+}
+
+#[test]
+fn unknown_block_is_header_not_found() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, _) = simple_call();
+    // Head is 54 = 0x36: 0x37 does not exist.
+    expect_error(&node, "trace_call", json!([call, ["trace"], "0x37"]), -32000, "header not found");
+    let unknown = format!("0x{}", "11".repeat(32));
+    expect_error(
+        &node,
+        "trace_call",
+        json!([call, ["trace"], unknown]),
+        -32000,
+        "header not found",
+    );
+    expect_error(
+        &node,
+        "trace_call",
+        json!([call, ["trace"], {"blockHash": unknown}]),
+        -32000,
+        "header not found",
+    );
+}
+
+/// A plain call needs 21,000 gas; 0x5207 = 20,999 is too low.
+#[test]
+fn intrinsic_gas_too_low() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let to = address!("9000000000000000000000000000000000000002");
+    expect_error(
+        &node,
+        "trace_call",
+        json!([{"from": a(FUNDED), "to": a(to), "gas": "0x5207"}, ["trace"]]),
+        -32000,
+        "intrinsic gas too low: have 20999, want 21000",
+    );
+    // 21,000 exactly is enough.
+    let res = trace(&node, json!([{"from": a(FUNDED), "to": a(to), "gas": "0x5208"}, ["trace"]]));
+    assert_eq!(res["trace"][0]["action"]["gas"], "0x0");
+}
+
+/// Priced calls must be affordable: want = gas × price + value (decimal in the message, worded
+/// as behaviour.md §3.2: `have X, want Y`).
+#[test]
+fn insufficient_funds_for_priced_call() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let to = address!("9000000000000000000000000000000000000003");
+    let unfunded = address!("9000000000000000000000000000000000000004");
+    let chain = support::chain().unwrap();
+    let st = chain.db.begin_read().unwrap().state_at(54).unwrap();
+    assert!(st.account(&unfunded).unwrap().is_none());
+    // Unfunded sender: have 0, want 21,000 × 10⁹ = 21,000,000,000,000.
+    expect_error(
+        &node,
+        "trace_call",
+        json!([{"from": a(unfunded), "to": a(to), "gas": "0x5208", "gasPrice": "0x3b9aca00"}, ["trace"]]),
+        -32003,
+        "insufficient funds for gas * price + value: have 0, want 21000000000000",
+    );
+    // Funded sender sending all its balance B: want = B + 21,000 × 10⁹.
+    let b = st.account(&FUNDED).unwrap().unwrap().balance;
+    assert_eq!(b, balance(&node, FUNDED));
+    let want = b + U256::from(21_000_000_000_000u64);
+    expect_error(
+        &node,
+        "trace_call",
+        json!([{"from": a(FUNDED), "to": a(to), "gas": "0x5208", "gasPrice": "0x3b9aca00", "value": format!("{b:#x}")}, ["trace"]]),
+        -32003,
+        &format!("insufficient funds for gas * price + value: have {b}, want {want}"),
+    );
+}
+
+#[test]
+fn data_and_input_differ() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let to = address!("9000000000000000000000000000000000000005");
+    let e = node
+        .call("trace_call", json!([{"to": a(to), "data": "0x01", "input": "0x02"}, ["trace"]]))
+        .unwrap_err();
+    assert_eq!(e["code"], -32602, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("data") && msg.contains("input"), "{msg}");
+    // Equal data and input are accepted.
+    assert!(
+        node.call("trace_call", json!([{"to": a(to), "data": "0x01", "input": "0x01"}, ["trace"]]))
+            .is_ok()
+    );
+}
+
+#[test]
+fn unknown_call_field_is_named() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let to = address!("9000000000000000000000000000000000000006");
+    expect_error_naming(
+        &node,
+        json!([{"to": a(to), "gasprice": "0x1"}, ["trace"]]),
+        -32602,
+        &["gasprice"],
+    );
+}
+
+#[test]
+fn state_and_state_diff_overrides_conflict() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let (call, _) = simple_call();
+    let e = node
+        .call(
+            "trace_call",
+            json!([call, ["trace"], "latest", {a(EMIT): {"state": {}, "stateDiff": {word(0): word(1)}}}]),
+        )
+        .unwrap_err();
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protections
+// ---------------------------------------------------------------------------------------------
+
+/// An infinite loop with practically unlimited gas is stopped by the deadline: -32000
+/// `execution timeout after 300ms` (Duration's Debug format), well within 2 s.
+#[test]
+fn infinite_loop_times_out() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.call_timeout = Duration::from_millis(300);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    let x = address!("9000000000000000000000000000000000000007");
+    let started = Instant::now();
+    expect_error(
+        &node,
+        "trace_call",
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace", "stateDiff"], "latest", {a(x): {"code": LOOP}}]),
+        -32000,
+        "execution timeout after 300ms",
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "took {took:?}");
+}
+
+/// 1 worker + 2 queue places: of 10 simultaneous slow calls (1 s each) at most 3 are admitted,
+/// the others are refused at once with -32005 `too many tracing requests`.
+#[test]
+fn burst_beyond_pool_and_queue_is_refused_fast() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.workers = 1;
+        cfg.queue = 2;
+        cfg.call_timeout = Duration::from_secs(1);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    let x = address!("9000000000000000000000000000000000000008");
+    let params =
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let barrier = Barrier::new(10);
+    let outcomes: Vec<(Duration, Result<Value, Value>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..10)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let t = Instant::now();
+                    let r = node.call("trace_call", params.clone());
+                    (t.elapsed(), r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let rejected: Vec<_> =
+        outcomes.iter().filter(|(_, r)| r.as_ref().is_err_and(|e| e["code"] == -32005)).collect();
+    let accepted = outcomes.len() - rejected.len();
+    assert!(
+        rejected.len() >= 7 && accepted <= 3,
+        "rejected {} accepted {accepted}: {outcomes:?}",
+        rejected.len()
+    );
+    for (took, r) in &rejected {
+        assert_eq!(r.as_ref().unwrap_err()["message"], "too many tracing requests");
+        // Refused at once, well before the first slow call (1 s) ends.
+        assert!(*took < Duration::from_millis(700), "rejection took {took:?}");
+    }
+    for (took, r) in
+        outcomes.iter().filter(|(_, r)| !r.as_ref().is_err_and(|e| e["code"] == -32005))
+    {
+        let e = r.as_ref().expect_err("an infinite loop cannot succeed");
+        assert_eq!(e["code"], -32000, "{e}");
+        assert_eq!(e["message"], "execution timeout after 1s");
+        assert!(*took >= Duration::from_secs(1), "admitted call took {took:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// eth_call
+// ---------------------------------------------------------------------------------------------
+
+/// eth_call reverts are code 3 with the raw revert data (trace_call reports them in the trace).
+#[test]
+fn eth_call_revert_is_code_3_with_data() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let x = address!("9000000000000000000000000000000000000009");
+    // PUSH2 0xdead PUSH1 0 MSTORE PUSH1 2 PUSH1 30 REVERT → revert data 0xdead (undecodable).
+    let so = json!({a(x): {"code": "0x61dead6000526002601efd"}});
+    let e = node
+        .call("eth_call", json!([{"from": a(FUNDED), "to": a(x), "gas": "0x186a0"}, "latest", so]))
+        .unwrap_err();
+    assert_eq!(e, json!({"code": 3, "message": "execution reverted", "data": "0xdead"}));
+    // The same call traced: no JSON-RPC error, the revert is in the trace.
+    let res = trace(
+        &node,
+        json!([{"from": a(FUNDED), "to": a(x), "gas": "0x186a0"}, ["trace"], "latest", so]),
+    );
+    assert_eq!(res["trace"][0]["error"], "Reverted");
+    assert_eq!(res["output"], "0xdead");
+
+    // Fixture call-revert-abi-error.io: Error("user error") → reason in the message, the
+    // contract's raw revert bytes as data (compared with the fixture's expected error).
+    let fixture = support::fixtures().unwrap().join("eth_call/call-revert-abi-error.io");
+    let text = std::fs::read_to_string(fixture).unwrap();
+    let line = |p: &str| -> Value {
+        serde_json::from_str(text.lines().find_map(|l| l.strip_prefix(p)).unwrap().trim()).unwrap()
+    };
+    let (req, resp) = (line(">>"), line("<<"));
+    let e = node.call("eth_call", req["params"].clone()).unwrap_err();
+    assert_eq!(e, resp["error"]);
+    assert_eq!(e["code"], 3);
+    assert!(e["data"].as_str().unwrap().starts_with("0x08c379a0"), "Error(string) selector");
+}
+
+/// "A dropped client connection cancels its queued call" (behaviour.md §3.2). One worker, two
+/// queue places, calls that take the 1 s deadline: A runs (0–1 s); B is queued at 0.1 s and its
+/// client gives up at 0.4 s; C is queued at 0.5 s. If B was cancelled, C runs 1–2 s; if B still
+/// ran (1–2 s), C would end near 3 s.
+#[test]
+fn dropped_client_cancels_queued_call() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.workers = 1;
+        cfg.queue = 2;
+        cfg.call_timeout = Duration::from_secs(1);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    let x = address!("900000000000000000000000000000000000000a");
+    let params =
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "trace_call", "params": params}).to_string();
+    let t0 = Instant::now();
+    let (b_result, c_end, c_result) = std::thread::scope(|s| {
+        let a_handle = s.spawn(|| node.call("trace_call", params.clone()));
+        std::thread::sleep(Duration::from_millis(100));
+        let b_handle = s.spawn(|| {
+            let impatient = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            impatient
+                .post(&node.url)
+                .header("Content-Type", "application/json")
+                .body(body.clone())
+                .send()
+                .map(|r| r.status().as_u16())
+        });
+        std::thread::sleep(Duration::from_millis(400));
+        let c_handle = s.spawn(|| {
+            let r = node.call("trace_call", params.clone());
+            (t0.elapsed(), r)
+        });
+        let a_result = a_handle.join().unwrap();
+        assert_eq!(a_result.unwrap_err()["message"], "execution timeout after 1s");
+        let b = b_handle.join().unwrap();
+        let (c_end, c) = c_handle.join().unwrap();
+        (b, c_end, c)
+    });
+    assert!(b_result.is_err(), "B's client must have given up: {b_result:?}");
+    assert_eq!(c_result.unwrap_err()["message"], "execution timeout after 1s");
+    assert!(
+        c_end < Duration::from_millis(2600),
+        "C ended at {c_end:?}: the abandoned call B still ran"
+    );
+}
+
+/// Gas above the cap is lowered to it: root gas = cap − 21,000 (behaviour.md §3.1).
+#[test]
+fn gas_above_cap_is_lowered() {
+    let Some(node) = Node::start(|cfg| cfg.gas_cap = 1_000_000) else { return };
+    let (mut call, so) = simple_call();
+    call["gas"] = json!("0xffffffffffff");
+    let res = trace(&node, json!([call, ["trace"], "latest", so]));
+    assert_eq!(res["trace"][0]["action"]["gas"], format!("{:#x}", 1_000_000 - 21_000));
+    // No gas given → the cap.
+    call.as_object_mut().unwrap().remove("gas");
+    let res = trace(&node, json!([call, ["trace"], "latest", so]));
+    assert_eq!(res["trace"][0]["action"]["gas"], format!("{:#x}", 1_000_000 - 21_000));
+}
