@@ -5,6 +5,10 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+/// Same allocator as the binary, so the floor is comparable with the server.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use loupe::rpc::{RpcConfig, RpcContext};
 use loupe::storage::Database;
 

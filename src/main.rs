@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc: the request paths allocate a lot of small, short-lived objects (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = loupe::cli::Cli::parse();
     loupe::cli::init_logging(&cli.log);
