@@ -14,6 +14,23 @@ pub type RpcResult<T> = Result<T, RpcError>;
 /// Everything a method can answer with instead of a result.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
+    /// The body is not JSON (-32700).
+    #[error("{0}")]
+    Parse(String),
+    /// The body is JSON but not a valid request (-32600).
+    #[error("Invalid request")]
+    InvalidRequest,
+    /// A batch longer than the limit (-32010, as jsonrpsee and reth answer).
+    #[error("batch of {len} requests is over the limit of {max}")]
+    BatchTooLarge {
+        /// Requests in the batch.
+        len: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A request body over the limit (-32007, with HTTP 413).
+    #[error("request body is over the limit of {0} bytes")]
+    BodyTooLarge(u32),
     /// A parameter is missing, extra, or malformed (-32602). The message names it.
     #[error("{0}")]
     InvalidParams(String),
@@ -58,6 +75,14 @@ pub enum RpcError {
 
 /// JSON-RPC codes used by loupe.
 pub mod codes {
+    /// Parse error.
+    pub const PARSE: i32 = -32700;
+    /// Invalid request.
+    pub const INVALID_REQUEST: i32 = -32600;
+    /// Request body too large (jsonrpsee's code).
+    pub const BODY_TOO_LARGE: i32 = -32007;
+    /// Batch too large (jsonrpsee's and reth's code).
+    pub const BATCH_TOO_LARGE: i32 = -32010;
     /// Invalid params.
     pub const INVALID_PARAMS: i32 = -32602;
     /// Internal error.
@@ -72,9 +97,22 @@ pub mod codes {
     pub const REVERTED: i32 = 3;
 }
 
+impl RpcError {
+    /// A complete response object with id null, for errors raised before a request's id is
+    /// known (transport-level checks in `guard.rs`).
+    pub(crate) fn response_with_null_id(self) -> String {
+        let obj = ErrorObjectOwned::from(self);
+        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": obj}).to_string()
+    }
+}
+
 impl From<RpcError> for ErrorObjectOwned {
     fn from(e: RpcError) -> Self {
         let code = match &e {
+            RpcError::Parse(_) => codes::PARSE,
+            RpcError::InvalidRequest => codes::INVALID_REQUEST,
+            RpcError::BatchTooLarge { .. } => codes::BATCH_TOO_LARGE,
+            RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
             RpcError::HeaderNotFound | RpcError::Execution(_) | RpcError::Timeout(_) => {
                 codes::SERVER

@@ -24,6 +24,8 @@ use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
 use serde_json::value::RawValue;
 use tower::{Layer, Service};
 
+use super::RpcError;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// See the module docs.
@@ -63,11 +65,6 @@ fn json_response(status: http::StatusCode, body: String) -> HttpResponse {
     resp.headers_mut()
         .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     resp
-}
-
-fn error_json(code: i32, message: &str) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
-        .to_string()
 }
 
 /// An item that jsonrpsee answers with -32600 and id null.
@@ -133,10 +130,10 @@ fn inspect(body: &[u8], max_batch: u32) -> Verdict {
                 return Verdict::Forward { notifications_only: false };
             };
             if items.len() > max_batch as usize {
-                return Verdict::Respond(error_json(
-                    -32010,
-                    &format!("batch of {} requests is over the limit of {max_batch}", items.len()),
-                ));
+                return Verdict::Respond(
+                    RpcError::BatchTooLarge { len: items.len(), max: max_batch }
+                        .response_with_null_id(),
+                );
             }
             if items.is_empty() {
                 return Verdict::Forward { notifications_only: false };
@@ -166,7 +163,7 @@ fn inspect(body: &[u8], max_batch: u32) -> Verdict {
         }
         _ => match serde_json::from_str::<&RawValue>(text) {
             // Valid JSON, but neither an object nor an array.
-            Ok(_) => Verdict::Respond(error_json(-32600, "Invalid request")),
+            Ok(_) => Verdict::Respond(RpcError::InvalidRequest.response_with_null_id()),
             Err(_) => Verdict::Forward { notifications_only: false },
         },
     }
@@ -203,20 +200,13 @@ where
             let bytes = match Limited::new(body, limits.max_body as usize).collect().await {
                 Ok(collected) => collected.to_bytes(),
                 Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-                        "code": -32007,
-                        "message": format!("request body is over the limit of {} bytes", limits.max_body)
-                    }});
-                    return Ok(json_response(
-                        http::StatusCode::PAYLOAD_TOO_LARGE,
-                        body.to_string(),
-                    ));
+                    let body = RpcError::BodyTooLarge(limits.max_body).response_with_null_id();
+                    return Ok(json_response(http::StatusCode::PAYLOAD_TOO_LARGE, body));
                 }
-                Err(_) => {
-                    return Ok(json_response(
-                        http::StatusCode::BAD_REQUEST,
-                        error_json(-32700, "could not read the request body"),
-                    ));
+                Err(e) => {
+                    let body = RpcError::Parse(format!("could not read the request body: {e}"))
+                        .response_with_null_id();
+                    return Ok(json_response(http::StatusCode::BAD_REQUEST, body));
                 }
             };
             let (body, ids, notifications_only) = match inspect(&bytes, limits.max_batch) {
@@ -234,10 +224,8 @@ where
             }
             let (mut parts, body) = resp.into_parts();
             let Ok(collected) = body.collect().await else {
-                return Ok(json_response(
-                    http::StatusCode::INTERNAL_SERVER_ERROR,
-                    error_json(-32603, "internal error"),
-                ));
+                let body = RpcError::Internal("response body".into()).response_with_null_id();
+                return Ok(json_response(http::StatusCode::INTERNAL_SERVER_ERROR, body));
             };
             let mut text = String::from_utf8_lossy(&collected.to_bytes()).into_owned();
             if notifications_only && text.trim() == "null" {
