@@ -1,18 +1,15 @@
-//! [`BlockCache`]: in-memory copies of what every request reads — the block markers and
-//! recently used headers with their hashes.
+//! [`BlockCache`]: recently used headers with their hashes, and the commit generation that
+//! tells readers when to take a new snapshot.
 //!
 //! loupe follows one chain and never unwinds, so a stored header never changes: the cache
-//! needs no invalidation, only a bound on its size. Markers are published after the commit
-//! that wrote them; a reader takes them before opening its snapshot, so the markers it uses
-//! are never ahead of what its snapshot holds.
+//! needs no invalidation, only a bound on its size.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use alloy_consensus::Header;
 use alloy_primitives::B256;
-
-use super::BlockMarkers;
 
 /// Headers kept at most; the map is cleared when it is full (cheap, and reloads are one read).
 const MAX_HEADERS: usize = 1 << 16;
@@ -20,17 +17,19 @@ const MAX_HEADERS: usize = 1 << 16;
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct BlockCache {
-    markers: RwLock<Option<BlockMarkers>>,
+    generation: AtomicU64,
     headers: Mutex<HashMap<u64, Arc<(Header, B256)>>>,
 }
 
 impl BlockCache {
-    pub(crate) fn markers(&self) -> Option<BlockMarkers> {
-        *self.markers.read().unwrap_or_else(|e| e.into_inner())
+    /// Commits so far (in this process).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_markers(&self, m: BlockMarkers) {
-        *self.markers.write().unwrap_or_else(|e| e.into_inner()) = Some(m);
+    /// Called after every commit.
+    pub(crate) fn bump_generation(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn header(&self, number: u64) -> Option<Arc<(Header, B256)>> {

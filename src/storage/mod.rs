@@ -9,6 +9,7 @@ mod cache;
 mod codec;
 mod error;
 mod read;
+mod snapshot;
 mod state;
 pub mod tables;
 mod trie;
@@ -50,6 +51,8 @@ fn create_atomically(datadir: &Path, path: &Path) -> StorageResult<()> {
 pub struct Database {
     db: redb::Database,
     cache: std::sync::Arc<cache::BlockCache>,
+    /// The shared snapshot and the commit generation it was taken at.
+    snapshot: std::sync::RwLock<(u64, std::sync::Arc<snapshot::Snapshot>)>,
 }
 
 impl Database {
@@ -64,21 +67,28 @@ impl Database {
             create_atomically(datadir, &path)?;
         }
         let db = redb::Database::builder().set_cache_size(256 * 1024 * 1024).create(&path)?;
-        let this = Self { db, cache: Default::default() };
-        let w = this.begin_write()?;
+        let cache = std::sync::Arc::new(cache::BlockCache::default());
+        let w = Writer::new(db.begin_write()?, cache.clone());
         w.create_tables()?;
         w.commit(true)?;
-        if let Some(m) = this.begin_read()?.markers()? {
-            this.cache.set_markers(m);
-        }
-        Ok(this)
+        let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?)?);
+        let generation = cache.generation();
+        Ok(Self { db, cache, snapshot: std::sync::RwLock::new((generation, snap)) })
     }
 
     /// Starts a read snapshot.
     pub fn begin_read(&self) -> StorageResult<Reader> {
-        // Markers first, then the snapshot: the snapshot is never behind them.
-        let markers = self.cache.markers();
-        Reader::new(self.db.begin_read()?, markers, self.cache.clone())
+        // Generation first, then the snapshot: a snapshot is never older than its generation.
+        let generation = self.cache.generation();
+        {
+            let current = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
+            if current.0 == generation {
+                return Ok(Reader::new(current.1.clone(), self.cache.clone()));
+            }
+        }
+        let snap = std::sync::Arc::new(snapshot::Snapshot::open(self.db.begin_read()?)?);
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = (generation, snap.clone());
+        Ok(Reader::new(snap, self.cache.clone()))
     }
 
     /// Starts the (single) write transaction. Nothing is visible to readers until

@@ -4,10 +4,11 @@ use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::Decodable2718;
 use alloy_primitives::{Address, B256};
 use alloy_rlp::Decodable;
-use redb::ReadTransaction;
+use std::sync::Arc;
 
-use super::codec::{split_tx_key, tx_key, u64_value};
-use super::tables::{self, meta};
+use super::codec::{split_tx_key, tx_key};
+use super::snapshot::Snapshot;
+use super::tables::meta;
 use super::{StateAt, StorageError, StorageResult};
 
 /// A transaction as stored, with its recovered sender and position.
@@ -37,9 +38,8 @@ pub struct BlockMarkers {
 /// A read snapshot of the archive. Everything read through one `Reader` is consistent.
 #[derive(Debug)]
 pub struct Reader {
-    txn: ReadTransaction,
-    markers: Option<BlockMarkers>,
-    cache: std::sync::Arc<super::cache::BlockCache>,
+    snap: Arc<Snapshot>,
+    cache: Arc<super::cache::BlockCache>,
 }
 
 fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StorageError {
@@ -47,17 +47,13 @@ fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StorageError {
 }
 
 impl Reader {
-    pub(super) fn new(
-        txn: ReadTransaction,
-        markers: Option<BlockMarkers>,
-        cache: std::sync::Arc<super::cache::BlockCache>,
-    ) -> StorageResult<Self> {
-        Ok(Self { txn, markers, cache })
+    pub(super) fn new(snap: Arc<Snapshot>, cache: Arc<super::cache::BlockCache>) -> Self {
+        Self { snap, cache }
     }
 
     /// The genesis.json text this database was initialised with, if initialised.
     pub fn genesis_json(&self) -> StorageResult<Option<String>> {
-        let t = self.txn.open_table(tables::META)?;
+        let t = &self.snap.meta;
         match t.get(meta::GENESIS)? {
             Some(v) => {
                 String::from_utf8(v.value().to_vec()).map(Some).map_err(|e| corrupt("meta", e))
@@ -66,38 +62,18 @@ impl Reader {
         }
     }
 
-    fn meta_u64(&self, key: &str) -> StorageResult<Option<u64>> {
-        let t = self.txn.open_table(tables::META)?;
-        t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
-    }
-
     /// Number of the last fully stored block, `None` before `init`.
     pub fn head(&self) -> StorageResult<Option<u64>> {
-        if let Some(m) = self.markers {
-            return Ok(Some(m.head));
-        }
-        self.meta_u64(meta::HEAD)
+        Ok(self.snap.markers.map(|m| m.head))
     }
 
     /// Head, safe and finalized block numbers (`None` before `init`).
     pub fn markers(&self) -> StorageResult<Option<BlockMarkers>> {
-        if self.markers.is_some() {
-            return Ok(self.markers);
-        }
-        let Some(head) = self.meta_u64(meta::HEAD)? else { return Ok(None) };
-        let m = BlockMarkers {
-            head,
-            safe: self.meta_u64(meta::SAFE)?.unwrap_or(head),
-            finalized: self.meta_u64(meta::FINALIZED)?.unwrap_or(head),
-        };
-        Ok(Some(m))
+        Ok(self.snap.markers)
     }
 
     /// Header of block `number` with its hash, from the cache when it is there.
-    pub fn header_and_hash(
-        &self,
-        number: u64,
-    ) -> StorageResult<Option<std::sync::Arc<(Header, B256)>>> {
+    pub fn header_and_hash(&self, number: u64) -> StorageResult<Option<Arc<(Header, B256)>>> {
         if let Some(entry) = self.cache.header(number) {
             return Ok(Some(entry));
         }
@@ -105,33 +81,33 @@ impl Reader {
         else {
             return Ok(None);
         };
-        let entry = std::sync::Arc::new((header, hash));
+        let entry = Arc::new((header, hash));
         self.cache.insert_header(number, entry.clone());
         Ok(Some(entry))
     }
 
     /// Canonical hash of block `number`.
     pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
-        let t = self.txn.open_table(tables::CANONICAL)?;
+        let t = &self.snap.canonical;
         Ok(t.get(number)?.map(|v| B256::from(*v.value())))
     }
 
     /// Number of the block with `hash`, if stored.
     pub fn block_number(&self, hash: &B256) -> StorageResult<Option<u64>> {
-        let t = self.txn.open_table(tables::HASH_TO_NUMBER)?;
+        let t = &self.snap.hash_to_number;
         Ok(t.get(&hash.0)?.map(|v| v.value()))
     }
 
     /// Header of block `number`.
     pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
-        let t = self.txn.open_table(tables::HEADERS)?;
+        let t = &self.snap.headers;
         let Some(v) = t.get(number)? else { return Ok(None) };
         Header::decode(&mut v.value()).map(Some).map_err(|e| corrupt("headers", e))
     }
 
     /// Ommers and withdrawals of block `number` (transactions left empty) and its tx count.
     pub fn body(&self, number: u64) -> StorageResult<Option<(BlockBody<TxEnvelope>, u32)>> {
-        let t = self.txn.open_table(tables::BODIES)?;
+        let t = &self.snap.bodies;
         let Some(v) = t.get(number)? else { return Ok(None) };
         let bytes = v.value();
         if bytes.len() < 4 {
@@ -144,7 +120,7 @@ impl Reader {
 
     /// Number of transactions in block `number`, if the block is stored.
     pub fn transaction_count(&self, number: u64) -> StorageResult<Option<u32>> {
-        let t = self.txn.open_table(tables::BODIES)?;
+        let t = &self.snap.bodies;
         let Some(v) = t.get(number)? else { return Ok(None) };
         let b = v.value();
         if b.len() < 4 {
@@ -155,14 +131,14 @@ impl Reader {
 
     /// Transaction `index` of block `number`.
     pub fn transaction(&self, number: u64, index: u32) -> StorageResult<Option<StoredTransaction>> {
-        let t = self.txn.open_table(tables::TRANSACTIONS)?;
+        let t = &self.snap.transactions;
         let Some(v) = t.get(&tx_key(number, index))? else { return Ok(None) };
         decode_tx(number, index, v.value()).map(Some)
     }
 
     /// All transactions of block `number`, in order.
     pub fn transactions(&self, number: u64) -> StorageResult<Vec<StoredTransaction>> {
-        let t = self.txn.open_table(tables::TRANSACTIONS)?;
+        let t = &self.snap.transactions;
         let mut out = Vec::new();
         for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
             let (k, v) = item?;
@@ -174,13 +150,13 @@ impl Reader {
 
     /// Where the transaction with `hash` is: `(block, index)`.
     pub fn transaction_location(&self, hash: &B256) -> StorageResult<Option<(u64, u32)>> {
-        let t = self.txn.open_table(tables::TX_LOOKUP)?;
+        let t = &self.snap.tx_lookup;
         Ok(t.get(&hash.0)?.map(|v| split_tx_key(v.value())))
     }
 
     /// Receipts of block `number`.
     pub fn receipts(&self, number: u64) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
-        let t = self.txn.open_table(tables::RECEIPTS)?;
+        let t = &self.snap.receipts;
         let Some(v) = t.get(number)? else { return Ok(None) };
         Vec::<ReceiptEnvelope>::decode(&mut v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
@@ -188,7 +164,7 @@ impl Reader {
     /// State as of the end of block `number` (the EVM's view for calls "at" that block).
     pub fn state_at(&self, number: u64) -> StorageResult<StateAt> {
         let head = self.head()?.unwrap_or(0);
-        StateAt::new(&self.txn, number, head)
+        Ok(StateAt::new(self.snap.clone(), number, head))
     }
 }
 

@@ -3,13 +3,15 @@
 use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
+use std::sync::Arc;
+
+use redb::ReadableTable;
 use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
 use super::codec::{StoredAccount, account_history_key, storage_history_key, storage_key};
-use super::tables;
+use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
@@ -21,12 +23,7 @@ pub struct StateAt {
     block: u64,
     /// `block` is the head of the snapshot: history can hold nothing newer, skip the seek.
     at_head: bool,
-    accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
-    storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
-    account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
-    storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
-    bytecodes: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    canonical: ReadOnlyTable<u64, &'static [u8; 32]>,
+    snap: Arc<Snapshot>,
 }
 
 impl std::fmt::Debug for StateAt {
@@ -39,17 +36,8 @@ impl std::fmt::Debug for StateAt {
 pub type StateDump = BTreeMap<Address, (StoredAccount, BTreeMap<U256, U256>)>;
 
 impl StateAt {
-    pub(super) fn new(txn: &ReadTransaction, block: u64, head: u64) -> StorageResult<Self> {
-        Ok(Self {
-            block,
-            at_head: block >= head,
-            accounts: txn.open_table(tables::ACCOUNTS)?,
-            storage: txn.open_table(tables::STORAGE)?,
-            account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
-            storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
-            bytecodes: txn.open_table(tables::BYTECODES)?,
-            canonical: txn.open_table(tables::CANONICAL)?,
-        })
+    pub(super) fn new(snap: Arc<Snapshot>, block: u64, head: u64) -> Self {
+        Self { block, at_head: block >= head, snap }
     }
 
     /// The block whose post-state this reads.
@@ -62,12 +50,12 @@ impl StateAt {
         if !self.at_head {
             let from = account_history_key(address, self.block + 1);
             let to = account_history_key(address, u64::MAX);
-            if let Some(item) = self.account_history.range::<&[u8; 28]>(&from..=&to)?.next() {
+            if let Some(item) = self.snap.account_history.range::<&[u8; 28]>(&from..=&to)?.next() {
                 let (_, v) = item?;
                 return StoredAccount::decode_history(v.value());
             }
         }
-        Ok(self.accounts.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())))
+        Ok(self.snap.accounts.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())))
     }
 
     /// The value of storage `slot` of `address` (zero if unset).
@@ -75,12 +63,13 @@ impl StateAt {
         if !self.at_head {
             let from = storage_history_key(address, slot, self.block + 1);
             let to = storage_history_key(address, slot, u64::MAX);
-            if let Some(item) = self.storage_history.range::<&[u8; 60]>(&from..=&to)?.next() {
+            if let Some(item) = self.snap.storage_history.range::<&[u8; 60]>(&from..=&to)?.next() {
                 let (_, v) = item?;
                 return Ok(U256::from_be_bytes(*v.value()));
             }
         }
         Ok(self
+            .snap
             .storage
             .get(&storage_key(address, slot))?
             .map(|v| U256::from_be_bytes(*v.value()))
@@ -92,7 +81,7 @@ impl StateAt {
         if *hash == KECCAK256_EMPTY || hash.is_zero() {
             return Ok(Bytecode::default());
         }
-        let v = self.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
+        let v = self.snap.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
         Ok(Bytecode::new_raw(v.value().to_vec().into()))
     }
 
@@ -102,21 +91,21 @@ impl StateAt {
     /// for checks and tools, not for requests.
     pub fn dump(&self) -> StorageResult<StateDump> {
         let mut addresses = std::collections::BTreeSet::new();
-        for item in self.accounts.iter()? {
+        for item in self.snap.accounts.iter()? {
             addresses.insert(Address::from(*item?.0.value()));
         }
-        for item in self.account_history.iter()? {
+        for item in self.snap.account_history.iter()? {
             addresses.insert(Address::from_slice(&item?.0.value()[..20]));
         }
         let mut slots: BTreeMap<Address, std::collections::BTreeSet<U256>> = BTreeMap::new();
-        for item in self.storage.iter()? {
+        for item in self.snap.storage.iter()? {
             let k = *item?.0.value();
             slots
                 .entry(Address::from_slice(&k[..20]))
                 .or_default()
                 .insert(U256::from_be_slice(&k[20..]));
         }
-        for item in self.storage_history.iter()? {
+        for item in self.snap.storage_history.iter()? {
             let k = *item?.0.value();
             slots
                 .entry(Address::from_slice(&k[..20]))
@@ -166,6 +155,6 @@ impl DatabaseRef for StateAt {
         if number > self.block {
             return Ok(B256::ZERO);
         }
-        Ok(self.canonical.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
+        Ok(self.snap.canonical.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
     }
 }

@@ -18,7 +18,6 @@ use super::{StateDump, StorageResult};
 pub struct Writer {
     txn: WriteTransaction,
     cache: std::sync::Arc<super::cache::BlockCache>,
-    markers: Option<super::BlockMarkers>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -32,7 +31,7 @@ impl Writer {
         txn: WriteTransaction,
         cache: std::sync::Arc<super::cache::BlockCache>,
     ) -> Self {
-        Self { txn, cache, markers: None }
+        Self { txn, cache }
     }
 
     pub(super) fn create_tables(&self) -> StorageResult<()> {
@@ -61,9 +60,7 @@ impl Writer {
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         self.txn.commit()?;
-        if let Some(m) = self.markers {
-            self.cache.set_markers(m);
-        }
+        self.cache.bump_generation();
         Ok(())
     }
 
@@ -81,7 +78,6 @@ impl Writer {
 
     /// Sets head, safe and finalized to `number` (an imported chain is taken as final).
     pub fn set_markers(&mut self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
-        self.markers = Some(super::BlockMarkers { head, safe, finalized });
         let mut t = self.txn.open_table(tables::META)?;
         t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
         t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;

@@ -1,0 +1,70 @@
+//! [`Snapshot`]: one read transaction with every table already open, shared by all readers
+//! until the next commit.
+//!
+//! Opening a redb read transaction and its tables costs more than the few B-tree lookups a
+//! request makes, so readers share one snapshot per commit generation. A snapshot pins the
+//! pages it can see until its last reader drops it; writers are not blocked (MVCC).
+
+use redb::{ReadOnlyTable, ReadTransaction};
+
+use super::codec::u64_value;
+use super::tables::{self, meta};
+use super::{BlockMarkers, StorageResult};
+
+/// A consistent view of the whole database.
+pub(crate) struct Snapshot {
+    pub(crate) markers: Option<BlockMarkers>,
+    pub(crate) headers: ReadOnlyTable<u64, &'static [u8]>,
+    pub(crate) canonical: ReadOnlyTable<u64, &'static [u8; 32]>,
+    pub(crate) hash_to_number: ReadOnlyTable<&'static [u8; 32], u64>,
+    pub(crate) bodies: ReadOnlyTable<u64, &'static [u8]>,
+    pub(crate) transactions: ReadOnlyTable<&'static [u8; 12], &'static [u8]>,
+    pub(crate) receipts: ReadOnlyTable<u64, &'static [u8]>,
+    pub(crate) tx_lookup: ReadOnlyTable<&'static [u8; 32], &'static [u8; 12]>,
+    pub(crate) bytecodes: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    pub(crate) accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
+    pub(crate) storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
+    pub(crate) account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
+    pub(crate) storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
+    pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("markers", &self.markers).finish_non_exhaustive()
+    }
+}
+
+impl Snapshot {
+    /// Opens every table of `txn` and reads the block markers.
+    pub(crate) fn open(txn: ReadTransaction) -> StorageResult<Self> {
+        let meta_table = txn.open_table(tables::META)?;
+        let get = |key: &str| -> StorageResult<Option<u64>> {
+            meta_table.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
+        };
+        let markers = match get(meta::HEAD)? {
+            Some(head) => Some(BlockMarkers {
+                head,
+                safe: get(meta::SAFE)?.unwrap_or(head),
+                finalized: get(meta::FINALIZED)?.unwrap_or(head),
+            }),
+            None => None,
+        };
+        Ok(Self {
+            markers,
+            headers: txn.open_table(tables::HEADERS)?,
+            canonical: txn.open_table(tables::CANONICAL)?,
+            hash_to_number: txn.open_table(tables::HASH_TO_NUMBER)?,
+            bodies: txn.open_table(tables::BODIES)?,
+            transactions: txn.open_table(tables::TRANSACTIONS)?,
+            receipts: txn.open_table(tables::RECEIPTS)?,
+            tx_lookup: txn.open_table(tables::TX_LOOKUP)?,
+            bytecodes: txn.open_table(tables::BYTECODES)?,
+            accounts: txn.open_table(tables::ACCOUNTS)?,
+            storage: txn.open_table(tables::STORAGE)?,
+            account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
+            storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
+            meta: meta_table,
+        })
+    }
+}
