@@ -56,6 +56,10 @@ pub struct RpcArgs {
     /// Calls that may wait for a worker before new ones get -32005.
     #[arg(long = "rpc.trace-queue", default_value_t = 64)]
     pub trace_queue: usize,
+    /// Threads serving HTTP and the cheap reads (default: CPU cores). On a 2-core machine, 1
+    /// favours trace_call throughput and 2 favours eth_ reads (BENCHMARKS.md).
+    #[arg(long = "rpc.io-threads")]
+    pub io_threads: Option<usize>,
     /// Serve `vmTrace` in trace_call (off by default: it is expensive).
     #[arg(long = "trace.vm-trace")]
     pub vm_trace: bool,
@@ -78,6 +82,7 @@ impl RpcArgs {
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
             queue: self.trace_queue,
             vm_trace: self.vm_trace,
+            io_threads: self.io_threads.map(|n| n.max(1)),
             ..Default::default()
         };
         if let Some(w) = self.trace_workers {

@@ -174,7 +174,11 @@ pub fn serve(
     config: crate::rpc::RpcConfig,
     banner: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
 ) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.io_threads {
+        builder.worker_threads(n);
+    }
+    let runtime = builder.enable_all().build()?;
     runtime.block_on(async move {
         let head = db.begin_read()?.head()?.unwrap_or(0);
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;

@@ -50,6 +50,8 @@ pub struct RpcConfig {
     pub workers: usize,
     /// Calls that may wait for a worker before new ones are refused with -32005.
     pub queue: usize,
+    /// Threads of the server's async runtime (HTTP and cheap reads); `None`: CPU cores.
+    pub io_threads: Option<usize>,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
     /// Register `loupe_testPanic`, a method that panics (tests only).
@@ -69,6 +71,7 @@ impl Default for RpcConfig {
             call_timeout: Duration::from_secs(5),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             queue: 64,
+            io_threads: None,
             vm_trace: false,
             test_panic_method: false,
         }
