@@ -16,31 +16,9 @@ use loupe::storage::{Database, state_root_of};
 /// Number of blocks after genesis in `chain.rlp`.
 pub const CHAIN_LEN: u64 = 54;
 
-/// The execution-apis fixture directory: `$LOUPE_FIXTURES`, else
-/// `<CARGO_MANIFEST_DIR>/../shared/fixtures/execution-apis`.
-///
-/// When it is missing: under CI (`CI=true`) this panics; otherwise it prints a note to stderr
-/// and returns `None`, and the caller returns early.
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LOUPE_FIXTURES") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/execution-apis"),
-    };
-    if dir.join("chain.rlp").is_file() && dir.join("genesis.json").is_file() {
-        return Some(dir);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    let msg = format!(
-        "execution-apis fixtures not found at {} (need genesis.json, chain.rlp, headfcu.json); \
-         set LOUPE_FIXTURES to the fixture directory",
-        dir.display()
-    );
-    if ci {
-        panic!("{msg}");
-    }
-    eprintln!("note: skipping test: {msg}");
-    None
-}
+#[path = "../support/fixtures.rs"]
+mod fixture_dir;
+pub use fixture_dir::fixtures;
 
 /// One block of `chain.rlp` with its byte range and hash.
 #[derive(Debug, Clone)]

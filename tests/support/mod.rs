@@ -10,21 +10,8 @@ use loupe::rpc::{RpcConfig, RpcServer};
 use loupe::storage::Database;
 use serde_json::{Value, json};
 
-/// The execution-apis fixture folder: `LOUPE_FIXTURES`, else `../shared/fixtures/execution-apis`.
-/// Missing: under CI a test failure; elsewhere `None` (the test returns early with a note).
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("LOUPE_FIXTURES").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/execution-apis")
-    });
-    if dir.join("chain.rlp").is_file() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("fixtures not found at {} (set LOUPE_FIXTURES); CI must not skip", dir.display());
-    }
-    eprintln!("note: fixtures not found at {}; skipping", dir.display());
-    None
-}
+mod fixtures;
+pub use fixtures::fixtures;
 
 /// The fixture chain imported into a temporary datadir, shared by all tests of one binary.
 pub struct Chain {
