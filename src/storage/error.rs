@@ -27,6 +27,16 @@ pub enum StorageError {
         /// What was wrong.
         detail: String,
     },
+    /// The database was written by a loupe with another storage format.
+    #[error(
+        "database format version {found} is not the supported version {supported}; use a new datadir or the loupe that wrote it"
+    )]
+    Schema {
+        /// Version in the file.
+        found: u64,
+        /// Version this build reads.
+        supported: u64,
+    },
     /// Code referenced by an account is missing.
     #[error("bytecode {0} referenced by an account is not stored")]
     MissingCode(B256),

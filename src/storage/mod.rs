@@ -97,3 +97,26 @@ impl Database {
         Ok(Writer::new(self.db.begin_write()?, self.cache.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_of_another_format_version_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Database::open(dir.path()).unwrap());
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let w = db.begin_write().unwrap();
+            w.open_table(tables::META)
+                .unwrap()
+                .insert(tables::meta::SCHEMA, 99u64.to_be_bytes().as_slice())
+                .unwrap();
+            w.commit().unwrap();
+        }
+        let err = Database::open(dir.path()).unwrap_err();
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 1 }), "{err}");
+        assert!(err.to_string().contains("version 99"), "{err}");
+    }
+}

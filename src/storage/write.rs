@@ -48,8 +48,18 @@ impl Writer {
         self.txn.open_table(tables::ACCOUNT_HISTORY)?;
         self.txn.open_table(tables::STORAGE_HISTORY)?;
         let mut m = self.txn.open_table(tables::META)?;
-        if m.get(meta::SCHEMA)?.is_none() {
-            m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+        let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
+        match found {
+            None => {
+                m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+            }
+            Some(found) if found != tables::SCHEMA_VERSION => {
+                return Err(super::StorageError::Schema {
+                    found,
+                    supported: tables::SCHEMA_VERSION,
+                });
+            }
+            Some(_) => {}
         }
         Ok(())
     }
