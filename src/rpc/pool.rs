@@ -1,28 +1,43 @@
-//! [`TracePool`]: a bounded pool for EVM work with a bounded queue and fast rejection.
+//! [`TracePool`]: a bounded pool of EVM worker threads with a bounded queue and fast rejection.
 
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::{RpcError, RpcResult, panic_message};
 
-/// Admits at most `workers + queue` calls; `workers` of them run at once on blocking threads,
-/// the rest wait. A call arriving when all places are taken is refused at once with
-/// [`RpcError::Busy`]. A waiting call whose client went away is dropped with its future and
-/// never runs.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// How long an idle worker polls for the next job before it sleeps: under load the next call
+/// usually arrives within this window, and a poll is much cheaper than a sleep and a wake-up.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Admits at most `workers + queue` calls; `workers` dedicated threads run them, the rest wait
+/// in the queue. A call arriving when all places are taken is refused at once with
+/// [`RpcError::Busy`]. A queued call whose client went away is skipped, never run.
 #[derive(Debug)]
 pub(crate) struct TracePool {
     admission: Arc<Semaphore>,
-    running: Arc<Semaphore>,
+    jobs: Mutex<Sender<Job>>,
 }
 
 impl TracePool {
     pub(crate) fn new(workers: usize, queue: usize) -> Self {
         let workers = workers.max(1);
-        Self {
-            admission: Arc::new(Semaphore::new(workers + queue)),
-            running: Arc::new(Semaphore::new(workers)),
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..workers {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("loupe-evm-{i}"))
+                .spawn(move || worker(&rx));
+            if let Err(e) = spawned {
+                tracing::error!(target: "rpc", %e, "cannot start an EVM worker thread");
+            }
         }
+        Self { admission: Arc::new(Semaphore::new(workers + queue)), jobs: Mutex::new(tx) }
     }
 
     /// Runs `f` on a worker thread, or refuses when the queue is full.
@@ -30,25 +45,50 @@ impl TracePool {
         &self,
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
-        let Ok(_admitted) = self.admission.clone().try_acquire_owned() else {
+        let Ok(admitted) = self.admission.clone().try_acquire_owned() else {
             return Err(RpcError::Busy);
         };
-        let _running = self
-            .running
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| RpcError::Internal("worker pool closed".into()))?;
-        let joined = tokio::task::spawn_blocking(move || {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        })
-        .await;
-        match joined {
-            Ok(Ok(result)) => result,
-            Ok(Err(panic)) => {
-                Err(RpcError::Internal(format!("panic in EVM worker: {}", panic_message(&panic))))
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _admitted = admitted;
+            if tx.is_closed() {
+                return; // the client went away while the call was queued
             }
-            Err(e) => Err(RpcError::Internal(format!("EVM worker failed: {e}"))),
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+                    Err(RpcError::Internal(format!("panic in EVM worker: {}", panic_message(&p))))
+                });
+            let _ = tx.send(result);
+        });
+        let sent = self
+            .jobs
+            .lock()
+            .map_err(|_| RpcError::Internal("worker pool poisoned".into()))?
+            .send(job);
+        if sent.is_err() {
+            return Err(RpcError::Internal("EVM workers stopped".into()));
+        }
+        rx.await.map_err(|_| RpcError::Internal("EVM worker dropped the call".into()))?
+    }
+}
+
+fn worker(rx: &Mutex<Receiver<Job>>) {
+    loop {
+        let job = {
+            let Ok(rx) = rx.lock() else { return };
+            let started = Instant::now();
+            loop {
+                match rx.try_recv() {
+                    Ok(job) => break Some(job),
+                    Err(TryRecvError::Disconnected) => break None,
+                    Err(TryRecvError::Empty) if started.elapsed() < SPIN => std::hint::spin_loop(),
+                    Err(TryRecvError::Empty) => break rx.recv().ok(),
+                }
+            }
+        };
+        match job {
+            Some(job) => job(),
+            None => return,
         }
     }
 }
