@@ -184,18 +184,21 @@ fn module(
             Ok(format!("loupe/v{}", env!("CARGO_PKG_VERSION")))
         })
     })?;
-    m.register_async_method("trace_call", |p, ctx, _| async move {
-        let started = Instant::now();
-        let r = ctx.trace_call(p).await;
-        log_outcome("trace_call", started, &r);
-        r.map_err(ErrorObjectOwned::from)
-    })?;
-    m.register_async_method("eth_call", |p, ctx, _| async move {
-        let started = Instant::now();
-        let r = ctx.eth_call(p).await;
-        log_outcome("eth_call", started, &r);
-        r.map_err(ErrorObjectOwned::from)
-    })?;
+    // EVM methods: async, run on the worker pool (`pool.rs`).
+    macro_rules! evm {
+        ($($name:literal => $f:ident),* $(,)?) => {$(
+            m.register_async_method($name, |p, ctx, _| async move {
+                let started = Instant::now();
+                let r = ctx.$f(p).await;
+                log_outcome($name, started, &r);
+                r.map_err(ErrorObjectOwned::from)
+            })?;
+        )*};
+    }
+    evm! {
+        "trace_call" => trace_call,
+        "eth_call" => eth_call,
+    }
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
             ctx.guard::<()>("loupe_testPanic", || panic!("test panic"))
