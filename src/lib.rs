@@ -7,8 +7,9 @@
 //! |-----------|---------------------------------------------------|--------------------------|
 //! | `cli`     | command line, node start-up                       | everything               |
 //! | `dev`     | built-in dev chain: genesis, block builder        | `import` and below       |
-//! | `rpc`     | JSON-RPC server and methods                       | `evm`, `storage`, `chain`|
-//! | `import`  | genesis init, verified block import               | `evm`, `storage`, `chain`|
+//! | `rpc`     | JSON-RPC server and methods                       | `trie`, `evm`, `storage`, `chain`|
+//! | `import`  | genesis init, verified block import               | `trie`, `evm`, `storage`, `chain`|
+//! | `trie`    | incremental state root, proofs, trie verification | `storage`                |
 //! | `evm`     | block environments, block and call execution      | `chain`                  |
 //! | `storage` | redb tables, history, `StateAt`                   | nothing internal         |
 //! | `chain`   | chain spec and genesis from `genesis.json`        | nothing internal         |
@@ -23,3 +24,4 @@ pub mod evm;
 pub mod import;
 pub mod rpc;
 pub mod storage;
+pub mod trie;

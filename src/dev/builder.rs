@@ -12,7 +12,8 @@ use alloy_primitives::{Address, B256, Bloom, keccak256};
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
 use crate::import::{ImportError, import_block};
-use crate::storage::{Database, FullRecompute, StateRootCalculator};
+use crate::storage::Database;
+use crate::trie::{RootMode, update_state_root};
 
 /// Seconds between dev blocks.
 pub const BLOCK_TIME: u64 = 12;
@@ -75,7 +76,8 @@ impl<'a> BlockBuilder<'a> {
         })
         .map_err(|error| ImportError::Execution { number, hash: B256::ZERO, error })?;
         writer.apply_changeset(number, &outcome.changes)?;
-        header.state_root = FullRecompute.state_root(&writer)?;
+        header.state_root =
+            update_state_root(writer.transaction(), number, &outcome.changes, RootMode::Compute)?;
         drop(writer);
         header.gas_used = outcome.gas_used;
         header.receipts_root = calculate_receipt_root(&outcome.receipts);

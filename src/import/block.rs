@@ -12,7 +12,8 @@ use alloy_primitives::{Address, B256, Bloom};
 use super::ImportError;
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
-use crate::storage::{Database, FullRecompute, StateRootCalculator};
+use crate::storage::Database;
+use crate::trie::{RootMode, TrieError, update_state_root};
 
 /// What [`import_block`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,11 +111,12 @@ pub fn import_block(
         .collect::<Result<Vec<Address>, _>>()?;
 
     let mut writer = db.begin_write()?;
-    let roots = FullRecompute;
     let parent_state = reader.state_at(head)?;
     let outcome = execute_block(spec, &parent_state, block, &senders, |changes| {
+        // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
         writer.apply_changeset(number, changes)?;
-        roots.state_root(&writer)
+        update_state_root(writer.transaction(), number, changes, RootMode::Compute)
+            .map_err(TrieError::from)
     })
     .map_err(|error| ImportError::Execution { number, hash, error })?;
     writer.apply_changeset(number, &outcome.changes)?;
@@ -150,7 +152,8 @@ pub fn import_block(
             opt(Some(outcome.blob_gas_used)),
         )?;
     }
-    check(number, hash, "state root", header.state_root, roots.state_root(&writer)?)?;
+    let root = update_state_root(writer.transaction(), number, &outcome.changes, RootMode::Store)?;
+    check(number, hash, "state root", header.state_root, root)?;
 
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
     writer.set_markers(number, number, number)?;

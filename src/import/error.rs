@@ -104,6 +104,9 @@ pub enum ImportError {
     /// The database failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The state trie failed (a storage error, or a corrupt trie row).
+    #[error("state trie: {0}")]
+    Trie(#[from] crate::trie::TrieError),
     /// Adds the byte offset of the block in its file.
     #[error("{error} [at byte offset {offset}]")]
     AtOffset {
@@ -117,7 +120,7 @@ pub enum ImportError {
 impl ImportError {
     pub(super) fn at_offset(self, offset: u64) -> Self {
         match self {
-            Self::Storage(_) => self,
+            Self::Storage(_) | Self::Trie(_) => self,
             other => Self::AtOffset { offset, error: Box::new(other) },
         }
     }

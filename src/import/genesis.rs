@@ -8,7 +8,8 @@ use revm::state::AccountInfo;
 
 use super::ImportError;
 use crate::chain::ChainSpec;
-use crate::storage::{Database, FullRecompute, StateRootCalculator};
+use crate::storage::Database;
+use crate::trie::{RootMode, update_state_root};
 
 /// Reads the chain spec stored at init; `None` for an uninitialised datadir.
 pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
@@ -69,7 +70,7 @@ pub fn init_genesis(db: &Database, genesis_json: &str) -> Result<(ChainSpec, boo
     let mut writer = db.begin_write()?;
     writer.set_genesis_json(genesis_json)?;
     writer.apply_changeset(header.number, &changes)?;
-    let root = FullRecompute.state_root(&writer)?;
+    let root = update_state_root(writer.transaction(), header.number, &changes, RootMode::Store)?;
     if root != header.state_root {
         return Err(ImportError::Mismatch {
             number: header.number,

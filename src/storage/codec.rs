@@ -17,7 +17,7 @@ pub struct StoredAccount {
 
 impl StoredAccount {
     /// Encodes into the fixed 72-byte layout.
-    pub(crate) fn encode(&self) -> [u8; 72] {
+    pub fn encode(&self) -> [u8; 72] {
         let mut out = [0u8; 72];
         out[..8].copy_from_slice(&self.nonce.to_be_bytes());
         out[8..40].copy_from_slice(&self.balance.to_be_bytes::<32>());
@@ -26,7 +26,7 @@ impl StoredAccount {
     }
 
     /// Decodes the 72-byte layout.
-    pub(crate) fn decode(b: &[u8; 72]) -> Self {
+    pub fn decode(b: &[u8; 72]) -> Self {
         let mut nonce = [0u8; 8];
         nonce.copy_from_slice(&b[..8]);
         Self {
@@ -56,6 +56,83 @@ impl StoredAccount {
     pub fn has_code(&self) -> bool {
         self.code_hash != KECCAK256_EMPTY && self.code_hash != B256::ZERO
     }
+}
+
+/// An account as the state trie sees it: [`StoredAccount`] plus the root of its storage trie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashedAccount {
+    /// The account fields.
+    pub account: StoredAccount,
+    /// Root of the account's storage trie (the empty root for no storage).
+    pub storage_root: B256,
+}
+
+impl HashedAccount {
+    /// Encodes into the fixed 104-byte layout.
+    pub fn encode(&self) -> [u8; 104] {
+        let mut out = [0u8; 104];
+        out[..72].copy_from_slice(&self.account.encode());
+        out[72..].copy_from_slice(self.storage_root.as_slice());
+        out
+    }
+
+    /// Decodes the 104-byte layout.
+    pub fn decode(b: &[u8; 104]) -> Self {
+        let mut a = [0u8; 72];
+        a.copy_from_slice(&b[..72]);
+        Self { account: StoredAccount::decode(&a), storage_root: B256::from_slice(&b[72..]) }
+    }
+
+    /// Decodes a history value: empty = did not exist.
+    pub fn decode_history(b: &[u8]) -> Result<Option<Self>, StorageError> {
+        match <&[u8; 104]>::try_from(b) {
+            Ok(a) => Ok(Some(Self::decode(a))),
+            Err(_) if b.is_empty() => Ok(None),
+            Err(_) => Err(StorageError::Corrupt {
+                table: "hashed_account_history",
+                detail: format!("value of {} bytes", b.len()),
+            }),
+        }
+    }
+
+    /// The account leaf's value: RLP of the account with its storage root.
+    pub fn trie_account(&self) -> alloy_trie::TrieAccount {
+        alloy_trie::TrieAccount {
+            nonce: self.account.nonce,
+            balance: self.account.balance,
+            storage_root: self.storage_root,
+            code_hash: self.account.code_hash,
+        }
+    }
+}
+
+/// `keccak(address) ++ keccak(slot)`: key of [`super::tables::HASHED_STORAGE`].
+pub fn hashed_storage_key(hashed_address: &B256, hashed_slot: &B256) -> [u8; 64] {
+    let mut k = [0u8; 64];
+    k[..32].copy_from_slice(hashed_address.as_slice());
+    k[32..].copy_from_slice(hashed_slot.as_slice());
+    k
+}
+
+/// `keccak(address) ++ block`: key of [`super::tables::HASHED_ACCOUNT_HISTORY`].
+pub fn hashed_account_history_key(hashed_address: &B256, block: u64) -> [u8; 40] {
+    let mut k = [0u8; 40];
+    k[..32].copy_from_slice(hashed_address.as_slice());
+    k[32..].copy_from_slice(&block.to_be_bytes());
+    k
+}
+
+/// `keccak(address) ++ keccak(slot) ++ block`: key of
+/// [`super::tables::HASHED_STORAGE_HISTORY`].
+pub fn hashed_storage_history_key(
+    hashed_address: &B256,
+    hashed_slot: &B256,
+    block: u64,
+) -> [u8; 72] {
+    let mut k = [0u8; 72];
+    k[..64].copy_from_slice(&hashed_storage_key(hashed_address, hashed_slot));
+    k[64..].copy_from_slice(&block.to_be_bytes());
+    k
 }
 
 pub(crate) fn storage_key(address: &Address, slot: &U256) -> [u8; 52] {

@@ -19,11 +19,15 @@ use std::path::Path;
 
 use redb::ReadableDatabase;
 
-pub use codec::StoredAccount;
+pub use codec::{
+    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
+    hashed_storage_key,
+};
 pub use error::{StorageError, StorageResult};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
+pub use snapshot::TrieTables;
 pub use state::{StateAt, StateDump};
-pub use trie::{FullRecompute, StateRootCalculator, state_root_of};
+pub use trie::{FullRecompute, state_root_of};
 pub use write::Writer;
 
 /// Name of the database file inside a datadir.
@@ -116,7 +120,7 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 1 }), "{err}");
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 2 }), "{err}");
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 }

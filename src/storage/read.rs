@@ -161,6 +161,11 @@ impl Reader {
         Vec::<ReceiptEnvelope>::decode(&mut v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
+    /// The hashed-state and trie tables of this snapshot (for the trie layer).
+    pub fn trie_tables(&self) -> &super::TrieTables {
+        &self.snap.trie
+    }
+
     /// State as of the end of block `number` (the EVM's view for calls "at" that block).
     pub fn state_at(&self, number: u64) -> StorageResult<StateAt> {
         let head = self.head()?.unwrap_or(0);

@@ -27,6 +27,30 @@ pub(crate) struct Snapshot {
     pub(crate) account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
     pub(crate) storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub(crate) trie: TrieTables,
+}
+
+/// The plain-state, hashed-state and trie tables of one read snapshot, open, for the trie
+/// layer (proofs and verification).
+/// Their layouts are in [`super::tables`].
+#[allow(missing_docs)]
+pub struct TrieTables {
+    pub accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
+    pub storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
+    pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8; 104]>,
+    pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
+    pub hashed_account_history: ReadOnlyTable<&'static [u8; 40], &'static [u8]>,
+    pub hashed_storage_history: ReadOnlyTable<&'static [u8; 72], &'static [u8; 32]>,
+    pub account_trie: ReadOnlyTable<&'static [u8; 33], &'static [u8]>,
+    pub storage_trie: ReadOnlyTable<&'static [u8; 65], &'static [u8]>,
+    pub account_trie_history: ReadOnlyTable<&'static [u8; 41], &'static [u8]>,
+    pub storage_trie_history: ReadOnlyTable<&'static [u8; 73], &'static [u8]>,
+}
+
+impl std::fmt::Debug for TrieTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrieTables").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -65,6 +89,18 @@ impl Snapshot {
             account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
             storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
             meta: meta_table,
+            trie: TrieTables {
+                accounts: txn.open_table(tables::ACCOUNTS)?,
+                storage: txn.open_table(tables::STORAGE)?,
+                hashed_accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
+                hashed_storage: txn.open_table(tables::HASHED_STORAGE)?,
+                hashed_account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+                hashed_storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+                account_trie: txn.open_table(tables::ACCOUNT_TRIE)?,
+                storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
+                account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+                storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            },
         })
     }
 }

@@ -56,6 +56,48 @@ pub const ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 28], &[u8]> =
 pub const STORAGE_HISTORY: TableDefinition<'_, &[u8; 60], &[u8; 32]> =
     TableDefinition::new("storage_history");
 
+/// `keccak(address) → account` (nonce u64 BE ++ balance 32 BE ++ code hash 32 ++ storage root
+/// 32 = 104 bytes): the current state keyed as the state trie keys it, with each account's
+/// storage root cached, so that an account leaf is one read. Kept by [`crate::storage::Writer`]
+/// beside [`ACCOUNTS`]; the storage root is filled in by the trie.
+pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8; 104]> =
+    TableDefinition::new("hashed_accounts");
+
+/// `keccak(address) ++ keccak(slot) → value` (32 BE): current non-zero storage keyed as the
+/// storage tries key it.
+pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8; 32]> =
+    TableDefinition::new("hashed_storage");
+
+/// `keccak(address) ++ block BE → hashed account before that block` (empty: did not exist).
+/// The one-seek lookup of [`ACCOUNT_HISTORY`], in trie key order, so that the leaves of a trie
+/// region at an old block can be listed (proofs at any block).
+pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 40], &[u8]> =
+    TableDefinition::new("hashed_account_history");
+
+/// `keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero: unset).
+pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 72], &[u8; 32]> =
+    TableDefinition::new("hashed_storage_history");
+
+/// `nibble path (packed, 32 bytes) ++ length → branch node` of the account trie. Only branch
+/// nodes the trie needs to skip work are stored (see `src/trie`); leaves and extensions are
+/// rebuilt from [`HASHED_ACCOUNTS`]. The packed key sorts in nibble order.
+pub const ACCOUNT_TRIE: TableDefinition<'_, &[u8; 33], &[u8]> =
+    TableDefinition::new("account_trie");
+
+/// `keccak(address) ++ packed path ++ length → branch node` of each account's storage trie.
+pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
+    TableDefinition::new("storage_trie");
+
+/// `packed path ++ length ++ block BE → account-trie node before that block` (empty: absent).
+/// Same one-seek lookup as [`ACCOUNT_HISTORY`]: the node at a path after block N.
+pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
+    TableDefinition::new("account_trie_history");
+
+/// `keccak(address) ++ packed path ++ length ++ block BE → storage-trie node before that block`
+/// (empty: absent).
+pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
+    TableDefinition::new("storage_trie_history");
+
 /// Named values: `genesis` (the genesis.json text the database was initialised with), `head`,
 /// `safe`, `finalized` (block numbers, u64 BE), `schema` (format version).
 pub const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
@@ -75,4 +117,6 @@ pub mod meta {
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].
-pub const SCHEMA_VERSION: u64 = 1;
+///
+/// 2: hashed state, stored trie nodes and their history (incremental state root, proofs).
+pub const SCHEMA_VERSION: u64 = 2;

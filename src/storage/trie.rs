@@ -1,8 +1,6 @@
-//! The state-root seam: one trait the importer calls, one implementation (full recompute).
-//!
-//! A full recompute costs O(state) per block, which is fine for test and dev chains. An
-//! incremental trie (stored branch nodes, prefix sets) can implement [`StateRootCalculator`]
-//! without touching the importer or the storage writer; [`FullRecompute`] stays as its oracle.
+//! [`FullRecompute`]: the state root rebuilt from the whole plain state, the oracle the
+//! incremental trie (`src/trie`) is tested against. O(state) time and memory: for tests and
+//! small chains only.
 
 use alloy_primitives::{B256, keccak256};
 use alloy_trie::TrieAccount;
@@ -10,18 +8,13 @@ use alloy_trie::root::{state_root_unsorted, storage_root_unhashed};
 
 use super::{StateDump, StorageResult, Writer};
 
-/// Computes the state root of the plain state as it stands inside a write transaction.
-pub trait StateRootCalculator: std::fmt::Debug + Send + Sync {
-    /// Root of the state currently in `writer` (including its uncommitted changes).
-    fn state_root(&self, writer: &Writer) -> StorageResult<B256>;
-}
-
-/// Rebuilds the whole trie from the plain-state tables every time.
+/// Rebuilds the whole trie from the plain-state tables, in memory.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FullRecompute;
 
-impl StateRootCalculator for FullRecompute {
-    fn state_root(&self, writer: &Writer) -> StorageResult<B256> {
+impl FullRecompute {
+    /// Root of the plain state currently in `writer` (including its uncommitted changes).
+    pub fn state_root(&self, writer: &Writer) -> StorageResult<B256> {
         Ok(state_root_of(&writer.current_state()?))
     }
 }

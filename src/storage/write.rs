@@ -7,8 +7,14 @@ use alloy_rlp::Encodable;
 use redb::{Durability, ReadableTable, WriteTransaction};
 use revm::database::states::StateChangeset;
 
+use alloy_primitives::keccak256;
+use alloy_trie::EMPTY_ROOT_HASH;
+use redb::Table;
+
 use super::codec::{
-    StoredAccount, account_history_key, storage_history_key, storage_key, tx_key, u64_value,
+    HashedAccount, StoredAccount, account_history_key, hashed_account_history_key,
+    hashed_storage_history_key, hashed_storage_key, storage_history_key, storage_key, tx_key,
+    u64_value,
 };
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
@@ -47,6 +53,14 @@ impl Writer {
         self.txn.open_table(tables::STORAGE)?;
         self.txn.open_table(tables::ACCOUNT_HISTORY)?;
         self.txn.open_table(tables::STORAGE_HISTORY)?;
+        self.txn.open_table(tables::HASHED_ACCOUNTS)?;
+        self.txn.open_table(tables::HASHED_STORAGE)?;
+        self.txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+        self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
+        self.txn.open_table(tables::ACCOUNT_TRIE)?;
+        self.txn.open_table(tables::STORAGE_TRIE)?;
+        self.txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?;
+        self.txn.open_table(tables::STORAGE_TRIE_HISTORY)?;
         let mut m = self.txn.open_table(tables::META)?;
         let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
         match found {
@@ -62,6 +76,12 @@ impl Writer {
             Some(_) => {}
         }
         Ok(())
+    }
+
+    /// The underlying redb transaction, for layers that keep tables of their own design in this
+    /// database (the trie writes its nodes in the block's own transaction).
+    pub fn transaction(&self) -> &WriteTransaction {
+        &self.txn
     }
 
     /// Makes the commit durable (fsync) or not. Non-durable commits are visible to readers at
@@ -151,6 +171,7 @@ impl Writer {
         let mut storage = self.txn.open_table(tables::STORAGE)?;
         let mut storage_history = self.txn.open_table(tables::STORAGE_HISTORY)?;
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
+        let mut hashed = HashedWrites::open(&self.txn)?;
 
         for (hash, code) in &changes.contracts {
             if bytecodes.get(&hash.0)?.is_none() {
@@ -164,23 +185,22 @@ impl Writer {
                 let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
                 account_history.insert(&hkey, old_bytes)?;
             }
-            match info {
-                Some(info) => {
-                    let acct = StoredAccount {
-                        nonce: info.nonce,
-                        balance: info.balance,
-                        code_hash: info.code_hash,
-                    };
-                    accounts.insert(&address.0.0, &acct.encode())?;
-                }
-                None => {
-                    accounts.remove(&address.0.0)?;
-                }
-            }
+            let acct = info.as_ref().map(|info| StoredAccount {
+                nonce: info.nonce,
+                balance: info.balance,
+                code_hash: info.code_hash,
+            });
+            match &acct {
+                Some(acct) => accounts.insert(&address.0.0, &acct.encode())?,
+                None => accounts.remove(&address.0.0)?,
+            };
+            hashed.account(block, &keccak256(address), acct)?;
         }
         for change in &changes.storage {
             let address = &change.address;
+            let hashed_address = keccak256(address);
             if change.wipe_storage {
+                hashed.wipe(block, &hashed_address)?;
                 let from = storage_key(address, &U256::ZERO);
                 let to = storage_key(address, &U256::MAX);
                 let mut existing = Vec::new();
@@ -209,6 +229,8 @@ impl Writer {
                 } else {
                     storage.insert(&key, &value.to_be_bytes::<32>())?;
                 }
+                let hashed_slot = keccak256(slot.to_be_bytes::<32>());
+                hashed.slot(block, &hashed_address, &hashed_slot, value)?;
             }
         }
         Ok(())
@@ -234,5 +256,93 @@ impl Writer {
             }
         }
         Ok(out)
+    }
+}
+
+/// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history.
+struct HashedWrites<'t> {
+    accounts: Table<'t, &'static [u8; 32], &'static [u8; 104]>,
+    account_history: Table<'t, &'static [u8; 40], &'static [u8]>,
+    storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
+    storage_history: Table<'t, &'static [u8; 72], &'static [u8; 32]>,
+}
+
+impl<'t> HashedWrites<'t> {
+    fn open(txn: &'t WriteTransaction) -> StorageResult<Self> {
+        Ok(Self {
+            accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
+            account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+            storage: txn.open_table(tables::HASHED_STORAGE)?,
+            storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+        })
+    }
+
+    /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
+    /// with the empty root (the trie fills in the real one when its storage changes).
+    fn account(
+        &mut self,
+        block: u64,
+        hashed_address: &B256,
+        account: Option<StoredAccount>,
+    ) -> StorageResult<()> {
+        let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
+        let hkey = hashed_account_history_key(hashed_address, block);
+        if self.account_history.get(&hkey)?.is_none() {
+            let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
+            self.account_history.insert(&hkey, old_bytes)?;
+        }
+        match account {
+            Some(account) => {
+                let storage_root =
+                    old.map(|o| HashedAccount::decode(&o).storage_root).unwrap_or(EMPTY_ROOT_HASH);
+                let row = HashedAccount { account, storage_root }.encode();
+                self.accounts.insert(&hashed_address.0, &row)?;
+            }
+            None => {
+                self.accounts.remove(&hashed_address.0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every slot of an account, recording each in history.
+    fn wipe(&mut self, block: u64, hashed_address: &B256) -> StorageResult<()> {
+        let from = hashed_storage_key(hashed_address, &B256::ZERO);
+        let to = hashed_storage_key(hashed_address, &B256::repeat_byte(0xff));
+        let mut existing = Vec::new();
+        for item in self.storage.range::<&[u8; 64]>(&from..=&to)? {
+            let (k, v) = item?;
+            existing.push((*k.value(), *v.value()));
+        }
+        for (k, v) in existing {
+            let hkey =
+                hashed_storage_history_key(hashed_address, &B256::from_slice(&k[32..]), block);
+            if self.storage_history.get(&hkey)?.is_none() {
+                self.storage_history.insert(&hkey, &v)?;
+            }
+            self.storage.remove(&k)?;
+        }
+        Ok(())
+    }
+
+    fn slot(
+        &mut self,
+        block: u64,
+        hashed_address: &B256,
+        hashed_slot: &B256,
+        value: &U256,
+    ) -> StorageResult<()> {
+        let key = hashed_storage_key(hashed_address, hashed_slot);
+        let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
+        if self.storage_history.get(&hkey)?.is_none() {
+            let old = self.storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
+            self.storage_history.insert(&hkey, &old)?;
+        }
+        if value.is_zero() {
+            self.storage.remove(&key)?;
+        } else {
+            self.storage.insert(&key, &value.to_be_bytes::<32>())?;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,45 @@
+//! Trie-layer errors.
+
+use crate::storage::StorageError;
+
+/// Errors from computing, checking or proving the state trie.
+#[derive(Debug, thiserror::Error)]
+pub enum TrieError {
+    /// Reading or writing the database failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A stored trie row does not decode.
+    #[error("corrupt row in {table} at key 0x{key}: {detail}")]
+    CorruptNode {
+        /// Table name.
+        table: &'static str,
+        /// The row's key, hex.
+        key: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// `verify` found a stored value that differs from the one rebuilt from the state.
+    #[error("{what} at {location}: stored {stored}, rebuilt {expected}")]
+    Mismatch {
+        /// Which kind of value (a node, a storage root, the state root).
+        what: &'static str,
+        /// Where: trie, owner account and nibble path.
+        location: String,
+        /// The stored value (a hash).
+        stored: String,
+        /// The value rebuilt from the state tables (a hash).
+        expected: String,
+    },
+    /// The block asked for is not stored.
+    #[error("block {0} is not stored")]
+    UnknownBlock(u64),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for TrieError {
+            fn from(e: $t) -> Self { Self::Storage(StorageError::Db(e.into())) }
+        }
+    )*};
+}
+from_redb!(redb::TableError, redb::StorageError);

@@ -1,0 +1,17 @@
+//! The state trie: incremental state root over storage's hashed tables, proofs at any stored
+//! block, and the full rebuild that checks both (`loupe verify`).
+//!
+//! Only branch nodes are stored (`account_trie`, `storage_trie`), each with the hashes of its
+//! branch children; leaves come from the hashed state. A block's root re-hashes only the paths
+//! under keys the block changed ([`walk`]); see `docs/design.md` for tables and flows.
+
+mod codec;
+mod db;
+mod error;
+mod root;
+mod verify;
+mod walk;
+
+pub use error::TrieError;
+pub use root::{RootMode, update_state_root};
+pub use verify::{VerifyReport, verify};

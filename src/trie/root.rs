@@ -1,0 +1,215 @@
+//! [`update_state_root`]: the state root after a block, from the stored trie and the block's
+//! changes, written in the block's own write transaction.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{B256, keccak256};
+use alloy_trie::{BranchNodeCompact, Nibbles};
+use redb::{ReadableTable, Table, WriteTransaction};
+use revm::database::states::StateChangeset;
+
+use super::TrieError;
+use super::codec::{concat, encode_node, pack_path};
+use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
+use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
+use crate::storage::tables;
+use crate::storage::{HashedAccount, hashed_account_history_key};
+
+/// Whether [`update_state_root`] stores the trie nodes it computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootMode {
+    /// Compute the root only. Stored nodes stay as they were, so later calls in the same block
+    /// must pass the block's cumulative changes (pre-Byzantium per-transaction roots).
+    Compute,
+    /// Compute the root and store the new nodes (with history), once per block.
+    Store,
+}
+
+/// The hashed keys a changeset touches.
+#[derive(Debug, Default)]
+struct Touched {
+    /// Every account whose leaf may have changed.
+    accounts: Vec<B256>,
+    /// Per account: its storage was wiped, and the slots written.
+    storage: BTreeMap<B256, (bool, Vec<B256>)>,
+    /// Accounts deleted by the changeset.
+    deleted: Vec<B256>,
+}
+
+fn touched(changes: &StateChangeset) -> Touched {
+    let mut t = Touched::default();
+    for (address, info) in &changes.accounts {
+        let h = keccak256(address);
+        t.accounts.push(h);
+        if info.is_none() {
+            t.deleted.push(h);
+        }
+    }
+    for change in &changes.storage {
+        let h = keccak256(change.address);
+        t.accounts.push(h);
+        let entry = t.storage.entry(h).or_default();
+        entry.0 |= change.wipe_storage;
+        entry.1.extend(change.storage.iter().map(|(slot, _)| keccak256(slot.to_be_bytes::<32>())));
+    }
+    t
+}
+
+/// Tables of the trie in one write transaction.
+struct TrieTables<'t> {
+    account_trie: Table<'t, &'static [u8; 33], &'static [u8]>,
+    storage_trie: Table<'t, &'static [u8; 65], &'static [u8]>,
+    account_trie_history: Table<'t, &'static [u8; 41], &'static [u8]>,
+    storage_trie_history: Table<'t, &'static [u8; 73], &'static [u8]>,
+}
+
+impl<'t> TrieTables<'t> {
+    fn open(txn: &'t WriteTransaction) -> Result<Self, TrieError> {
+        Ok(Self {
+            account_trie: txn.open_table(tables::ACCOUNT_TRIE)?,
+            storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
+            account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+            storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+        })
+    }
+
+    /// Sets or removes the account-trie node at `path`, recording the old one for `block`.
+    fn put_account(
+        &mut self,
+        block: u64,
+        path: &Nibbles,
+        node: Option<&BranchNodeCompact>,
+    ) -> Result<(), TrieError> {
+        let key = pack_path(path);
+        let mut hkey = [0u8; 41];
+        hkey[..33].copy_from_slice(&key);
+        hkey[33..].copy_from_slice(&block.to_be_bytes());
+        if self.account_trie_history.get(&hkey)?.is_none() {
+            let old = self.account_trie.get(&key)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            self.account_trie_history.insert(&hkey, old.as_slice())?;
+        }
+        match node {
+            Some(node) => self.account_trie.insert(&key, encode_node(node).as_slice())?,
+            None => self.account_trie.remove(&key)?,
+        };
+        Ok(())
+    }
+
+    /// Sets or removes one storage-trie node, recording the old one for `block`.
+    fn put_storage(
+        &mut self,
+        block: u64,
+        key: &[u8; 65],
+        node: Option<&[u8]>,
+    ) -> Result<(), TrieError> {
+        let mut hkey = [0u8; 73];
+        hkey[..65].copy_from_slice(key);
+        hkey[65..].copy_from_slice(&block.to_be_bytes());
+        if self.storage_trie_history.get(&hkey)?.is_none() {
+            let old = self.storage_trie.get(key)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            self.storage_trie_history.insert(&hkey, old.as_slice())?;
+        }
+        match node {
+            Some(node) => self.storage_trie.insert(key, node)?,
+            None => self.storage_trie.remove(key)?,
+        };
+        Ok(())
+    }
+
+    /// Removes every storage-trie node of `account`.
+    fn clear_storage(&mut self, block: u64, account: &B256) -> Result<(), TrieError> {
+        let lo: [u8; 65] = concat(account, &[0u8; 33]);
+        let hi: [u8; 65] = concat(account, &[0xff; 33]);
+        let mut keys = Vec::new();
+        for item in self.storage_trie.range::<&[u8; 65]>(&lo..=&hi)? {
+            keys.push(*item?.0.value());
+        }
+        for key in keys {
+            self.put_storage(block, &key, None)?;
+        }
+        Ok(())
+    }
+
+    fn apply_storage(
+        &mut self,
+        block: u64,
+        account: &B256,
+        out: &WalkOutput,
+    ) -> Result<(), TrieError> {
+        for path in &out.removed {
+            self.put_storage(block, &concat(account, &pack_path(path)), None)?;
+        }
+        for (path, node) in &out.updates {
+            let key = concat(account, &pack_path(path));
+            self.put_storage(block, &key, Some(encode_node(node).as_slice()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Computes the state root after `block` from the stored trie and `changes`, which the storage
+/// writer has already applied to the hashed state in `txn`. Storage roots are refreshed in the
+/// hashed accounts (with history). With [`RootMode::Store`] the new trie nodes are written too,
+/// each old one kept in the trie history under `block`.
+///
+/// Cost grows with what `changes` touches times the trie depth, not with the state size.
+pub fn update_state_root(
+    txn: &WriteTransaction,
+    block: u64,
+    changes: &StateChangeset,
+    mode: RootMode,
+) -> Result<B256, TrieError> {
+    let touched = touched(changes);
+    let mut trie = TrieTables::open(txn)?;
+    let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;
+    let mut account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+    let storage = txn.open_table(tables::HASHED_STORAGE)?;
+    let store = mode == RootMode::Store;
+
+    if store {
+        for account in &touched.deleted {
+            trie.clear_storage(block, account)?;
+        }
+    }
+    for (account, (wiped, slots)) in &touched.storage {
+        let Some(row) = accounts.get(&account.0)?.map(|v| *v.value()) else {
+            // Deleted in this block: its storage is gone with it.
+            continue;
+        };
+        let mut leaves = StorageLeaves { table: &storage, account: *account };
+        let out = if *wiped {
+            walk(&mut NoNodes, &mut leaves, &PrefixSet::all(), None)?
+        } else {
+            let mut nodes = StorageNodes { table: &trie.storage_trie, account: *account };
+            walk(&mut nodes, &mut leaves, &PrefixSet::new(slots.clone()), None)?
+        };
+        if store {
+            if *wiped {
+                trie.clear_storage(block, account)?;
+            }
+            trie.apply_storage(block, account, &out)?;
+        }
+        let mut hashed = HashedAccount::decode(&row);
+        if hashed.storage_root != out.root {
+            let hkey = hashed_account_history_key(account, block);
+            if account_history.get(&hkey)?.is_none() {
+                account_history.insert(&hkey, row.as_slice())?;
+            }
+            hashed.storage_root = out.root;
+            accounts.insert(&account.0, &hashed.encode())?;
+        }
+    }
+
+    let changed = PrefixSet::new(touched.accounts);
+    let out =
+        walk(&mut AccountNodes(&trie.account_trie), &mut AccountLeaves(&accounts), &changed, None)?;
+    if store {
+        for path in &out.removed {
+            trie.put_account(block, path, None)?;
+        }
+        for (path, node) in &out.updates {
+            trie.put_account(block, path, Some(node))?;
+        }
+    }
+    Ok(out.root)
+}

@@ -1,0 +1,358 @@
+//! [`verify`]: rebuild every trie from the state tables and check each stored node, cached
+//! storage root and the head's state root against it (`loupe verify`).
+//!
+//! Memory stays bounded whatever the state size: the rebuild streams the leaves in key order
+//! and checks emitted nodes as they complete, never holding the trie.
+
+use alloy_primitives::{Address, B256, U256, keccak256};
+use alloy_trie::{BranchNodeCompact, EMPTY_ROOT_HASH, Nibbles};
+use redb::{ReadableTable, ReadableTableMetadata};
+
+use super::TrieError;
+use super::codec::{concat, encode_node, pack_path, unpack_path};
+use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes, decode_row};
+use super::walk::{NoNodes, NodeSource, PrefixSet, walk};
+use crate::storage::{HashedAccount, Reader, StoredAccount, TrieTables, hashed_storage_key};
+
+/// What [`verify`] checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The head block whose state was checked.
+    pub head: u64,
+    /// Its state root (equal to the header's).
+    pub root: B256,
+    /// Accounts in the state.
+    pub accounts: u64,
+    /// Non-zero storage slots in the state.
+    pub slots: u64,
+    /// Stored account-trie nodes, each checked.
+    pub account_nodes: u64,
+    /// Stored storage-trie nodes, each checked.
+    pub storage_nodes: u64,
+}
+
+fn path_hex(path: &Nibbles) -> String {
+    let s: String = path.iter().map(|n| char::from_digit(n as u32, 16).unwrap_or('?')).collect();
+    if s.is_empty() { "(root)".into() } else { format!("0x{s}") }
+}
+
+fn location(owner: Option<&B256>, path: &Nibbles) -> String {
+    match owner {
+        None => format!("account trie path {}", path_hex(path)),
+        Some(a) => format!("storage trie of hashed account {a} path {}", path_hex(path)),
+    }
+}
+
+/// Compares a rebuilt node with the stored one, naming the first field that differs.
+fn compare(
+    owner: Option<&B256>,
+    path: &Nibbles,
+    stored: Option<&BranchNodeCompact>,
+    expected: &BranchNodeCompact,
+) -> Result<(), TrieError> {
+    let digest = |n: &BranchNodeCompact| keccak256(encode_node(n)).to_string();
+    let mismatch = |what, stored: String, expected: String| TrieError::Mismatch {
+        what,
+        location: location(owner, path),
+        stored,
+        expected,
+    };
+    let Some(stored) = stored else {
+        return Err(mismatch("missing trie node", "none".into(), digest(expected)));
+    };
+    if stored.state_mask != expected.state_mask
+        || stored.tree_mask != expected.tree_mask
+        || stored.hash_mask != expected.hash_mask
+    {
+        return Err(mismatch(
+            "trie node masks (state/tree/hash)",
+            format!(
+                "{:?} (node {})",
+                (stored.state_mask, stored.tree_mask, stored.hash_mask),
+                digest(stored)
+            ),
+            format!(
+                "{:?} (node {})",
+                (expected.state_mask, expected.tree_mask, expected.hash_mask),
+                digest(expected)
+            ),
+        ));
+    }
+    for nibble in 0..16u8 {
+        if expected.hash_mask.is_bit_set(nibble) {
+            let (s, e) = (stored.hash_for_nibble(nibble), expected.hash_for_nibble(nibble));
+            if s != e {
+                let mut child = *path;
+                child.push(nibble);
+                return Err(TrieError::Mismatch {
+                    what: "trie node child hash",
+                    location: location(owner, &child),
+                    stored: s.to_string(),
+                    expected: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Paths of the stored nodes reachable from the top through tree-mask bits, in order: the set
+/// a correct table holds. Used only to name an extra row once counts disagree.
+fn reachable<N: NodeSource>(nodes: &mut N) -> Result<Vec<Nibbles>, TrieError> {
+    fn visit<N: NodeSource>(
+        nodes: &mut N,
+        path: Nibbles,
+        node: BranchNodeCompact,
+        out: &mut Vec<Nibbles>,
+    ) -> Result<(), TrieError> {
+        out.push(path);
+        for nibble in 0..16u8 {
+            if node.tree_mask.is_bit_set(nibble) {
+                let mut child = path;
+                child.push(nibble);
+                if let Some((p, n)) = nodes.seek(&child)?
+                    && p.starts_with(&child)
+                {
+                    visit(nodes, p, n, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    if let Some((p, n)) = nodes.seek(&Nibbles::default())? {
+        visit(nodes, p, n, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn extra_row(
+    owner: Option<&B256>,
+    stored: impl Iterator<Item = Result<Nibbles, TrieError>>,
+    reachable: Vec<Nibbles>,
+) -> Result<TrieError, TrieError> {
+    let mut expected = reachable.into_iter();
+    for path in stored {
+        let path = path?;
+        if expected.next() != Some(path) {
+            return Ok(TrieError::Mismatch {
+                what: "stored trie node that the trie does not have",
+                location: location(owner, &path),
+                stored: "a node".into(),
+                expected: "none".into(),
+            });
+        }
+    }
+    Ok(TrieError::Mismatch {
+        what: "trie node count",
+        location: location(owner, &Nibbles::default()),
+        stored: "fewer nodes".into(),
+        expected: "more".into(),
+    })
+}
+
+/// Checks one account's storage trie; returns (root, slots, nodes).
+fn verify_storage(t: &TrieTables, account: &B256) -> Result<(B256, u64, u64), TrieError> {
+    let mut emitted = 0u64;
+    let mut slots = 0u64;
+    let mut leaves = CountingLeaves {
+        inner: StorageLeaves { table: &t.hashed_storage, account: *account },
+        count: &mut slots,
+    };
+    let out = walk(
+        &mut NoNodes,
+        &mut leaves,
+        &PrefixSet::all(),
+        Some(&mut |path: Nibbles, node: BranchNodeCompact| {
+            emitted += 1;
+            let key: [u8; 65] = concat(account, &pack_path(&path));
+            let stored = match t.storage_trie.get(&key)? {
+                Some(v) => Some(decode_row("storage_trie", &key, v.value())?.1),
+                None => None,
+            };
+            compare(Some(account), &path, stored.as_ref(), &node)
+        }),
+    )?;
+    let lo: [u8; 65] = concat(account, &[0u8; 33]);
+    let hi: [u8; 65] = concat(account, &[0xff; 33]);
+    let mut stored = 0u64;
+    for item in t.storage_trie.range::<&[u8; 65]>(&lo..=&hi)? {
+        item?;
+        stored += 1;
+    }
+    if stored != emitted {
+        let reach = reachable(&mut StorageNodes { table: &t.storage_trie, account: *account })?;
+        let rows = t.storage_trie.range::<&[u8; 65]>(&lo..=&hi)?.map(|item| {
+            let (k, v) = item?;
+            Ok(decode_row("storage_trie", k.value(), v.value())?.0)
+        });
+        return Err(extra_row(Some(account), rows, reach)?);
+    }
+    Ok((out.root, slots, emitted))
+}
+
+/// Leaf source wrapper counting the leaves it yields.
+struct CountingLeaves<'c, L> {
+    inner: L,
+    count: &'c mut u64,
+}
+
+impl<L: super::walk::LeafSource> super::walk::LeafSource for CountingLeaves<'_, L> {
+    fn leaves(
+        &mut self,
+        from: &B256,
+        to: Option<&B256>,
+        f: &mut super::walk::LeafFn<'_>,
+    ) -> Result<(), TrieError> {
+        let count = &mut *self.count;
+        self.inner.leaves(from, to, &mut |k, v| {
+            *count += 1;
+            f(k, v)
+        })
+    }
+}
+
+/// Rebuilds every trie of the head state from the hashed tables and checks, in order:
+/// the plain and hashed state agree; each account's storage trie (stored nodes and the cached
+/// storage root); the account trie's stored nodes; and the rebuilt root against the head
+/// header's `stateRoot`. The first difference is returned as [`TrieError::Mismatch`], naming
+/// the trie, the path and both values.
+pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
+    let head = reader.head()?.ok_or(TrieError::UnknownBlock(0))?;
+    let header = reader.header(head)?.ok_or(TrieError::UnknownBlock(head))?;
+    let t = reader.trie_tables();
+
+    // Plain and hashed state hold the same accounts and slots.
+    let mut plain_accounts = 0u64;
+    for item in t.accounts.iter()? {
+        let (k, v) = item?;
+        plain_accounts += 1;
+        let address = Address::from(*k.value());
+        let plain = StoredAccount::decode(v.value());
+        let hashed =
+            t.hashed_accounts.get(&keccak256(address).0)?.map(|r| HashedAccount::decode(r.value()));
+        if hashed.map(|h| h.account) != Some(plain) {
+            return Err(TrieError::Mismatch {
+                what: "hashed account",
+                location: format!("account {address}"),
+                stored: format!("{:?}", hashed.map(|h| h.account)),
+                expected: format!("{plain:?}"),
+            });
+        }
+    }
+    let mut plain_slots = 0u64;
+    for item in t.storage.iter()? {
+        let (k, v) = item?;
+        plain_slots += 1;
+        let k = k.value();
+        let address = Address::from_slice(&k[..20]);
+        let key = hashed_storage_key(&keccak256(address), &keccak256(&k[20..]));
+        let hashed = t.hashed_storage.get(&key)?.map(|r| U256::from_be_bytes(*r.value()));
+        let plain = U256::from_be_bytes(*v.value());
+        if hashed != Some(plain) {
+            return Err(TrieError::Mismatch {
+                what: "hashed storage slot",
+                location: format!(
+                    "account {address} slot 0x{}",
+                    alloy_primitives::hex::encode(&k[20..])
+                ),
+                stored: format!("{hashed:?}"),
+                expected: plain.to_string(),
+            });
+        }
+    }
+    let count_mismatch = |what, stored: u64, expected: u64| TrieError::Mismatch {
+        what,
+        location: "hashed state".into(),
+        stored: stored.to_string(),
+        expected: expected.to_string(),
+    };
+    if t.hashed_accounts.len()? != plain_accounts {
+        return Err(count_mismatch(
+            "hashed account count",
+            t.hashed_accounts.len()?,
+            plain_accounts,
+        ));
+    }
+    if t.hashed_storage.len()? != plain_slots {
+        return Err(count_mismatch("hashed slot count", t.hashed_storage.len()?, plain_slots));
+    }
+
+    // Storage tries, account by account.
+    let mut storage_nodes = 0u64;
+    for item in t.hashed_accounts.iter()? {
+        let (k, v) = item?;
+        let account = B256::from(*k.value());
+        let cached = HashedAccount::decode(v.value()).storage_root;
+        let (root, _, nodes) = verify_storage(t, &account)?;
+        storage_nodes += nodes;
+        if root != cached {
+            return Err(TrieError::Mismatch {
+                what: "cached storage root",
+                location: format!("hashed account {account}"),
+                stored: cached.to_string(),
+                expected: root.to_string(),
+            });
+        }
+    }
+    if t.storage_trie.len()? != storage_nodes {
+        // Rows of an account that does not exist.
+        for item in t.storage_trie.iter()? {
+            let (k, _) = item?;
+            let account = B256::from_slice(&k.value()[..32]);
+            if t.hashed_accounts.get(&account.0)?.is_none() {
+                let mut p = [0u8; 33];
+                p.copy_from_slice(&k.value()[32..]);
+                let path = unpack_path(&p).unwrap_or_default();
+                return Err(TrieError::Mismatch {
+                    what: "storage trie node of an account that does not exist",
+                    location: location(Some(&account), &path),
+                    stored: "a node".into(),
+                    expected: "none".into(),
+                });
+            }
+        }
+    }
+
+    // The account trie.
+    let mut account_nodes = 0u64;
+    let out = walk(
+        &mut NoNodes,
+        &mut AccountLeaves(&t.hashed_accounts),
+        &PrefixSet::all(),
+        Some(&mut |path: Nibbles, node: BranchNodeCompact| {
+            account_nodes += 1;
+            let key = pack_path(&path);
+            let stored = match t.account_trie.get(&key)? {
+                Some(v) => Some(decode_row("account_trie", &key, v.value())?.1),
+                None => None,
+            };
+            compare(None, &path, stored.as_ref(), &node)
+        }),
+    )?;
+    if t.account_trie.len()? != account_nodes {
+        let reach = reachable(&mut AccountNodes(&t.account_trie))?;
+        let rows = t.account_trie.iter()?.map(|item| {
+            let (k, v) = item?;
+            Ok(decode_row("account_trie", k.value(), v.value())?.0)
+        });
+        return Err(extra_row(None, rows, reach)?);
+    }
+    let root = if plain_accounts == 0 { EMPTY_ROOT_HASH } else { out.root };
+    if root != header.state_root {
+        return Err(TrieError::Mismatch {
+            what: "state root",
+            location: format!("head block {head}"),
+            stored: header.state_root.to_string(),
+            expected: root.to_string(),
+        });
+    }
+    Ok(VerifyReport {
+        head,
+        root,
+        accounts: plain_accounts,
+        slots: plain_slots,
+        account_nodes,
+        storage_nodes,
+    })
+}
