@@ -13,7 +13,7 @@ use super::ImportError;
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
 use crate::storage::Database;
-use crate::trie::{RootMode, TrieError, update_state_root};
+use crate::trie::{RootMode, update_state_root};
 
 /// What [`import_block`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +116,6 @@ pub fn import_block(
         // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
         writer.apply_changeset(number, changes)?;
         update_state_root(writer.transaction(), number, changes, RootMode::Compute)
-            .map_err(TrieError::from)
     })
     .map_err(|error| ImportError::Execution { number, hash, error })?;
     writer.apply_changeset(number, &outcome.changes)?;

@@ -134,7 +134,7 @@ mod tests {
         let bytes = encode_node(&node);
         assert_eq!(decode_node(&bytes).unwrap(), node);
         assert!(decode_node(&bytes[..bytes.len() - 1]).is_err());
-        let mut bad = bytes.clone();
+        let mut bad = bytes;
         bad[3] = 0b0100; // tree bit outside the state mask
         assert!(decode_node(&bad).is_err());
     }

@@ -139,7 +139,7 @@ pub(crate) fn walk<N: NodeSource, L: LeafSource>(
         None => {
             out.removed = w.visited.into_iter().filter(|p| !updated.contains_key(p)).collect();
             out.updates = updated.into_iter().collect();
-            out.updates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            out.updates.sort_unstable_by_key(|a| a.0);
         }
     }
     Ok(out)
