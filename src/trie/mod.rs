@@ -9,6 +9,8 @@ mod codec;
 mod db;
 mod error;
 mod root;
+#[cfg(test)]
+mod tests;
 mod verify;
 mod walk;
 
