@@ -298,6 +298,7 @@ methods!(
     eth_getStorageAt,
     eth_getTransactionCount,
     eth_call,
+    eth_getProof,
 );
 
 /// Every successful `eth_call` fixture, replayed as `trace_call` with `["trace"]`: the trace's

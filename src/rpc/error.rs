@@ -106,6 +106,16 @@ impl RpcError {
     }
 }
 
+impl From<crate::trie::TrieError> for RpcError {
+    fn from(e: crate::trie::TrieError) -> Self {
+        match e {
+            crate::trie::TrieError::Storage(inner) => Self::Storage(inner),
+            crate::trie::TrieError::UnknownBlock(_) => Self::HeaderNotFound,
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
 impl From<RpcError> for ErrorObjectOwned {
     fn from(e: RpcError) -> Self {
         let code = match &e {

@@ -11,6 +11,7 @@ mod guard;
 mod http;
 mod params;
 mod pool;
+mod proof;
 mod trace;
 
 use std::net::SocketAddr;
@@ -198,6 +199,7 @@ fn module(
     evm! {
         "trace_call" => trace_call,
         "eth_call" => eth_call,
+        "eth_getProof" => get_proof,
     }
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {

@@ -33,7 +33,11 @@ pub(crate) fn decode_row(
 pub(crate) struct AccountNodes<'t, T>(pub(crate) &'t T);
 
 impl<T: ReadableTable<K<33>, &'static [u8]>> NodeSource for AccountNodes<'_, T> {
-    fn seek(&mut self, from: &Nibbles) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        _: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
         let key = pack_path(from);
         let Some(item) = self.0.range::<&[u8; 33]>(&key..)?.next() else { return Ok(None) };
         let (k, v) = item?;
@@ -48,7 +52,11 @@ pub(crate) struct StorageNodes<'t, T> {
 }
 
 impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> {
-    fn seek(&mut self, from: &Nibbles) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        _: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
         let key: [u8; 65] = concat(&self.account, &pack_path(from));
         let end: [u8; 65] = concat(&self.account, &[0xff; 33]);
         let Some(item) = self.table.range::<&[u8; 65]>(&key..=&end)?.next() else {

@@ -8,6 +8,8 @@
 mod codec;
 mod db;
 mod error;
+mod history;
+mod proof;
 mod root;
 #[cfg(test)]
 mod tests;
@@ -15,5 +17,6 @@ mod verify;
 mod walk;
 
 pub use error::TrieError;
+pub use proof::{AccountProof, StorageProof, prove_account};
 pub use root::{RootMode, update_state_root};
 pub use verify::{VerifyReport, verify};

@@ -14,7 +14,11 @@ use super::walk::{LeafFn, LeafSource, NoNodes, NodeSource, PrefixSet, walk};
 struct MemNodes<'a>(&'a BTreeMap<Nibbles, BranchNodeCompact>);
 
 impl NodeSource for MemNodes<'_> {
-    fn seek(&mut self, from: &Nibbles) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        _: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
         Ok(self.0.range(*from..).next().map(|(p, n)| (*p, n.clone())))
     }
 }

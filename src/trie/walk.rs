@@ -19,8 +19,14 @@ use super::codec::{lower_key, upper_key};
 
 /// Where the walk finds stored branch nodes.
 pub(crate) trait NodeSource {
-    /// The first stored node whose path is at or after `from` in nibble order.
-    fn seek(&mut self, from: &Nibbles) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError>;
+    /// The first stored node whose path is at or after `from` in nibble order. The walk only
+    /// uses a node whose path starts with `within`, so a source may return `None` instead of a
+    /// node outside it (a historical source does, to bound its scan).
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        within: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError>;
 }
 
 /// A node source with no nodes: a full rebuild from the leaves.
@@ -28,7 +34,11 @@ pub(crate) trait NodeSource {
 pub(crate) struct NoNodes;
 
 impl NodeSource for NoNodes {
-    fn seek(&mut self, _: &Nibbles) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+    fn seek(
+        &mut self,
+        _: &Nibbles,
+        _: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
         Ok(None)
     }
 }
@@ -90,6 +100,8 @@ pub(crate) struct WalkOutput {
     pub(crate) updates: Vec<(Nibbles, BranchNodeCompact)>,
     /// Stored nodes that no longer exist.
     pub(crate) removed: Vec<Nibbles>,
+    /// The nodes on the paths to the proof targets, when asked for.
+    pub(crate) proof: alloy_trie::proof::ProofNodes,
 }
 
 /// Emitted nodes are handed to a sink in batches of this size, so a full rebuild of a large
@@ -115,20 +127,37 @@ pub(crate) fn walk<N: NodeSource, L: LeafSource>(
     changed: &PrefixSet,
     sink: Option<&mut NodeSink<'_>>,
 ) -> Result<WalkOutput, TrieError> {
-    let mut w = Walk {
-        nodes,
-        leaves,
-        changed,
-        hb: HashBuilder::default().with_updates(true),
-        pos: Some(B256::ZERO),
-        visited: Vec::new(),
-        sink,
-    };
+    walk_with(nodes, leaves, changed, sink, HashBuilder::default().with_updates(true))
+}
+
+/// Proves `targets` (full keys): the walk re-hashes the paths to them (they are its changed
+/// set, as alloy-trie's retainer only sees nodes the builder computes) and keeps their nodes.
+pub(crate) fn prove<N: NodeSource, L: LeafSource>(
+    nodes: &mut N,
+    leaves: &mut L,
+    targets: &[B256],
+) -> Result<WalkOutput, TrieError> {
+    let retainer =
+        alloy_trie::proof::ProofRetainer::new(targets.iter().map(Nibbles::unpack).collect());
+    let hb = HashBuilder::default().with_proof_retainer(retainer);
+    walk_with(nodes, leaves, &PrefixSet::new(targets.to_vec()), None, hb)
+}
+
+fn walk_with<N: NodeSource, L: LeafSource>(
+    nodes: &mut N,
+    leaves: &mut L,
+    changed: &PrefixSet,
+    sink: Option<&mut NodeSink<'_>>,
+    hb: HashBuilder,
+) -> Result<WalkOutput, TrieError> {
+    let mut w =
+        Walk { nodes, leaves, changed, hb, pos: Some(B256::ZERO), visited: Vec::new(), sink };
     w.region(&Nibbles::default())?;
     w.fill(None)?;
     let root = w.hb.root();
+    let proof = w.hb.take_proof_nodes();
     let (_, updated) = w.hb.split();
-    let mut out = WalkOutput { root, ..Default::default() };
+    let mut out = WalkOutput { root, proof, ..Default::default() };
     match w.sink {
         Some(sink) => {
             for (path, node) in updated {
@@ -150,7 +179,7 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn region(&mut self, prefix: &Nibbles) -> Result<(), TrieError> {
         let mut from = *prefix;
         loop {
-            let Some((path, node)) = self.nodes.seek(&from)? else { return Ok(()) };
+            let Some((path, node)) = self.nodes.seek(&from, prefix)? else { return Ok(()) };
             if !path.starts_with(prefix) {
                 return Ok(());
             }

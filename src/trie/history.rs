@@ -1,0 +1,285 @@
+//! The trie and the hashed state as they were after an old block: node and leaf sources for
+//! proofs at any stored block.
+//!
+//! Every versioned table pairs a current table (`key → value`) with a history table
+//! (`key ++ block → value before that block`), as the account history does: the value after
+//! block N is that of the first history entry after N, else the current one. A key that did not
+//! exist then has an empty (or all-zero) value. Listing the keys of a range at N merges the
+//! keys of both tables and keeps those that existed at N.
+
+use alloy_primitives::B256;
+use alloy_trie::{BranchNodeCompact, Nibbles};
+use redb::{ReadOnlyTable, Value};
+
+use super::TrieError;
+use super::codec::{concat, pack_path};
+use super::db::{account_leaf, decode_row, storage_leaf};
+use super::walk::{LeafFn, LeafSource, NodeSource};
+use crate::storage::TrieTables;
+
+fn present(bytes: &[u8]) -> Option<Vec<u8>> {
+    (!bytes.iter().all(|b| *b == 0)).then(|| bytes.to_vec())
+}
+
+/// Adds one to a big-endian key; `None` past the largest key.
+fn successor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
+    let mut out = *key;
+    for b in out.iter_mut().rev() {
+        if *b == 0xff {
+            *b = 0;
+        } else {
+            *b += 1;
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// A key and its value.
+pub(crate) type Entry<const K: usize> = ([u8; K], Vec<u8>);
+
+/// A current table and its history, read as of the end of `block`.
+#[derive(Clone, Copy)]
+pub(crate) struct Versioned<
+    't,
+    const K: usize,
+    const H: usize,
+    V1: Value + 'static,
+    V2: Value + 'static,
+> {
+    current: &'t ReadOnlyTable<&'static [u8; K], V1>,
+    history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+    block: u64,
+}
+
+impl<'t, const K: usize, const H: usize, V1, V2> Versioned<'t, K, H, V1, V2>
+where
+    V1: Value + 'static,
+    V2: Value + 'static,
+    for<'a> V1::SelfType<'a>: AsRef<[u8]>,
+    for<'a> V2::SelfType<'a>: AsRef<[u8]>,
+{
+    pub(crate) fn new(
+        current: &'t ReadOnlyTable<&'static [u8; K], V1>,
+        history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+        block: u64,
+    ) -> Self {
+        Self { current, history, block }
+    }
+
+    /// The value of `key` after the block; `None` if it did not exist.
+    pub(crate) fn get(&self, key: &[u8; K]) -> Result<Option<Vec<u8>>, TrieError> {
+        let mut lo = [0u8; H];
+        lo[..K].copy_from_slice(key);
+        lo[K..].copy_from_slice(&self.block.saturating_add(1).to_be_bytes());
+        let mut hi = [0xffu8; H];
+        hi[..K].copy_from_slice(key);
+        if let Some(item) = self.history.range::<&[u8; H]>(&lo..=&hi)?.next() {
+            let (_, v) = item?;
+            return Ok(present(v.value().as_ref()));
+        }
+        Ok(self.current.get(key)?.and_then(|v| present(v.value().as_ref())))
+    }
+
+    /// The first key in `from..=last` that existed after the block, with its value.
+    pub(crate) fn next(
+        &self,
+        from: &[u8; K],
+        last: &[u8; K],
+    ) -> Result<Option<Entry<K>>, TrieError> {
+        let mut from = *from;
+        while from <= *last {
+            let cur = match self.current.range::<&[u8; K]>(&from..=last)?.next() {
+                Some(item) => Some(*item?.0.value()),
+                None => None,
+            };
+            let mut hfrom = [0u8; H];
+            hfrom[..K].copy_from_slice(&from);
+            let mut hlast = [0xffu8; H];
+            hlast[..K].copy_from_slice(last);
+            let hist = match self.history.range::<&[u8; H]>(&hfrom..=&hlast)?.next() {
+                Some(item) => {
+                    let k = item?.0;
+                    let mut key = [0u8; K];
+                    key.copy_from_slice(&k.value()[..K]);
+                    Some(key)
+                }
+                None => None,
+            };
+            let candidate = match (cur, hist) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => return Ok(None),
+            };
+            if let Some(value) = self.get(&candidate)? {
+                return Ok(Some((candidate, value)));
+            }
+            match successor(&candidate) {
+                Some(next) => from = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The largest 33-byte path key under `prefix`: the prefix followed by `f` nibbles, length 64.
+fn last_path_key(prefix: &Nibbles) -> [u8; 33] {
+    let mut full = *prefix;
+    while full.len() < 64 {
+        full.push(0xf);
+    }
+    pack_path(&full)
+}
+
+/// Account-trie nodes after a block.
+pub(crate) struct AccountNodesAt<'t>(
+    pub(crate) Versioned<'t, 33, 41, &'static [u8], &'static [u8]>,
+);
+
+impl NodeSource for AccountNodesAt<'_> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        within: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+        let Some((key, value)) = self.0.next(&pack_path(from), &last_path_key(within))? else {
+            return Ok(None);
+        };
+        decode_row("account_trie", &key, &value).map(Some)
+    }
+}
+
+/// One account's storage-trie nodes after a block.
+pub(crate) struct StorageNodesAt<'t> {
+    pub(crate) nodes: Versioned<'t, 65, 73, &'static [u8], &'static [u8]>,
+    pub(crate) account: B256,
+}
+
+impl NodeSource for StorageNodesAt<'_> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        within: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+        let lo: [u8; 65] = concat(&self.account, &pack_path(from));
+        let hi: [u8; 65] = concat(&self.account, &last_path_key(within));
+        let Some((key, value)) = self.nodes.next(&lo, &hi)? else { return Ok(None) };
+        decode_row("storage_trie", &key, &value).map(Some)
+    }
+}
+
+/// Hashed accounts after a block.
+pub(crate) struct AccountLeavesAt<'t>(
+    pub(crate) Versioned<'t, 32, 40, &'static [u8; 104], &'static [u8]>,
+);
+
+impl LeafSource for AccountLeavesAt<'_> {
+    fn leaves(
+        &mut self,
+        from: &B256,
+        to: Option<&B256>,
+        f: &mut LeafFn<'_>,
+    ) -> Result<(), TrieError> {
+        let last = match to {
+            Some(to) => match to.0.iter().all(|b| *b == 0) {
+                true => return Ok(()),
+                false => {
+                    // `to` is exclusive: the key before it.
+                    let mut k = to.0;
+                    for b in k.iter_mut().rev() {
+                        if *b == 0 {
+                            *b = 0xff;
+                        } else {
+                            *b -= 1;
+                            break;
+                        }
+                    }
+                    k
+                }
+            },
+            None => [0xff; 32],
+        };
+        let mut cursor = Some(from.0);
+        let mut buf = Vec::with_capacity(128);
+        while let Some(from) = cursor {
+            let Some((key, value)) = self.0.next(&from, &last)? else { break };
+            let row: &[u8; 104] =
+                value.as_slice().try_into().map_err(|_| TrieError::CorruptNode {
+                    table: "hashed_account_history",
+                    key: alloy_primitives::hex::encode(key),
+                    detail: format!("account of {} bytes", value.len()),
+                })?;
+            account_leaf(row, &mut buf);
+            f(&B256::from(key), &buf)?;
+            cursor = successor(&key);
+        }
+        Ok(())
+    }
+}
+
+/// One account's hashed storage after a block.
+pub(crate) struct StorageLeavesAt<'t> {
+    pub(crate) slots: Versioned<'t, 64, 72, &'static [u8; 32], &'static [u8; 32]>,
+    pub(crate) account: B256,
+}
+
+impl LeafSource for StorageLeavesAt<'_> {
+    fn leaves(
+        &mut self,
+        from: &B256,
+        to: Option<&B256>,
+        f: &mut LeafFn<'_>,
+    ) -> Result<(), TrieError> {
+        let lo: [u8; 64] = concat(&self.account, from.as_slice());
+        let last: [u8; 64] = match to {
+            Some(to) => {
+                let hi: [u8; 64] = concat(&self.account, to.as_slice());
+                // exclusive bound, still under this account (to > from, so no underflow)
+                let mut k = hi;
+                for b in k.iter_mut().rev() {
+                    if *b == 0 {
+                        *b = 0xff;
+                    } else {
+                        *b -= 1;
+                        break;
+                    }
+                }
+                k
+            }
+            None => concat(&self.account, &[0xff; 32]),
+        };
+        let mut cursor = Some(lo);
+        let mut buf = Vec::with_capacity(40);
+        while let Some(from) = cursor {
+            if from > last {
+                break;
+            }
+            let Some((key, value)) = self.slots.next(&from, &last)? else { break };
+            let mut v = [0u8; 32];
+            v[32 - value.len().min(32)..].copy_from_slice(&value[..value.len().min(32)]);
+            storage_leaf(&v, &mut buf);
+            f(&B256::from_slice(&key[32..]), &buf)?;
+            cursor = successor(&key);
+        }
+        Ok(())
+    }
+}
+
+/// The four versioned sources of a snapshot, after `block`.
+pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
+    Sources {
+        account_nodes: Versioned::new(&t.account_trie, &t.account_trie_history, block),
+        storage_nodes: Versioned::new(&t.storage_trie, &t.storage_trie_history, block),
+        accounts: Versioned::new(&t.hashed_accounts, &t.hashed_account_history, block),
+        slots: Versioned::new(&t.hashed_storage, &t.hashed_storage_history, block),
+    }
+}
+
+/// See [`at`].
+pub(crate) struct Sources<'t> {
+    pub(crate) account_nodes: Versioned<'t, 33, 41, &'static [u8], &'static [u8]>,
+    pub(crate) storage_nodes: Versioned<'t, 65, 73, &'static [u8], &'static [u8]>,
+    pub(crate) accounts: Versioned<'t, 32, 40, &'static [u8; 104], &'static [u8]>,
+    pub(crate) slots: Versioned<'t, 64, 72, &'static [u8; 32], &'static [u8; 32]>,
+}
