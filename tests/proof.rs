@@ -3,6 +3,8 @@
 //! block, plus absent accounts and slots (exclusion proofs). Expected account values are built
 //! from the state dump with alloy's own storage-root function, not from loupe's trie.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};

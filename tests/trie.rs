@@ -4,6 +4,8 @@
 //! `FullRecompute` over the plain state, and `loupe verify`'s check (every stored node equal to
 //! a from-scratch build, cached storage roots, plain = hashed state) passes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
 use loupe::storage::{Database, FullRecompute};

@@ -2,6 +2,8 @@
 //! dev chain, and a deliberately corrupted trie row is reported with its trie, path and both
 //! hashes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::process::Command;
