@@ -40,7 +40,7 @@ fn check_account(
         verify_proof(
             storage_root,
             Nibbles::unpack(keccak256(slot)),
-            want.map(|v| alloy_rlp::encode(v)),
+            want.map(alloy_rlp::encode),
             &proof,
         )
         .unwrap_or_else(|e| panic!("storage proof of {address} slot {slot}: {e}"));
