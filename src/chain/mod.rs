@@ -3,7 +3,9 @@
 mod error;
 mod genesis;
 mod spec;
+mod stream;
 
 pub use error::ChainError;
 pub use genesis::genesis_header;
 pub use spec::ChainSpec;
+pub use stream::{GenesisHead, account_digest, stream_genesis};

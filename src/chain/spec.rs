@@ -49,10 +49,23 @@ impl ChainSpec {
         Self::from_genesis(genesis)
     }
 
+    /// Builds the spec of a genesis whose allocation was streamed into a database (its `alloc`
+    /// is empty): `state_root` is the root the database computed for that allocation.
+    pub fn from_genesis_with_state_root(
+        genesis: Genesis,
+        state_root: B256,
+    ) -> Result<Self, ChainError> {
+        Self::build(genesis, Some(state_root))
+    }
+
     /// Builds the spec from a parsed genesis: fork list as reth derives it, with two
     /// corrections — the DAO fork only when `daoForkSupport` is set, and the merge placed at
     /// `mergeNetsplitBlock` (never guessed as block 0 for a chain with a non-zero TTD).
     pub fn from_genesis(genesis: Genesis) -> Result<Self, ChainError> {
+        Self::build(genesis, None)
+    }
+
+    fn build(genesis: Genesis, state_root: Option<B256>) -> Result<Self, ChainError> {
         let c = &genesis.config;
         let mut forks = vec![(EthereumHardfork::Frontier, ForkCondition::Block(0))];
         let block_forks = [
@@ -105,7 +118,10 @@ impl ChainSpec {
         );
         let hardforks = EthereumChainHardforks::new(forks);
         let blob_schedule = c.blob_schedule_blob_params();
-        let genesis_header = genesis_header(&genesis, &hardforks);
+        let mut genesis_header = genesis_header(&genesis, &hardforks);
+        if let Some(root) = state_root {
+            genesis_header.state_root = root;
+        }
         let genesis_hash = genesis_header.hash_slow();
         Ok(Self {
             inner: Arc::new(Inner {

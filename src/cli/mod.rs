@@ -9,7 +9,7 @@ use eyre::{Context, Result};
 
 pub use args::{DatadirArgs, LogArgs, RpcArgs};
 
-use crate::import::{import_files, init_genesis, load_spec};
+use crate::import::{import_files, init_genesis, init_genesis_file, load_spec};
 use crate::storage::Database;
 
 /// loupe — a fast, lightweight Ethereum archive node serving JSON-RPC over HTTP.
@@ -286,15 +286,10 @@ impl Cli {
     }
 }
 
-fn read_genesis(path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path)
-        .wrap_err_with(|| format!("cannot read genesis file {}", path.display()))
-}
-
 impl InitCmd {
     fn run(self) -> Result<()> {
         let db = Database::open(&self.datadir.datadir)?;
-        let (spec, created) = init_genesis(&db, &read_genesis(&self.genesis)?)?;
+        let (spec, created) = init_genesis_file(&db, &self.genesis)?;
         if created {
             println!(
                 "initialised {} with genesis {} (chain id {})",
@@ -313,7 +308,7 @@ impl ImportCmd {
     fn run(self) -> Result<()> {
         let db = Database::open(&self.datadir.datadir)?;
         let spec = match &self.genesis {
-            Some(path) => init_genesis(&db, &read_genesis(path)?)?.0,
+            Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
         };
         let summary = import_files(&db, &spec, &self.files)?;

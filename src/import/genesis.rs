@@ -1,88 +1,164 @@
 //! Initialising a datadir from a genesis, and reading its chain spec back.
+//!
+//! The allocation is streamed: accounts are written in batches as the file is read, then every
+//! trie is built from the stored state, so a genesis of any size is initialised in bounded
+//! memory. The datadir keeps the genesis without its allocation (which lives in the state
+//! tables) and an order-independent digest of the allocation, to recognise the same genesis
+//! again without rebuilding it.
+
+use std::io::Read;
+use std::path::Path;
 
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
-use alloy_primitives::{KECCAK256_EMPTY, keccak256};
+use alloy_genesis::{Genesis, GenesisAccount};
+use alloy_primitives::{Address, B256, KECCAK256_EMPTY, keccak256};
 use revm::bytecode::Bytecode;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
 use revm::state::AccountInfo;
 
 use super::ImportError;
-use crate::chain::ChainSpec;
-use crate::storage::Database;
-use crate::trie::{RootMode, update_state_root};
+use crate::chain::{ChainError, ChainSpec, GenesisHead, stream_genesis};
+use crate::storage::{Database, Writer};
+use crate::trie::build_state_root;
+
+/// Allocation entries (accounts plus slots) written per commit while initialising.
+const GENESIS_BATCH: usize = 50_000;
 
 /// Reads the chain spec stored at init; `None` for an uninitialised datadir.
 pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
-    match db.begin_read()?.genesis_json()? {
-        Some(json) => Ok(Some(ChainSpec::from_genesis_json(&json)?)),
-        None => Ok(None),
-    }
+    let r = db.begin_read()?;
+    let Some(json) = r.genesis_json()? else { return Ok(None) };
+    let genesis: Genesis = serde_json::from_str(&json)
+        .map_err(|error| ChainError::Parse { path: "<stored genesis>".into(), error })?;
+    let number = genesis.number.unwrap_or_default();
+    let header = r.header(number)?.ok_or(ImportError::NotInitialised)?;
+    Ok(Some(ChainSpec::from_genesis_with_state_root(genesis, header.state_root)?))
 }
 
 /// Initialises `db` with the genesis in `genesis_json` (block 0 and its allocation).
 ///
-/// On a datadir initialised before, this is a no-op when the genesis hash matches and an
-/// error naming both hashes when it does not.
+/// On a datadir initialised before, this is a no-op when the genesis is the same and an error
+/// naming both genesis hashes when it is not.
 pub fn init_genesis(db: &Database, genesis_json: &str) -> Result<(ChainSpec, bool), ImportError> {
-    let spec = ChainSpec::from_genesis_json(genesis_json)?;
+    init_from(db, &|| Ok(Box::new(genesis_json.as_bytes())))
+}
+
+/// [`init_genesis`] reading the file at `path` as a stream (any size).
+pub fn init_genesis_file(db: &Database, path: &Path) -> Result<(ChainSpec, bool), ImportError> {
+    init_from(db, &|| {
+        let file = std::fs::File::open(path)
+            .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
+        Ok(Box::new(file))
+    })
+}
+
+type Opener<'a> = dyn Fn() -> Result<Box<dyn Read + 'a>, ImportError> + 'a;
+
+fn parsed(head: Result<GenesisHead, ChainError>) -> Result<GenesisHead, ImportError> {
+    Ok(head?)
+}
+
+fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), ImportError> {
     if let Some(stored) = load_spec(db)? {
-        if stored.genesis_hash() != spec.genesis_hash() {
-            return Err(ImportError::GenesisMismatch {
-                stored: stored.genesis_hash(),
-                given: spec.genesis_hash(),
-            });
+        let head = parsed(stream_genesis(open()?, |_, _| Ok::<(), ImportError>(()))?)?;
+        let same_config = ChainSpec::from_genesis_with_state_root(
+            head.genesis,
+            stored.genesis_header().state_root,
+        )?
+        .genesis_hash()
+            == stored.genesis_hash();
+        if same_config && db.begin_read()?.alloc_digest()? == Some(head.alloc_digest) {
+            return Ok((stored, false));
         }
-        return Ok((stored, false));
-    }
-    let mut changes = StateChangeset::default();
-    for (address, account) in &spec.genesis().alloc {
-        let code = account.code.clone().filter(|c| !c.is_empty());
-        let code_hash = code.as_ref().map_or(KECCAK256_EMPTY, keccak256);
-        if let Some(code) = code {
-            changes.contracts.push((code_hash, Bytecode::new_raw(code)));
-        }
-        changes.accounts.push((
-            *address,
-            Some(AccountInfo {
-                balance: account.balance,
-                nonce: account.nonce.unwrap_or_default(),
-                code_hash,
-                ..Default::default()
-            }),
+        // Another genesis: build it aside to name its hash.
+        let dir = std::env::temp_dir().join(format!(
+            "loupe-genesis-check-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
         ));
-        let storage: Vec<_> = account
-            .storage
-            .iter()
-            .flatten()
-            .filter(|(_, v)| !v.is_zero())
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect();
-        if !storage.is_empty() {
-            changes.storage.push(PlainStorageChangeset {
-                address: *address,
-                wipe_storage: false,
-                storage,
-            });
-        }
-    }
-    let header = spec.genesis_header().clone();
-    let hash = spec.genesis_hash();
-    let mut writer = db.begin_write()?;
-    writer.set_genesis_json(genesis_json)?;
-    writer.apply_changeset(header.number, &changes)?;
-    let root = update_state_root(writer.transaction(), header.number, &changes, RootMode::Store)?;
-    if root != header.state_root {
-        return Err(ImportError::Mismatch {
-            number: header.number,
-            hash,
-            what: "genesis state root (stored allocation)",
-            expected: header.state_root.to_string(),
-            got: root.to_string(),
+        let given = Database::open(&dir).map_err(ImportError::from).and_then(|other| {
+            let (spec, _) = init_from(&other, open)?;
+            Ok(spec.genesis_hash())
         });
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(ImportError::GenesisMismatch { stored: stored.genesis_hash(), given: given? });
     }
-    let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
-    writer.insert_block(&block, hash, &[], &[])?;
-    writer.set_markers(block.header.number, block.header.number, block.header.number)?;
+
+    let mut writer = Some(db.begin_write()?);
+    if let Some(w) = &writer {
+        w.clear_state()?;
+    }
+    let mut batch = StateChangeset::default();
+    let mut pending = 0usize;
+    let head = stream_genesis(open()?, |address, account| {
+        pending += 1 + add_account(&mut batch, address, account);
+        if pending >= GENESIS_BATCH {
+            if let Some(w) = writer.take() {
+                w.apply_genesis(&std::mem::take(&mut batch))?;
+                w.commit(false)?;
+            }
+            writer = Some(db.begin_write()?);
+            pending = 0;
+        }
+        Ok::<(), ImportError>(())
+    })?;
+    let head = parsed(head)?;
+    let mut writer = match writer {
+        Some(w) => w,
+        None => db.begin_write()?,
+    };
+    writer.apply_genesis(&batch)?;
+    let root = build_state_root(writer.transaction())?;
+    let spec = ChainSpec::from_genesis_with_state_root(head.genesis.clone(), root)?;
+    store_genesis_block(&mut writer, &spec, &head)?;
     writer.commit(true)?;
     Ok((spec, true))
+}
+
+/// Adds one allocation entry to `batch`; returns the number of slots it carries.
+fn add_account(batch: &mut StateChangeset, address: Address, account: GenesisAccount) -> usize {
+    let code = account.code.filter(|c| !c.is_empty());
+    let code_hash = code.as_ref().map_or(KECCAK256_EMPTY, keccak256);
+    if let Some(code) = code {
+        batch.contracts.push((code_hash, Bytecode::new_raw(code)));
+    }
+    batch.accounts.push((
+        address,
+        Some(AccountInfo {
+            balance: account.balance,
+            nonce: account.nonce.unwrap_or_default(),
+            code_hash,
+            ..Default::default()
+        }),
+    ));
+    let storage: Vec<_> = account
+        .storage
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_zero())
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    let slots = storage.len();
+    if slots > 0 {
+        batch.storage.push(PlainStorageChangeset { address, wipe_storage: false, storage });
+    }
+    slots
+}
+
+fn store_genesis_block(
+    writer: &mut Writer,
+    spec: &ChainSpec,
+    head: &GenesisHead,
+) -> Result<(), ImportError> {
+    let header = spec.genesis_header().clone();
+    let hash: B256 = spec.genesis_hash();
+    writer.set_genesis_json(&head.json)?;
+    writer.set_alloc_digest(&head.alloc_digest)?;
+    let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
+    writer.insert_block(&block, hash, &[], &[])?;
+    let n = block.header.number;
+    writer.set_markers(n, n, n)?;
+    Ok(())
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 pub use block::{BlockStatus, import_block};
 pub use error::ImportError;
-pub use genesis::{init_genesis, load_spec};
+pub use genesis::{init_genesis, init_genesis_file, load_spec};
 pub use source::{BlockReader, SourceError};
 
 use crate::chain::ChainSpec;

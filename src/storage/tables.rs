@@ -98,8 +98,9 @@ pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
 pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
     TableDefinition::new("storage_trie_history");
 
-/// Named values: `genesis` (the genesis.json text the database was initialised with), `head`,
-/// `safe`, `finalized` (block numbers, u64 BE), `schema` (format version).
+/// Named values: `genesis` (the genesis.json the database was initialised with, its `alloc`
+/// left out: the allocation is in the state tables), `alloc_digest`, `head`, `safe`,
+/// `finalized` (block numbers, u64 BE), `schema` (format version).
 pub const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
 
 /// Keys of [`META`].
@@ -114,6 +115,9 @@ pub mod meta {
     pub const FINALIZED: &str = "finalized";
     /// Storage format version.
     pub const SCHEMA: &str = "schema";
+    /// Order-independent digest of the genesis allocation (32 bytes), to recognise the same
+    /// genesis again without rebuilding its state.
+    pub const ALLOC_DIGEST: &str = "alloc_digest";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].

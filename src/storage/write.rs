@@ -94,6 +94,39 @@ impl Writer {
         Ok(())
     }
 
+    /// Empties every state, history and trie table: what an interrupted `init` left behind is
+    /// discarded before it starts again. Blocks are untouched (there are none before init).
+    pub fn clear_state(&self) -> StorageResult<()> {
+        macro_rules! clear {
+            ($($t:ident),*) => {$(
+                self.txn.delete_table(tables::$t)?;
+                self.txn.open_table(tables::$t)?;
+            )*};
+        }
+        clear!(
+            ACCOUNTS,
+            STORAGE,
+            ACCOUNT_HISTORY,
+            STORAGE_HISTORY,
+            HASHED_ACCOUNTS,
+            HASHED_STORAGE,
+            HASHED_ACCOUNT_HISTORY,
+            HASHED_STORAGE_HISTORY,
+            ACCOUNT_TRIE,
+            STORAGE_TRIE,
+            ACCOUNT_TRIE_HISTORY,
+            STORAGE_TRIE_HISTORY
+        );
+        Ok(())
+    }
+
+    /// Records the genesis allocation's digest (see `chain::GenesisHead::alloc_digest`).
+    pub fn set_alloc_digest(&self, digest: &U256) -> StorageResult<()> {
+        let bytes = digest.to_be_bytes::<32>();
+        self.txn.open_table(tables::META)?.insert(meta::ALLOC_DIGEST, bytes.as_slice())?;
+        Ok(())
+    }
+
     /// Records the genesis.json text (once, at init).
     pub fn set_genesis_json(&self, json: &str) -> StorageResult<()> {
         self.txn.open_table(tables::META)?.insert(meta::GENESIS, json.as_bytes())?;
@@ -166,12 +199,22 @@ impl Writer {
     /// importer does this for pre-Byzantium intermediate roots): the history entry of the first
     /// call wins, and re-applying cumulative values is idempotent.
     pub fn apply_changeset(&self, block: u64, changes: &StateChangeset) -> StorageResult<()> {
+        self.apply(block, true, changes)
+    }
+
+    /// Applies a genesis allocation (or a part of one) as block 0, without history: no block
+    /// reads the state before genesis. Accounts must be new and carry no wipes.
+    pub fn apply_genesis(&self, changes: &StateChangeset) -> StorageResult<()> {
+        self.apply(0, false, changes)
+    }
+
+    fn apply(&self, block: u64, history: bool, changes: &StateChangeset) -> StorageResult<()> {
         let mut accounts = self.txn.open_table(tables::ACCOUNTS)?;
         let mut account_history = self.txn.open_table(tables::ACCOUNT_HISTORY)?;
         let mut storage = self.txn.open_table(tables::STORAGE)?;
         let mut storage_history = self.txn.open_table(tables::STORAGE_HISTORY)?;
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
-        let mut hashed = HashedWrites::open(&self.txn)?;
+        let mut hashed = HashedWrites::open(&self.txn, history)?;
 
         for (hash, code) in &changes.contracts {
             if bytecodes.get(&hash.0)?.is_none() {
@@ -180,7 +223,7 @@ impl Writer {
         }
         for (address, info) in &changes.accounts {
             let hkey = account_history_key(address, block);
-            if account_history.get(&hkey)?.is_none() {
+            if history && account_history.get(&hkey)?.is_none() {
                 let old = accounts.get(&address.0.0)?.map(|v| *v.value());
                 let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
                 account_history.insert(&hkey, old_bytes)?;
@@ -211,7 +254,7 @@ impl Writer {
                 for (k, v) in existing {
                     let slot = U256::from_be_slice(&k[20..]);
                     let hkey = storage_history_key(address, &slot, block);
-                    if storage_history.get(&hkey)?.is_none() {
+                    if history && storage_history.get(&hkey)?.is_none() {
                         storage_history.insert(&hkey, &v)?;
                     }
                     storage.remove(&k)?;
@@ -220,7 +263,7 @@ impl Writer {
             for (slot, value) in &change.storage {
                 let key = storage_key(address, slot);
                 let hkey = storage_history_key(address, slot, block);
-                if storage_history.get(&hkey)?.is_none() {
+                if history && storage_history.get(&hkey)?.is_none() {
                     let old = storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
                     storage_history.insert(&hkey, &old)?;
                 }
@@ -265,15 +308,17 @@ struct HashedWrites<'t> {
     account_history: Table<'t, &'static [u8; 40], &'static [u8]>,
     storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
     storage_history: Table<'t, &'static [u8; 72], &'static [u8; 32]>,
+    history: bool,
 }
 
 impl<'t> HashedWrites<'t> {
-    fn open(txn: &'t WriteTransaction) -> StorageResult<Self> {
+    fn open(txn: &'t WriteTransaction, history: bool) -> StorageResult<Self> {
         Ok(Self {
             accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
             account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+            history,
         })
     }
 
@@ -287,7 +332,7 @@ impl<'t> HashedWrites<'t> {
     ) -> StorageResult<()> {
         let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
         let hkey = hashed_account_history_key(hashed_address, block);
-        if self.account_history.get(&hkey)?.is_none() {
+        if self.history && self.account_history.get(&hkey)?.is_none() {
             let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
             self.account_history.insert(&hkey, old_bytes)?;
         }
@@ -317,7 +362,7 @@ impl<'t> HashedWrites<'t> {
         for (k, v) in existing {
             let hkey =
                 hashed_storage_history_key(hashed_address, &B256::from_slice(&k[32..]), block);
-            if self.storage_history.get(&hkey)?.is_none() {
+            if self.history && self.storage_history.get(&hkey)?.is_none() {
                 self.storage_history.insert(&hkey, &v)?;
             }
             self.storage.remove(&k)?;
@@ -334,7 +379,7 @@ impl<'t> HashedWrites<'t> {
     ) -> StorageResult<()> {
         let key = hashed_storage_key(hashed_address, hashed_slot);
         let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
-        if self.storage_history.get(&hkey)?.is_none() {
+        if self.history && self.storage_history.get(&hkey)?.is_none() {
             let old = self.storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
             self.storage_history.insert(&hkey, &old)?;
         }

@@ -18,5 +18,5 @@ mod walk;
 
 pub use error::TrieError;
 pub use proof::{AccountProof, StorageProof, prove_account};
-pub use root::{RootMode, update_state_root};
+pub use root::{RootMode, build_state_root, update_state_root};
 pub use verify::{VerifyReport, verify};

@@ -213,3 +213,51 @@ pub fn update_state_root(
     }
     Ok(out.root)
 }
+
+/// Builds every trie of the hashed state in `txn` from scratch and stores its nodes, without
+/// history: used once, at genesis, on empty trie tables. Memory stays bounded whatever the
+/// state size: leaves stream in key order and nodes are written as they complete.
+pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
+    let mut storage_trie = txn.open_table(tables::STORAGE_TRIE)?;
+    let mut account_trie = txn.open_table(tables::ACCOUNT_TRIE)?;
+    let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;
+    let storage = txn.open_table(tables::HASHED_STORAGE)?;
+
+    // Each account with storage, found with one seek past the previous one.
+    let mut from = [0u8; 64];
+    loop {
+        let account = match storage.range::<&[u8; 64]>(&from..)?.next() {
+            Some(item) => B256::from_slice(&item?.0.value()[..32]),
+            None => break,
+        };
+        let mut sink = |path: Nibbles, node: BranchNodeCompact| -> Result<(), TrieError> {
+            let key: [u8; 65] = concat(&account, &pack_path(&path));
+            storage_trie.insert(&key, encode_node(&node).as_slice())?;
+            Ok(())
+        };
+        let mut leaves = StorageLeaves { table: &storage, account };
+        let out = walk(&mut NoNodes, &mut leaves, &PrefixSet::all(), Some(&mut sink))?;
+        let row = accounts.get(&account.0)?.map(|v| *v.value());
+        let Some(row) = row else {
+            return Err(TrieError::Mismatch {
+                what: "storage of an account that does not exist",
+                location: format!("hashed account {account}"),
+                stored: "slots".into(),
+                expected: "none".into(),
+            });
+        };
+        let mut hashed = HashedAccount::decode(&row);
+        hashed.storage_root = out.root;
+        accounts.insert(&account.0, &hashed.encode())?;
+        let next = alloy_primitives::U256::from_be_bytes(account.0).checked_add(alloy_primitives::U256::from(1));
+        let Some(next) = next else { break };
+        from = concat(&B256::from(next.to_be_bytes::<32>()), &[]);
+    }
+
+    let mut sink = |path: Nibbles, node: BranchNodeCompact| -> Result<(), TrieError> {
+        account_trie.insert(&pack_path(&path), encode_node(&node).as_slice())?;
+        Ok(())
+    };
+    let out = walk(&mut NoNodes, &mut AccountLeaves(&accounts), &PrefixSet::all(), Some(&mut sink))?;
+    Ok(out.root)
+}

@@ -176,3 +176,11 @@ pub fn assert_chain_prefix(db: &Database, fx: &Fixture) -> u64 {
     assert!(reader.receipts(head + 1).expect("receipts").is_none(), "receipts above head stored");
     head
 }
+
+/// A genesis.json as a datadir stores it: the same JSON with an empty `alloc` (the allocation
+/// lives in the state tables).
+pub fn stored_genesis(text: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(text).expect("genesis JSON");
+    v["alloc"] = serde_json::json!({});
+    v
+}
