@@ -54,7 +54,8 @@ where
     let mut failure: Option<E> = None;
     let mut accounts = 0u64;
     let mut digest = U256::ZERO;
-    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, reader));
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, reader));
     let top = TopSeed {
         on_account: &mut |address, account: GenesisAccount| {
             accounts += 1;

@@ -9,7 +9,7 @@ use eyre::{Context, Result};
 
 pub use args::{DatadirArgs, LogArgs, RpcArgs};
 
-use crate::import::{import_files, init_genesis, init_genesis_file, load_spec};
+use crate::import::{init_genesis, init_genesis_file, load_spec};
 use crate::storage::Database;
 
 /// loupe — a fast, lightweight Ethereum archive node serving JSON-RPC over HTTP.
@@ -269,6 +269,10 @@ pub struct ImportCmd {
     /// RLP chain files, imported in the order given.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Make every Nth block's commit durable (fsync); after a crash the head is the last
+    /// durable block. 1 syncs every block.
+    #[arg(long = "import.sync-every", value_name = "N", default_value_t = crate::import::DEFAULT_SYNC_EVERY)]
+    pub sync_every: u64,
 }
 
 impl Cli {
@@ -311,7 +315,8 @@ impl ImportCmd {
             Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
         };
-        let summary = import_files(&db, &spec, &self.files)?;
+        let options = crate::import::ImportOptions { sync_every: self.sync_every.max(1) };
+        let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
         Ok(())
     }

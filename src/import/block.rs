@@ -157,6 +157,6 @@ pub fn import_block(
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
     writer.set_markers(number, number, number)?;
     writer.commit(durable)?;
-    tracing::debug!(target: "import", number, %hash, txs = body.transactions.len(), "block stored");
+    tracing::debug!(target: "import", number, %hash, txs = body.transactions.len(), durable, "block stored");
     Ok(BlockStatus::Imported)
 }

@@ -68,15 +68,45 @@ impl std::fmt::Display for ImportSummary {
     }
 }
 
-/// Imports every block of the RLP files in `paths`, in order, into `db`.
-///
-/// Blocks already stored are skipped; a gap, a conflicting block or a failed check stops the
-/// import with an error naming the block. The last commit is always made durable.
+/// How an import commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Make every Nth block's commit durable (fsync); the ones between are committed without
+    /// fsync and become durable with the next durable one. After a crash the head is the last
+    /// durable block: never a half-stored one. 1 = every block.
+    pub sync_every: u64,
+}
+
+/// Default of [`ImportOptions::sync_every`] (BENCHMARKS.md, "import commit grouping").
+pub const DEFAULT_SYNC_EVERY: u64 = 32;
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        Self { sync_every: DEFAULT_SYNC_EVERY }
+    }
+}
+
+/// Imports every block of the RLP files in `paths`, in order, into `db`, with the default
+/// [`ImportOptions`].
 pub fn import_files(
     db: &Database,
     spec: &ChainSpec,
     paths: &[impl AsRef<Path>],
 ) -> Result<ImportSummary, ImportError> {
+    import_files_with(db, spec, paths, ImportOptions::default())
+}
+
+/// Imports every block of the RLP files in `paths`, in order, into `db`.
+///
+/// Blocks already stored are skipped; a gap, a conflicting block or a failed check stops the
+/// import with an error naming the block. The last commit is always made durable.
+pub fn import_files_with(
+    db: &Database,
+    spec: &ChainSpec,
+    paths: &[impl AsRef<Path>],
+    options: ImportOptions,
+) -> Result<ImportSummary, ImportError> {
+    let sync_every = options.sync_every.max(1);
     let started = Instant::now();
     let mut summary = ImportSummary::default();
     let mut progress = Progress::new();
@@ -101,10 +131,10 @@ pub fn import_files(
                     error,
                 })?;
                 last_in_file = Some(block.header.number);
-                // Every block is committed durably, so that a crash leaves the last block that
-                // was reported stored as the head (behaviour.md §4); the fsync is a small part
-                // of a block's cost (BENCHMARKS.md).
-                match import_block(db, spec, &block, true).map_err(|e| e.at_offset(offset))? {
+                // Every `sync_every`th block is committed durably; a crash leaves the last durable
+                // block as the head, never half a block (behaviour.md §4).
+                let durable = block.header.number.is_multiple_of(sync_every);
+                match import_block(db, spec, &block, durable).map_err(|e| e.at_offset(offset))? {
                     BlockStatus::AlreadyStored => summary.skipped += 1,
                     BlockStatus::Imported => {
                         summary.imported += 1;

@@ -64,7 +64,11 @@ impl Reader {
 
     /// The genesis allocation's digest recorded at init.
     pub fn alloc_digest(&self) -> StorageResult<Option<alloy_primitives::U256>> {
-        Ok(self.snap.meta.get(meta::ALLOC_DIGEST)?.map(|v| alloy_primitives::U256::from_be_slice(v.value())))
+        Ok(self
+            .snap
+            .meta
+            .get(meta::ALLOC_DIGEST)?
+            .map(|v| alloy_primitives::U256::from_be_slice(v.value())))
     }
 
     /// Number of the last fully stored block, `None` before `init`.

@@ -249,7 +249,8 @@ pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
         let mut hashed = HashedAccount::decode(&row);
         hashed.storage_root = out.root;
         accounts.insert(&account.0, &hashed.encode())?;
-        let next = alloy_primitives::U256::from_be_bytes(account.0).checked_add(alloy_primitives::U256::from(1));
+        let next = alloy_primitives::U256::from_be_bytes(account.0)
+            .checked_add(alloy_primitives::U256::from(1));
         let Some(next) = next else { break };
         from = concat(&B256::from(next.to_be_bytes::<32>()), &[]);
     }
@@ -258,6 +259,7 @@ pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
         account_trie.insert(&pack_path(&path), encode_node(&node).as_slice())?;
         Ok(())
     };
-    let out = walk(&mut NoNodes, &mut AccountLeaves(&accounts), &PrefixSet::all(), Some(&mut sink))?;
+    let out =
+        walk(&mut NoNodes, &mut AccountLeaves(&accounts), &PrefixSet::all(), Some(&mut sink))?;
     Ok(out.root)
 }
