@@ -4,6 +4,7 @@
 mod builder;
 pub mod contracts;
 mod error;
+pub mod generate;
 mod history;
 
 use alloy_primitives::{Address, B256, U256, hex};
