@@ -216,6 +216,6 @@ mod tests {
         assert_eq!(selector("transfer(address,uint256)"), TRANSFER_SELECTOR);
         let runtime = token_runtime().unwrap();
         assert_eq!(runtime.len(), 0x266);
-        assert_eq!(&runtime[..5], &hex::decode("608060405234").unwrap()[..]);
+        assert_eq!(&runtime[..6], &hex::decode("608060405234").unwrap()[..]);
     }
 }
