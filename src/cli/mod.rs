@@ -56,7 +56,7 @@ pub struct GenerateCmd {
     /// Seed: the same seed and flags give byte-identical files.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Most transactions per block (default: as many as fit the gas limit, about 450 at 30M).
+    /// Most transactions per block (default: as many as fit the gas limit, about 550 at 30M).
     #[arg(long, value_name = "T")]
     pub txs_per_block: Option<usize>,
     /// Block gas limit.
