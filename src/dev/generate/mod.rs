@@ -78,7 +78,7 @@ pub struct GenerateConfig {
     pub gas_limit: u64,
     /// Keep the work datadir (`OUT/.work`, a complete loupe datadir) instead of removing it.
     pub keep_datadir: bool,
-    /// No progress bar.
+    /// No progress output (bar or log lines).
     pub quiet: bool,
 }
 

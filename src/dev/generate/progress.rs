@@ -12,6 +12,7 @@ const LOG_EVERY: Duration = Duration::from_secs(5);
 /// Progress of one generator run.
 #[derive(Debug)]
 pub(crate) struct Progress {
+    quiet: bool,
     bar: Option<ProgressBar>,
     started: Instant,
     last_log: Instant,
@@ -21,7 +22,7 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// A bar on a terminal (nothing when `quiet`), log lines otherwise.
+    /// A bar on a terminal, log lines otherwise; nothing at all when `quiet`.
     pub(crate) fn new(quiet: bool) -> Self {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new_spinner();
@@ -33,11 +34,11 @@ impl Progress {
             bar
         });
         let now = Instant::now();
-        Self { bar, started: now, last_log: now, blocks: 0, txs: 0, gas: 0 }
+        Self { quiet, bar, started: now, last_log: now, blocks: 0, txs: 0, gas: 0 }
     }
 
     fn log_due(&mut self) -> bool {
-        if self.last_log.elapsed() >= LOG_EVERY {
+        if !self.quiet && self.last_log.elapsed() >= LOG_EVERY {
             self.last_log = Instant::now();
             true
         } else {
@@ -58,7 +59,7 @@ impl Progress {
     pub(crate) fn phase(&mut self, what: &str) {
         if let Some(bar) = &self.bar {
             bar.set_message(what.to_string());
-        } else {
+        } else if !self.quiet {
             tracing::info!(target: "generate", "{what}");
         }
     }
