@@ -1,4 +1,4 @@
-//! Command line: `loupe [node|init|import|export|dev|verify]`, logging set-up.
+//! Command line: `loupe [node|init|import|export|dev|verify|generate]`, logging set-up.
 
 mod args;
 
@@ -40,6 +40,8 @@ pub enum Command {
     /// Rebuild the state trie from the state tables and check every stored trie node and the
     /// head's state root; names the first mismatch.
     Verify(VerifyCmd),
+    /// Generate a deterministic, mainnet-shaped chain: genesis.json and chain.rlp.
+    Generate(GenerateCmd),
 }
 
 /// `loupe verify`.
@@ -71,6 +73,61 @@ impl VerifyCmd {
     }
 }
 
+/// `loupe generate`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateCmd {
+    /// Output directory (genesis.json and chain.rlp are written there).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Funded accounts in the genesis (besides 256 senders and the contracts).
+    #[arg(long, value_name = "N")]
+    pub accounts: u64,
+    /// Blocks to build after genesis.
+    #[arg(long, value_name = "B")]
+    pub blocks: u64,
+    /// Seed: the same seed and flags give byte-identical files.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Most transactions per block (default: as many as fit the gas limit, about 550 at 30M).
+    #[arg(long, value_name = "T")]
+    pub txs_per_block: Option<usize>,
+    /// Block gas limit.
+    #[arg(long, value_name = "G", default_value_t = crate::dev::generate::DEFAULT_GAS_LIMIT)]
+    pub gas_limit: u64,
+    /// Keep the work datadir (DIR/.work, a complete loupe datadir of the chain).
+    #[arg(long)]
+    pub keep_datadir: bool,
+}
+
+impl GenerateCmd {
+    fn run(self) -> Result<()> {
+        let config = crate::dev::generate::GenerateConfig {
+            out: self.out.clone(),
+            accounts: self.accounts,
+            blocks: self.blocks,
+            seed: self.seed,
+            txs_per_block: self.txs_per_block,
+            gas_limit: self.gas_limit,
+            keep_datadir: self.keep_datadir,
+            quiet: false,
+        };
+        let summary = crate::dev::generate::generate(&config)?;
+        print!("{summary}");
+        println!(
+            "wrote {} and {}",
+            self.out.join("genesis.json").display(),
+            self.out.join("chain.rlp").display()
+        );
+        if self.keep_datadir {
+            println!(
+                "kept the datadir {}",
+                self.out.join(crate::dev::generate::WORK_DIR).display()
+            );
+        }
+        Ok(())
+    }
+}
+
 /// `loupe export`.
 #[derive(Debug, clap::Args)]
 pub struct ExportCmd {
@@ -92,21 +149,12 @@ impl ExportCmd {
     fn run(self) -> Result<()> {
         use std::io::Write;
         let db = Database::open(&self.datadir.datadir)?;
-        let r = db.begin_read()?;
-        let head = r.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
+        let head = db.begin_read()?.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
         let to = self.to.unwrap_or(head).min(head);
         let file = std::fs::File::create(&self.file)
             .wrap_err_with(|| format!("cannot create {}", self.file.display()))?;
         let mut out = std::io::BufWriter::new(file);
-        let mut buf = Vec::new();
-        for n in self.from..=to {
-            let header = r.header(n)?.ok_or_else(|| eyre::eyre!("block {n} missing"))?;
-            let (mut body, _) = r.body(n)?.ok_or_else(|| eyre::eyre!("body {n} missing"))?;
-            body.transactions = r.transactions(n)?.into_iter().map(|t| t.tx).collect();
-            buf.clear();
-            alloy_rlp::Encodable::encode(&alloy_consensus::Block { header, body }, &mut buf);
-            out.write_all(&buf)?;
-        }
+        crate::dev::generate::write_blocks(&db, self.from, to, &mut out)?;
         out.flush()?;
         println!("exported blocks {}..={to} to {}", self.from, self.file.display());
         Ok(())
@@ -285,6 +333,7 @@ impl Cli {
             Some(Command::Export(cmd)) => cmd.run(),
             Some(Command::Dev(cmd)) => cmd.run(),
             Some(Command::Verify(cmd)) => cmd.run(),
+            Some(Command::Generate(cmd)) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

@@ -14,9 +14,8 @@ use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 
 use super::contracts::{EPHEMERAL_INIT, PROBER_INIT, STAMP_INIT, TOKEN_INIT};
-use super::{BlockBuilder, DEV_CHAIN_ID, dev_signers};
+use super::{BlockBuilder, DEV_CHAIN_ID, DevError, dev_signers};
 use crate::chain::ChainSpec;
-use crate::import::ImportError;
 use crate::storage::Database;
 
 /// Address of the `Counter` contract the history deploys (first contract of dev account 0).
@@ -282,17 +281,3 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
 }
 
 const GWEI_U256: U256 = U256::from_limbs([1_000_000_000, 0, 0, 0]);
-
-/// Why the dev chain could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum DevError {
-    /// Signing a dev transaction failed.
-    #[error("signing a dev transaction: {0}")]
-    Sign(String),
-    /// Building a block failed.
-    #[error(transparent)]
-    Import(#[from] ImportError),
-    /// Storage failed.
-    #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
-}

@@ -3,6 +3,8 @@
 
 mod builder;
 pub mod contracts;
+mod error;
+pub mod generate;
 mod history;
 
 use alloy_primitives::{Address, B256, U256, hex};
@@ -10,9 +12,10 @@ use alloy_signer_local::PrivateKeySigner;
 use serde_json::json;
 
 pub use builder::{BLOCK_TIME, BlockBuilder};
+pub use error::DevError;
 pub use history::{
-    COUNTER, COUNTER_INIT, COUNTER_RUNTIME, DevError, FAIL_SELECTOR, HISTORY_BLOCKS,
-    PROBE_SELECTOR, SampleContracts, build_sample_history, sample_contracts,
+    COUNTER, COUNTER_INIT, COUNTER_RUNTIME, FAIL_SELECTOR, HISTORY_BLOCKS, PROBE_SELECTOR,
+    SampleContracts, build_sample_history, sample_contracts,
 };
 
 /// Chain id of the dev chain.
