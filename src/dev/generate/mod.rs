@@ -42,7 +42,7 @@ pub use genesis::{
 pub use mix::Action;
 
 use super::{BLOCK_TIME, BlockBuilder, DevError};
-use crate::import::init_genesis;
+use crate::import::init_genesis_file;
 use crate::storage::Database;
 use genesis::{GenesisPlan, write_genesis};
 use mix::{Fees, Mix};
@@ -230,13 +230,11 @@ pub fn generate(config: &GenerateConfig) -> Result<GenerateSummary, DevError> {
     }
     progress.phase("initialising the work datadir");
     let db = Database::open(&work)?;
-    let text = std::fs::read_to_string(&genesis_path)
-        .map_err(|e| DevError::io(format!("cannot read {}", genesis_path.display()), e))?;
-    let (spec, _) = init_genesis(&db, &text)?;
-    drop(text);
+    // Streamed: any number of accounts initialises in bounded memory.
+    let (spec, _) = init_genesis_file(&db, &genesis_path)?;
 
     // 3. The blocks.
-    let builder = BlockBuilder::new(&db, &spec);
+    let builder = BlockBuilder::new(&db, &spec).non_durable();
     let mut mix = Mix::new(config.seed, config.accounts, signers)?;
     let mut parent = spec.genesis_header().clone();
     let mut summary = GenerateSummary {
