@@ -8,4 +8,4 @@ mod stream;
 pub use error::ChainError;
 pub use genesis::genesis_header;
 pub use spec::ChainSpec;
-pub use stream::{GenesisHead, account_digest, stream_genesis};
+pub use stream::{GenesisHead, GenesisItem, item_digest, stream_genesis};

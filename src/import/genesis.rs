@@ -10,18 +10,18 @@ use std::io::Read;
 use std::path::Path;
 
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
-use alloy_genesis::{Genesis, GenesisAccount};
-use alloy_primitives::{Address, B256, KECCAK256_EMPTY, keccak256};
+use alloy_genesis::Genesis;
+use alloy_primitives::{B256, KECCAK256_EMPTY, U256, keccak256};
 use revm::bytecode::Bytecode;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
 use revm::state::AccountInfo;
 
 use super::ImportError;
-use crate::chain::{ChainError, ChainSpec, GenesisHead, stream_genesis};
+use crate::chain::{ChainError, ChainSpec, GenesisHead, GenesisItem, stream_genesis};
 use crate::storage::{Database, Writer};
 use crate::trie::build_state_root;
 
-/// Allocation entries (accounts plus slots) written per commit while initialising.
+/// Allocation items (accounts and slots) written per commit while initialising.
 const GENESIS_BATCH: usize = 50_000;
 
 /// Reads the chain spec stored at init; `None` for an uninitialised datadir.
@@ -60,7 +60,7 @@ fn parsed(head: Result<GenesisHead, ChainError>) -> Result<GenesisHead, ImportEr
 
 fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), ImportError> {
     if let Some(stored) = load_spec(db)? {
-        let head = parsed(stream_genesis(open()?, |_, _| Ok::<(), ImportError>(()))?)?;
+        let head = parsed(stream_genesis(open()?, |_| Ok::<(), ImportError>(()))?)?;
         let same_config = ChainSpec::from_genesis_with_state_root(
             head.genesis,
             stored.genesis_header().state_root,
@@ -92,8 +92,9 @@ fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), Impo
     }
     let mut batch = StateChangeset::default();
     let mut pending = 0usize;
-    let head = stream_genesis(open()?, |address, account| {
-        pending += 1 + add_account(&mut batch, address, account);
+    let head = stream_genesis(open()?, |item| {
+        add_item(&mut batch, item);
+        pending += 1;
         if pending >= GENESIS_BATCH {
             if let Some(w) = writer.take() {
                 w.apply_genesis(&std::mem::take(&mut batch))?;
@@ -117,34 +118,39 @@ fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), Impo
     Ok((spec, true))
 }
 
-/// Adds one allocation entry to `batch`; returns the number of slots it carries.
-fn add_account(batch: &mut StateChangeset, address: Address, account: GenesisAccount) -> usize {
-    let code = account.code.filter(|c| !c.is_empty());
-    let code_hash = code.as_ref().map_or(KECCAK256_EMPTY, keccak256);
-    if let Some(code) = code {
-        batch.contracts.push((code_hash, Bytecode::new_raw(code)));
+/// Adds one allocation item to `batch`.
+fn add_item(batch: &mut StateChangeset, item: GenesisItem) {
+    match item {
+        GenesisItem::Account(address, account) => {
+            let code = account.code.filter(|c| !c.is_empty());
+            let code_hash = code.as_ref().map_or(KECCAK256_EMPTY, keccak256);
+            if let Some(code) = code {
+                batch.contracts.push((code_hash, Bytecode::new_raw(code)));
+            }
+            batch.accounts.push((
+                address,
+                Some(AccountInfo {
+                    balance: account.balance,
+                    nonce: account.nonce.unwrap_or_default(),
+                    code_hash,
+                    ..Default::default()
+                }),
+            ));
+        }
+        GenesisItem::Slot(_, _, value) if value.is_zero() => {}
+        GenesisItem::Slot(address, slot, value) => {
+            // Slots of one account arrive together: extend its entry while it is the last.
+            let slot = (U256::from_be_bytes(slot.0), U256::from_be_bytes(value.0));
+            match batch.storage.last_mut() {
+                Some(last) if last.address == address => last.storage.push(slot),
+                _ => batch.storage.push(PlainStorageChangeset {
+                    address,
+                    wipe_storage: false,
+                    storage: vec![slot],
+                }),
+            }
+        }
     }
-    batch.accounts.push((
-        address,
-        Some(AccountInfo {
-            balance: account.balance,
-            nonce: account.nonce.unwrap_or_default(),
-            code_hash,
-            ..Default::default()
-        }),
-    ));
-    let storage: Vec<_> = account
-        .storage
-        .into_iter()
-        .flatten()
-        .filter(|(_, v)| !v.is_zero())
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
-    let slots = storage.len();
-    if slots > 0 {
-        batch.storage.push(PlainStorageChangeset { address, wipe_storage: false, storage });
-    }
-    slots
 }
 
 fn store_genesis_block(
