@@ -82,6 +82,10 @@ pub struct GenerateCmd {
     /// Funded accounts in the genesis (besides 256 senders and the contracts).
     #[arg(long, value_name = "N")]
     pub accounts: u64,
+    /// Storage slots of one big contract in the genesis, which ~15% of the transactions update,
+    /// clear and add to (default: no big contract).
+    #[arg(long, value_name = "M", default_value_t = 0)]
+    pub contract_slots: u64,
     /// Blocks to build after genesis.
     #[arg(long, value_name = "B")]
     pub blocks: u64,
@@ -104,6 +108,7 @@ impl GenerateCmd {
         let config = crate::dev::generate::GenerateConfig {
             out: self.out.clone(),
             accounts: self.accounts,
+            contract_slots: self.contract_slots,
             blocks: self.blocks,
             seed: self.seed,
             txs_per_block: self.txs_per_block,

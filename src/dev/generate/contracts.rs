@@ -9,12 +9,16 @@ use crate::dev::contracts::TOKEN_INIT;
 /// The ERC-20 token (the sample `Token`: `transfer(address,uint256)` with a `Transfer` log;
 /// balances in the Solidity mapping at slot 0, total supply at slot 1).
 pub const TOKEN: Address = address!("0x6c6f757065000000000000000000000000000001");
-/// The x·y=k pool (see [`POOL_RUNTIME`]).
+/// The x·y=k pool (see [`POOL_RUNTIME_HEAD`]).
 pub const POOL: Address = address!("0x6c6f757065000000000000000000000000000002");
 /// The storage filler (see [`SCRATCH_RUNTIME`]): sets slots and clears them for refunds.
 pub const SCRATCH: Address = address!("0x6c6f757065000000000000000000000000000003");
 /// The counter EIP-7702 authorities delegate to (the dev chain's hand-assembled `Counter`).
 pub const COUNTER: Address = address!("0x6c6f757065000000000000000000000000000004");
+/// The big contract (only with `--contract-slots M`): [`BIG_RUNTIME`] with `M` storage slots
+/// set at genesis (see [`big_slot`](super::big_slot)), which the blocks update, clear and add
+/// to.
+pub const BIG: Address = address!("0x6c6f757065000000000000000000000000000005");
 
 /// keccak256("Transfer(address,address,uint256)"), the ERC-20 `Transfer` topic.
 pub const TRANSFER_TOPIC: B256 =
@@ -104,6 +108,24 @@ pub fn pool_runtime() -> Result<Bytes, DevError> {
 /// ```
 pub const SCRATCH_RUNTIME: &str = "602435600435809101905b81811015601d576044358155600101600a565b00";
 
+/// Big contract runtime (hand-assembled, 26 bytes): the calldata is a packed list of
+/// (slot, value) word pairs, and each `value` is written to its `slot` in order (a value of 0
+/// clears it). No selector.
+///
+/// ```text
+/// 00 6000           PUSH1 0                     [i=0]
+/// 02 5b             JUMPDEST                    loop:
+/// 03 36 81 10 15    CALLDATASIZE DUP2 LT ISZERO [i>=size i]
+/// 07 6018 57        PUSH1 0x18 JUMPI            done if i >= size
+/// 0a 80 6020 01 35  DUP1 PUSH1 0x20 ADD CALLDATALOAD  [value i]
+/// 0f 81 35          DUP2 CALLDATALOAD           [slot value i]
+/// 11 55             SSTORE                      slot = value
+/// 12 6040 01        PUSH1 0x40 ADD              [i+64]
+/// 15 6002 56        PUSH1 0x02 JUMP
+/// 18 5b 00          JUMPDEST STOP               done:
+/// ```
+pub const BIG_RUNTIME: &str = "60005b3681101560185780602001358135556040016002565b00";
+
 /// Init code that self-destructs in its constructor, sending any value back to its creator:
 /// `CALLER SELFDESTRUCT` (hand-assembled). EIP-6780 deletes it, since it dies in the
 /// transaction that created it.
@@ -173,6 +195,25 @@ pub(crate) mod gas {
     /// Filler: per slot, the loop (52) plus a cold SSTORE of non-zero to zero (5,000; refunds
     /// 4,800, at most a fifth of the gas used).
     pub(crate) const FILL_CLEAR_PER_SLOT: u64 = 52 + 5_000;
+    /// Big contract: fixed part (prologue 3 + final test 24 + two JUMPDESTs 2; STOP is free).
+    pub(crate) const BIG_FIXED: u64 = 29;
+    /// Big contract: per (slot, value) pair, the loop without its SSTORE (test 25, two
+    /// CALLDATALOADs 18, advance 6, jump back 11).
+    pub(crate) const BIG_PER_PAIR: u64 = 60;
+
+    /// An SSTORE that is the transaction's first write of its slot (EIP-2200/2929/3529): 2,100
+    /// more if the slot is cold; then 100 for zero to zero, 20,000 for zero to non-zero, and
+    /// 2,900 from non-zero (100 if the value does not change: the bound is an upper one). A
+    /// non-zero to zero write also refunds 4,800.
+    pub(crate) const fn first_sstore(was_zero: bool, is_zero: bool, warm: bool) -> u64 {
+        let cold = if warm { 0 } else { 2_100 };
+        cold + match (was_zero, is_zero) {
+            (true, true) => 100,
+            (true, false) => 20_000,
+            (false, _) => 2_900,
+        }
+    }
+
     /// `Token.transfer` to an address that holds none yet (a zero to non-zero SSTORE).
     pub(crate) const TOKEN_TRANSFER_NEW: u64 = 29_912;
     /// `Token.transfer` to an address that holds some already.
@@ -208,6 +249,10 @@ mod tests {
         assert_eq!(scratch.len(), 31);
         assert_eq!(scratch[0x0a], 0x5b);
         assert_eq!(scratch[0x1d], 0x5b);
+        let big = hex_bytes(BIG_RUNTIME).unwrap();
+        assert_eq!(big.len(), 26);
+        assert_eq!((big[0x02], big[0x08], big[0x16], big[0x18]), (0x5b, 0x18, 0x02, 0x5b));
+        assert_eq!((big[0x11], big[0x19]), (0x55, 0x00));
         assert_eq!(
             keccak256("Transfer(address,address,uint256)"),
             TRANSFER_TOPIC,

@@ -1,5 +1,6 @@
 //! The generated genesis: accounts and keys derived from the seed, written to `genesis.json`
-//! one allocation entry at a time, so any number of accounts fits in constant memory.
+//! one allocation entry (and one storage slot) at a time, so any number of accounts, and a
+//! contract with any number of slots, fit in constant memory.
 
 use std::io::Write;
 
@@ -8,7 +9,8 @@ use alloy_signer_local::PrivateKeySigner;
 use serde_json::json;
 
 use super::contracts::{
-    COUNTER, POOL, SCRATCH, TOKEN, counter_runtime, pool_runtime, token_balance_slot, token_runtime,
+    BIG, BIG_RUNTIME, COUNTER, POOL, SCRATCH, SCRATCH_RUNTIME, TOKEN, counter_runtime, hex_bytes,
+    pool_runtime, token_balance_slot, token_runtime,
 };
 use super::progress::Progress;
 use crate::dev::DevError;
@@ -63,6 +65,30 @@ pub fn funded_balance(seed: u64, index: u64) -> U256 {
     U256::from(steps) * U256::from(1_000_000_000_000_000u64)
 }
 
+/// Storage slot `index` of the big contract ([`BIG`]) of `seed`: keccak256(seed ‖ "slot" ‖
+/// index), both as 8-byte big-endian integers. Slots `0 .. M` are set at genesis (with
+/// `--contract-slots M`); the blocks add new ones from index `M` on, in order.
+pub fn big_slot(seed: u64, index: u64) -> B256 {
+    let mut buf = Vec::with_capacity(20);
+    buf.extend_from_slice(&seed.to_be_bytes());
+    buf.extend_from_slice(b"slot");
+    buf.extend_from_slice(&index.to_be_bytes());
+    keccak256(&buf)
+}
+
+/// Genesis value of big-contract slot `index` of `seed`: one plus the first 8 bytes of
+/// keccak256(seed ‖ "value" ‖ index) as a big-endian integer (so 1 to 2^64, never zero).
+pub fn big_slot_value(seed: u64, index: u64) -> U256 {
+    let mut buf = Vec::with_capacity(21);
+    buf.extend_from_slice(&seed.to_be_bytes());
+    buf.extend_from_slice(b"value");
+    buf.extend_from_slice(&index.to_be_bytes());
+    let h = keccak256(&buf);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&h[..8]);
+    U256::from(u64::from_be_bytes(first)) + U256::from(1u64)
+}
+
 /// Private key of sender `index` of `seed`: keccak256(seed ‖ "key" ‖ index), re-hashed until it
 /// is a valid secp256k1 scalar (non-zero, below the group order).
 pub fn sender_key(seed: u64, index: u64) -> B256 {
@@ -94,6 +120,8 @@ pub(crate) struct GenesisPlan<'a> {
     pub(crate) seed: u64,
     /// Number of funded accounts.
     pub(crate) accounts: u64,
+    /// Storage slots of the big contract (none: no big contract).
+    pub(crate) contract_slots: u64,
     /// Block gas limit.
     pub(crate) gas_limit: u64,
     /// The senders' addresses.
@@ -131,36 +159,38 @@ fn header_fields(plan: &GenesisPlan<'_>) -> serde_json::Value {
     })
 }
 
-/// Writes one `"0x…":{…}` alloc entry (after a comma unless it is the first).
+/// Writes one `"0x…":{…}` alloc entry (after a comma unless it is the first): a contract, of
+/// nonce one, if it has `code`; and its `storage`, if any, written slot by slot as the iterator
+/// yields them.
 fn entry(
     out: &mut impl Write,
     first: &mut bool,
     address: Address,
     balance: U256,
-    code: Option<(&Bytes, &[(B256, U256)])>,
+    code: Option<&Bytes>,
+    storage: impl IntoIterator<Item = (B256, U256)>,
 ) -> std::io::Result<()> {
     if !std::mem::take(first) {
         out.write_all(b",\n")?;
     }
     write!(out, "\"{address:#x}\":{{\"balance\":\"{balance:#x}\"")?;
-    if let Some((code, storage)) = code {
+    if let Some(code) = code {
         write!(out, ",\"nonce\":\"0x1\",\"code\":\"{code}\"")?;
-        if !storage.is_empty() {
-            out.write_all(b",\"storage\":{")?;
-            for (i, (slot, value)) in storage.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                write!(out, "\"{slot}\":\"{}\"", B256::from(*value))?;
-            }
-            out.write_all(b"}")?;
-        }
+    }
+    let mut open = false;
+    for (slot, value) in storage {
+        out.write_all(if std::mem::replace(&mut open, true) { b"," } else { b",\"storage\":{" })?;
+        write!(out, "\"{slot}\":\"{}\"", B256::from(value))?;
+    }
+    if open {
+        out.write_all(b"}")?;
     }
     out.write_all(b"}")
 }
 
-/// Writes the genesis to `out`, streaming: the system contracts, the chain's contracts, the
-/// senders, then the funded accounts in index order.
+/// Writes the genesis to `out`, streaming: the system contracts, the chain's contracts (the big
+/// one with its slots in index order, if there is one), the senders, then the funded accounts
+/// in index order.
 pub(crate) fn write_genesis(
     out: &mut impl Write,
     plan: &GenesisPlan<'_>,
@@ -185,7 +215,7 @@ pub(crate) fn write_genesis(
             &eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_CODE,
         ),
     ] {
-        entry(out, &mut first, address, U256::ZERO, Some((code, &[]))).map_err(io)?;
+        entry(out, &mut first, address, U256::ZERO, Some(code), []).map_err(io)?;
     }
     // Token: every sender holds tokens; slot 1 is the total supply.
     let mut token_storage: Vec<(B256, U256)> =
@@ -199,17 +229,30 @@ pub(crate) fn write_genesis(
     for (address, code, storage) in [
         (TOKEN, token_runtime()?, token_storage.as_slice()),
         (POOL, pool_runtime()?, &reserves[..]),
-        (SCRATCH, super::contracts::hex_bytes(super::contracts::SCRATCH_RUNTIME)?, &[][..]),
+        (SCRATCH, hex_bytes(SCRATCH_RUNTIME)?, &[][..]),
         (COUNTER, counter_runtime()?, &[][..]),
     ] {
-        entry(out, &mut first, address, U256::ZERO, Some((&code, storage))).map_err(io)?;
+        entry(out, &mut first, address, U256::ZERO, Some(&code), storage.iter().copied())
+            .map_err(io)?;
+    }
+    if plan.contract_slots > 0 {
+        let (seed, total) = (plan.seed, plan.contract_slots);
+        let slots = (0..total).map(|i| {
+            if i % 65_536 == 0 {
+                progress.slots(i, total);
+            }
+            (big_slot(seed, i), big_slot_value(seed, i))
+        });
+        entry(out, &mut first, BIG, U256::ZERO, Some(&hex_bytes(BIG_RUNTIME)?), slots)
+            .map_err(io)?;
+        progress.slots(total, total);
     }
     for s in plan.senders {
-        entry(out, &mut first, *s, sender_balance(), None).map_err(io)?;
+        entry(out, &mut first, *s, sender_balance(), None, []).map_err(io)?;
     }
     for i in 0..plan.accounts {
-        entry(out, &mut first, funded_account(plan.seed, i), funded_balance(plan.seed, i), None)
-            .map_err(io)?;
+        let (address, balance) = (funded_account(plan.seed, i), funded_balance(plan.seed, i));
+        entry(out, &mut first, address, balance, None, []).map_err(io)?;
         if i % 65_536 == 0 {
             progress.accounts(i, plan.accounts);
         }
@@ -233,5 +276,46 @@ mod tests {
         let signers = sender_signers(1).unwrap();
         assert_eq!(signers.len() as u64, SENDERS);
         assert_eq!(signers[3].to_bytes(), sender_key(1, 3));
+        assert_ne!(big_slot(1, 0), big_slot(1, 1));
+        assert_ne!(big_slot(1, 0), big_slot(2, 0));
+        assert!((0..1000).all(|i| !big_slot_value(1, i).is_zero()));
+    }
+
+    #[test]
+    fn the_big_contract_is_written_with_every_derived_slot() {
+        let senders = [Address::repeat_byte(7)];
+        let plan = GenesisPlan {
+            seed: 4,
+            accounts: 3,
+            contract_slots: 1000,
+            gas_limit: 30_000_000,
+            senders: &senders,
+        };
+        let mut out = Vec::new();
+        write_genesis(&mut out, &plan, &mut Progress::new(true)).unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let alloc = genesis["alloc"].as_object().unwrap();
+        // 4 system contracts, 4 contracts, the big one, 1 sender, 3 accounts.
+        assert_eq!(alloc.len(), 13);
+        let big = &alloc[&format!("{BIG:#x}")];
+        assert_eq!(big["code"], format!("0x{BIG_RUNTIME}"));
+        let storage = big["storage"].as_object().unwrap();
+        assert_eq!(storage.len(), 1000);
+        for i in [0, 1, 500, 999] {
+            let value = &storage[&big_slot(4, i).to_string()];
+            assert_eq!(*value, B256::from(big_slot_value(4, i)).to_string());
+        }
+
+        // Without it, no big contract at all.
+        let mut out = Vec::new();
+        write_genesis(
+            &mut out,
+            &GenesisPlan { contract_slots: 0, ..plan },
+            &mut Progress::new(true),
+        )
+        .unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(genesis["alloc"].as_object().unwrap().len(), 12);
+        assert!(genesis["alloc"].get(format!("{BIG:#x}")).is_none());
     }
 }

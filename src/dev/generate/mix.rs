@@ -1,6 +1,10 @@
 //! The transaction mix: what each generated block holds, drawn from the seed, with every
 //! sender's nonce, token balance and the contracts' state tracked locally so each transaction
 //! does what it is meant to (or fails on purpose), and gas limits tight enough to fill blocks.
+//!
+//! With a big contract ([`BIG`]), [`BIG_SHARE`]% of the transactions write to it; the choice
+//! is one extra draw from the random stream made only then, so without one the stream, and
+//! the chain, are exactly what they are without the option.
 
 use alloy_consensus::{
     SignableTransaction, Signed, TxEip1559, TxEip2930, TxEip4844, TxEip4844Variant, TxEip7702,
@@ -13,11 +17,11 @@ use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 
 use super::contracts::{
-    COUNTER, POOL, SCRATCH, SELFDESTRUCT_INIT, TOKEN, TRANSFER_SELECTOR, address_word,
+    BIG, COUNTER, POOL, SCRATCH, SELFDESTRUCT_INIT, TOKEN, TRANSFER_SELECTOR, address_word,
     counter_init, fill_selector, gas, hex_bytes, swap_selector, token_balance_slot, token_init,
     word,
 };
-use super::genesis::{ETHER, GENERATED_CHAIN_ID, funded_account, sender_token_balance};
+use super::genesis::{ETHER, GENERATED_CHAIN_ID, big_slot, funded_account, sender_token_balance};
 use super::rng::Rng;
 use crate::dev::DevError;
 
@@ -48,11 +52,14 @@ pub enum Action {
     Delegate,
     /// EIP-4844: an ETH transfer carrying blob versioned hashes.
     Blob,
+    /// Writes to the big contract (only with one): updates 8 random slots set at genesis to
+    /// new non-zero values, clears 1–3 more and sets 1–3 new ones.
+    BigStorageWrite,
 }
 
 impl Action {
     /// Every action, in display order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::EthToNew,
         Self::EthToExisting,
         Self::TokenTransfer,
@@ -65,6 +72,7 @@ impl Action {
         Self::SelfDestruct,
         Self::Delegate,
         Self::Blob,
+        Self::BigStorageWrite,
     ];
 
     /// A short name.
@@ -82,10 +90,12 @@ impl Action {
             Self::SelfDestruct => "create-selfdestruct",
             Self::Delegate => "eip7702-delegate",
             Self::Blob => "blob",
+            Self::BigStorageWrite => "big-storage-write",
         }
     }
 
-    /// Share of the mix, in percent (they sum to 100).
+    /// Share of the mix, in percent (they sum to 100). [`Action::BigStorageWrite`] has none:
+    /// it is drawn apart, before the others (see [`BIG_SHARE`]).
     const fn weight(self) -> u64 {
         match self {
             Self::EthToNew | Self::EthToExisting | Self::Swap => 14,
@@ -95,6 +105,7 @@ impl Action {
             Self::StorageClear => 5,
             Self::DeployCounter | Self::SelfDestruct | Self::Blob => 3,
             Self::Delegate => 4,
+            Self::BigStorageWrite => 0,
         }
     }
 
@@ -103,6 +114,13 @@ impl Action {
         Self::ALL.iter().position(|a| *a == self).unwrap_or(0)
     }
 }
+
+/// Share of the transactions, in percent, that write to the big contract when there is one.
+pub(crate) const BIG_SHARE: u64 = 15;
+
+/// Genesis slots of the big contract each [`Action::BigStorageWrite`] updates (at most all of
+/// them).
+pub(crate) const BIG_UPDATES: u64 = 8;
 
 /// Fees of the block being built.
 #[derive(Debug, Clone, Copy)]
@@ -141,10 +159,26 @@ enum Envelope {
 enum Effect {
     None,
     Fresh,
-    Token { to: Address, amount: U256, fresh: bool },
-    SetRange { count: u64 },
-    ClearRange { index: usize },
-    Delegate { authority: usize },
+    Token {
+        to: Address,
+        amount: U256,
+        fresh: bool,
+    },
+    SetRange {
+        count: u64,
+    },
+    ClearRange {
+        index: usize,
+    },
+    Delegate {
+        authority: usize,
+    },
+    /// Big-contract genesis slots (by index) set non-zero and cleared, and new slots added.
+    Big {
+        updated: Vec<u64>,
+        cleared: Vec<u64>,
+        added: u64,
+    },
 }
 
 /// A transaction drawn but not yet included.
@@ -212,6 +246,12 @@ pub(crate) struct Mix {
     /// Filler ranges set and not cleared yet: (first slot, count).
     live_ranges: Vec<(u64, u64)>,
     next_slot: u64,
+    /// Genesis slots of the big contract (none: no big contract).
+    big_slots: u64,
+    /// Index ([`big_slot`]) of the next new big-contract slot.
+    big_next: u64,
+    /// Big-contract genesis slots cleared and not set again (the others are all non-zero).
+    big_cleared: std::collections::HashSet<u64>,
     fresh: u64,
     blobs: u64,
     rng: Rng,
@@ -221,10 +261,12 @@ pub(crate) struct Mix {
 }
 
 impl Mix {
-    /// A mix for `seed` over `accounts` funded accounts, signing with `signers`.
+    /// A mix for `seed` over `accounts` funded accounts and a big contract of `big_slots`
+    /// genesis slots (none if 0), signing with `signers`.
     pub(crate) fn new(
         seed: u64,
         accounts: u64,
+        big_slots: u64,
         signers: Vec<PrivateKeySigner>,
     ) -> Result<Self, DevError> {
         if signers.is_empty() {
@@ -243,6 +285,9 @@ impl Mix {
             token_balances,
             live_ranges: Vec::new(),
             next_slot: 0,
+            big_slots,
+            big_next: big_slots,
+            big_cleared: std::collections::HashSet::new(),
             fresh: 0,
             blobs: 0,
             rng: Rng::new(seed, "mix"),
@@ -303,6 +348,10 @@ impl Mix {
     }
 
     fn pick_action(&mut self, blob_allowed: bool) -> Action {
+        // Drawn only with a big contract (see the module docs).
+        if self.big_slots > 0 && self.rng.below(100) < BIG_SHARE {
+            return Action::BigStorageWrite;
+        }
         let mut r = self.rng.below(100);
         let mut action = Action::EthToNew;
         for a in Action::ALL {
@@ -481,6 +530,7 @@ impl Mix {
                 d.input = code;
                 d.envelope = self.plain_envelope(20, 0, AccessList::default());
             }
+            Action::BigStorageWrite => self.big_write(&mut d),
             Action::Delegate => {
                 let n = self.signers.len();
                 let authority = (sender + 1 + self.rng.index(n - 1)) % n;
@@ -495,6 +545,58 @@ impl Mix {
             }
         }
         d
+    }
+
+    /// Fills in `d`, a write to the big contract: (slot, value) pairs for [`BIG_UPDATES`]
+    /// distinct random genesis slots with new non-zero values, then 1–3 more with zero, then
+    /// 1–3 new slots with non-zero values. A new slot comes last, so the last SSTORE costs at
+    /// least 20,000 and none runs into the 2,300 gas SSTORE needs left (EIP-2200).
+    fn big_write(&mut self, d: &mut Draft) {
+        let m = self.big_slots;
+        let updates = BIG_UPDATES.min(m);
+        let clears = self.rng.range(1, 3).min(m - updates);
+        let added = self.rng.range(1, 3);
+        let mut picked: Vec<u64> = Vec::with_capacity((updates + clears) as usize);
+        while (picked.len() as u64) < updates + clears {
+            let i = self.rng.below(m);
+            if !picked.contains(&i) {
+                picked.push(i);
+            }
+        }
+        // (slot, zero before, new value)
+        let mut writes: Vec<(B256, bool, U256)> = Vec::with_capacity(picked.len() + 3);
+        for (k, &i) in picked.iter().enumerate() {
+            let value = if (k as u64) < updates {
+                U256::from(self.rng.range(1, u64::MAX))
+            } else {
+                U256::ZERO
+            };
+            writes.push((big_slot(self.seed, i), self.big_cleared.contains(&i), value));
+        }
+        for j in 0..added {
+            let value = U256::from(self.rng.range(1, u64::MAX));
+            writes.push((big_slot(self.seed, self.big_next + j), true, value));
+        }
+        let mut input = Vec::with_capacity(64 * writes.len());
+        for (slot, _, value) in &writes {
+            input.extend_from_slice(slot.as_slice());
+            input.extend_from_slice(&word(*value));
+        }
+        let keys = writes.iter().map(|w| w.0).collect();
+        let list = AccessList(vec![AccessListItem { address: BIG, storage_keys: keys }]);
+        d.envelope = self.plain_envelope(10, 10, list);
+        let warm = matches!(d.envelope, Envelope::AccessList(_));
+        d.exec_gas = gas::BIG_FIXED
+            + writes
+                .iter()
+                .map(|(_, was_zero, value)| {
+                    gas::BIG_PER_PAIR + gas::first_sstore(*was_zero, value.is_zero(), warm)
+                })
+                .sum::<u64>();
+        d.input = input.into();
+        d.to = TxKind::Call(BIG);
+        let cleared = picked.split_off(updates as usize);
+        d.effect = Effect::Big { updated: picked, cleared, added };
     }
 
     /// Signs `d` with the next nonce and applies its effects.
@@ -626,6 +728,13 @@ impl Mix {
                 self.live_ranges.swap_remove(index);
             }
             Effect::Delegate { authority } => self.delegated_counter[authority] += 1,
+            Effect::Big { updated, cleared, added } => {
+                for i in updated {
+                    self.big_cleared.remove(&i);
+                }
+                self.big_cleared.extend(cleared);
+                self.big_next += added;
+            }
         }
         Ok(Planned { tx, sender: from, action: d.action, succeeds: d.succeeds })
     }

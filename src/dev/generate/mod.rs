@@ -2,11 +2,12 @@
 //! `genesis.json` with any number of funded accounts (written streaming) and a `chain.rlp` of
 //! blocks filled near the gas limit with a mix of transfers, ERC-20 transfers, swaps,
 //! creations (some self-destructing), storage set and cleared, and all five transaction types.
+//! Optionally (`--contract-slots M`) the genesis also holds one big contract with `M` storage
+//! slots, which about 15% of the transactions update, clear and add to.
 //!
-//! Blocks are built on the dev path ([`BlockBuilder`](crate::dev::BlockBuilder)) in a work
-//! datadir, so each is executed and stored through import, which verifies every root; the
-//! stored blocks are then written out in the import format. The same seed and flags always
-//! give byte-identical files.
+//! Blocks are built on the dev path ([`BlockBuilder`]) in a work datadir, so each is executed
+//! and stored through import, which verifies every root; the stored blocks are then written out
+//! in the import format. The same seed and flags always give byte-identical files.
 //!
 //! With a fixed gas limit, EIP-1559 raises the base fee by up to 12.5% after every full block,
 //! so full blocks alone would push it past any balance (and past `u64`) within a few hundred
@@ -31,13 +32,13 @@ use alloy_eips::eip1559::BaseFeeParams;
 use alloy_primitives::{Address, B256};
 
 pub use contracts::{
-    COUNTER, POOL, SCRATCH, SELFDESTRUCT_INIT, TOKEN, TRANSFER_TOPIC, fill_selector, swap_selector,
-    swap_topic, token_balance_slot,
+    BIG, BIG_RUNTIME, COUNTER, POOL, SCRATCH, SELFDESTRUCT_INIT, TOKEN, TRANSFER_TOPIC,
+    fill_selector, swap_selector, swap_topic, token_balance_slot,
 };
 pub use export::write_blocks;
 pub use genesis::{
-    GENERATED_CHAIN_ID, GENESIS_BASE_FEE, SENDERS, funded_account, funded_balance, sender_key,
-    sender_signers,
+    GENERATED_CHAIN_ID, GENESIS_BASE_FEE, SENDERS, big_slot, big_slot_value, funded_account,
+    funded_balance, sender_key, sender_signers,
 };
 pub use mix::Action;
 
@@ -68,6 +69,9 @@ pub struct GenerateConfig {
     pub out: PathBuf,
     /// Funded genesis accounts (besides the senders and contracts).
     pub accounts: u64,
+    /// Storage slots of the big contract ([`BIG`]) at genesis; 0: no big contract, and the
+    /// chain is exactly what it is without this option.
+    pub contract_slots: u64,
     /// Blocks to build after genesis.
     pub blocks: u64,
     /// The seed everything is derived from.
@@ -83,11 +87,13 @@ pub struct GenerateConfig {
 }
 
 impl GenerateConfig {
-    /// A configuration with the defaults (seed 1, 30M gas, blocks as full as fit).
+    /// A configuration with the defaults (seed 1, 30M gas, blocks as full as fit, no big
+    /// contract).
     pub fn new(out: impl Into<PathBuf>, accounts: u64, blocks: u64) -> Self {
         Self {
             out: out.into(),
             accounts,
+            contract_slots: 0,
             blocks,
             seed: 1,
             txs_per_block: None,
@@ -170,6 +176,9 @@ impl std::fmt::Display for GenerateSummary {
              {setcode} set-code"
         )?;
         for a in &self.actions {
+            if a.action == Action::BigStorageWrite && a.count == 0 {
+                continue; // no big contract
+            }
             let avg = a.gas_used.checked_div(a.count).unwrap_or(0);
             writeln!(
                 f,
@@ -217,6 +226,7 @@ pub fn generate(config: &GenerateConfig) -> Result<GenerateSummary, DevError> {
     let plan = GenesisPlan {
         seed: config.seed,
         accounts: config.accounts,
+        contract_slots: config.contract_slots,
         gas_limit: config.gas_limit,
         senders: &senders,
     };
@@ -235,7 +245,7 @@ pub fn generate(config: &GenerateConfig) -> Result<GenerateSummary, DevError> {
 
     // 3. The blocks.
     let builder = BlockBuilder::new(&db, &spec).non_durable();
-    let mut mix = Mix::new(config.seed, config.accounts, signers)?;
+    let mut mix = Mix::new(config.seed, config.accounts, config.contract_slots, signers)?;
     let mut parent = spec.genesis_header().clone();
     let mut summary = GenerateSummary {
         genesis_hash: spec.genesis_hash(),

@@ -55,6 +55,15 @@ impl Progress {
         }
     }
 
+    /// `done` of `total` storage slots of the big contract written.
+    pub(crate) fn slots(&mut self, done: u64, total: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("genesis.json: {done}/{total} big-contract slots"));
+        } else if self.log_due() {
+            tracing::info!(target: "generate", done, total, "writing the big contract's slots");
+        }
+    }
+
     /// A phase that has no count (initialising the work datadir, writing chain.rlp).
     pub(crate) fn phase(&mut self, what: &str) {
         if let Some(bar) = &self.bar {
