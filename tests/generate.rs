@@ -1,6 +1,7 @@
 //! `loupe generate` end to end: the files are deterministic in the seed, the real binary
 //! imports them (re-executing every block and verifying every root), the imported chain holds
-//! the promised transaction mix, and the genesis holds every funded account.
+//! the promised transaction mix, the genesis holds every funded account, and with
+//! `--contract-slots` a big contract whose slots the blocks update, clear and add to.
 //!
 //! Expectations come from the EVM rules and the generator's documented derivations
 //! (`funded_account`, `funded_balance`, the contracts' listings), never from its own output.
@@ -12,10 +13,11 @@ use std::process::Command;
 
 use alloy_consensus::{Transaction, TxEnvelope};
 use alloy_eips::Typed2718;
-use alloy_primitives::{Address, U256, keccak256};
+use alloy_primitives::{Address, B256, U256, keccak256};
 use loupe::dev::generate::{
-    COUNTER, GenerateConfig, POOL, SCRATCH, SELFDESTRUCT_INIT, SENDERS, TOKEN, TRANSFER_TOPIC,
-    fill_selector, funded_account, funded_balance, generate, swap_selector, swap_topic,
+    BIG, BIG_RUNTIME, COUNTER, GenerateConfig, POOL, SCRATCH, SELFDESTRUCT_INIT, SENDERS, TOKEN,
+    TRANSFER_TOPIC, big_slot, big_slot_value, fill_selector, funded_account, funded_balance,
+    generate, swap_selector, swap_topic,
 };
 use loupe::storage::Database;
 
@@ -160,11 +162,16 @@ fn generate_and_import(seed: u64) -> Imported {
     config.quiet = true;
     let summary = generate(&config).unwrap();
     assert_eq!(summary.blocks, BLOCKS);
+    let db = import_with_binary(&out, &tmp.path().join("node"), BLOCKS);
+    Imported { db, _tmp: tmp }
+}
 
-    let datadir = tmp.path().join("node");
+/// Imports `OUT/genesis.json` and `OUT/chain.rlp` (`blocks` blocks) into `datadir` with the
+/// real binary, and opens the result.
+fn import_with_binary(out: &Path, datadir: &Path, blocks: u64) -> Database {
     let run = Command::new(BIN)
         .args(["import", "--datadir"])
-        .arg(&datadir)
+        .arg(datadir)
         .arg("--genesis")
         .arg(out.join("genesis.json"))
         .arg(out.join("chain.rlp"))
@@ -172,11 +179,11 @@ fn generate_and_import(seed: u64) -> Imported {
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "import failed: {}", String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.contains(&format!("imported {BLOCKS} blocks")), "{stdout}");
-    assert!(stdout.contains(&format!("head #{BLOCKS}")), "{stdout}");
-    let db = Database::open(&datadir).unwrap();
-    assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(BLOCKS));
-    Imported { db, _tmp: tmp }
+    assert!(stdout.contains(&format!("imported {blocks} blocks")), "{stdout}");
+    assert!(stdout.contains(&format!("head #{blocks}")), "{stdout}");
+    let db = Database::open(datadir).unwrap();
+    assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(blocks));
+    db
 }
 
 /// `Token.balanceOf(holder)` as of the transaction being checked: `balances` holds the
@@ -347,6 +354,153 @@ fn generated_chain_imports_and_holds_the_mix() {
         let a = genesis.account(&funded_account(seed, i)).unwrap().expect("funded account");
         assert_eq!(a.balance, funded_balance(seed, i));
     }
+}
+
+/// Gas a call of the big contract uses, from the EVM rules (Prague/Osaka) and the
+/// `BIG_RUNTIME` listing: intrinsic cost (calldata, access list; the EIP-7623 floor), 29 gas
+/// of fixed code and 60 per (slot, value) pair plus each SSTORE (EIP-2200/2929/3529, the
+/// transaction's first write of each slot: `current` holds the values at its start), less the
+/// refund (at most a fifth).
+fn big_call_gas(tx: &TxEnvelope, current: &std::collections::HashMap<B256, U256>) -> u64 {
+    let input = tx.input();
+    let zeros = input.iter().filter(|b| **b == 0).count() as u64;
+    let nonzero = input.len() as u64 - zeros;
+    let mut intrinsic = 21_000 + 4 * zeros + 16 * nonzero;
+    let warm: HashSet<B256> = match tx.access_list() {
+        Some(list) => {
+            for item in list.iter() {
+                intrinsic += 2_400 + 1_900 * item.storage_keys.len() as u64;
+            }
+            list.iter().flat_map(|i| i.storage_keys.iter().copied()).collect()
+        }
+        None => HashSet::new(),
+    };
+    let floor = 21_000 + 10 * (zeros + 4 * nonzero);
+    let (mut exec, mut refund) = (29, 0);
+    for pair in input.chunks(64) {
+        let slot = B256::from_slice(&pair[..32]);
+        let (now, new) = (current[&slot], U256::from_be_slice(&pair[32..]));
+        exec += 60 + if warm.contains(&slot) { 0 } else { 2_100 };
+        exec += if new == now {
+            100
+        } else if now.is_zero() {
+            20_000
+        } else {
+            if new.is_zero() {
+                refund += 4_800;
+            }
+            2_900
+        };
+    }
+    let used = intrinsic + exec;
+    (used - refund.min(used / 5)).max(floor)
+}
+
+#[test]
+fn a_big_contract_holds_its_derived_slots_and_the_blocks_write_to_it() {
+    const SLOTS: u64 = 5_000;
+    const N: u64 = 4;
+    let seed = 6;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    // Through the command line, so the flag is covered too.
+    let run = Command::new(BIN)
+        .args(["generate", "--out"])
+        .arg(&out)
+        .args(["--accounts", "100", "--contract-slots", &SLOTS.to_string()])
+        .args(["--blocks", &N.to_string(), "--gas-limit", &GAS_LIMIT.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "generate: {}", String::from_utf8_lossy(&run.stderr));
+    let db = import_with_binary(&out, &tmp.path().join("node"), N);
+    let r = db.begin_read().unwrap();
+    let value_of = |state: &loupe::storage::StateAt, slot: B256| {
+        state.storage_value(&BIG, &U256::from_be_bytes(slot.0)).unwrap()
+    };
+
+    // Genesis: the code, and every slot as derived (the first new index is still unset).
+    let genesis = r.state_at(0).unwrap();
+    let account = genesis.account(&BIG).unwrap().expect("the big contract");
+    let code = genesis.code(&account.code_hash).unwrap().original_bytes();
+    assert_eq!(code[..], alloy_primitives::hex::decode(BIG_RUNTIME).unwrap()[..]);
+    let genesis_slots: std::collections::HashMap<B256, u64> =
+        (0..SLOTS).map(|i| (big_slot(seed, i), i)).collect();
+    for i in (0..SLOTS).step_by(97).chain([SLOTS - 1]) {
+        assert_eq!(value_of(&genesis, big_slot(seed, i)), big_slot_value(seed, i), "slot {i}");
+    }
+    assert_eq!(value_of(&genesis, big_slot(seed, SLOTS)), U256::ZERO);
+
+    // The blocks: every write lands, with exactly the gas the EVM rules give.
+    let (mut calls, mut txs) = (0u64, 0u64);
+    let (mut updated, mut cleared, mut added) = (0, 0, 0);
+    let mut touched = HashSet::new();
+    for n in 1..=N {
+        let (before, after) = (r.state_at(n - 1).unwrap(), r.state_at(n).unwrap());
+        let receipts = r.receipts(n).unwrap().unwrap();
+        // Values as of the transaction being checked, for the slots this block writes.
+        let mut current = std::collections::HashMap::new();
+        let mut cumulative = 0;
+        for (stored, receipt) in r.transactions(n).unwrap().iter().zip(&receipts) {
+            let used = receipt.cumulative_gas_used() - cumulative;
+            cumulative = receipt.cumulative_gas_used();
+            txs += 1;
+            let tx: &TxEnvelope = &stored.tx;
+            if tx.kind() != alloy_primitives::TxKind::Call(BIG) {
+                continue;
+            }
+            calls += 1;
+            assert!(receipt.status());
+            let input = tx.input();
+            assert!(!input.is_empty() && input.len().is_multiple_of(64));
+            let pairs: Vec<(B256, U256)> = input
+                .chunks(64)
+                .map(|p| (B256::from_slice(&p[..32]), U256::from_be_slice(&p[32..])))
+                .collect();
+            let distinct: HashSet<B256> = pairs.iter().map(|p| p.0).collect();
+            assert_eq!(distinct.len(), pairs.len(), "a slot written twice in one transaction");
+            for (slot, _) in &pairs {
+                current.entry(*slot).or_insert_with(|| value_of(&before, *slot));
+            }
+            assert_eq!(used, big_call_gas(tx, &current), "block {n}: gas used");
+            assert!(used < tx.gas_limit());
+            for (slot, value) in pairs {
+                let was = current.insert(slot, value).unwrap();
+                match (genesis_slots.contains_key(&slot), value.is_zero()) {
+                    (true, false) if !was.is_zero() => updated += 1,
+                    (true, true) if !was.is_zero() => cleared += 1,
+                    (true, _) => {}
+                    (false, zero) => {
+                        // A new slot: unset before, set non-zero.
+                        assert!(was.is_zero() && !zero, "new slot {slot} was {was}, set {value}");
+                        added += 1;
+                    }
+                }
+                touched.insert(slot);
+            }
+        }
+        for (slot, value) in &current {
+            assert_eq!(value_of(&after, *slot), *value, "block {n}: slot {slot}");
+        }
+    }
+    eprintln!(
+        "{calls} of {txs} txs write the big contract: {updated} slots updated, {cleared} cleared, \
+         {added} added"
+    );
+    assert!(calls * 100 > txs * 8 && calls * 100 < txs * 25, "{calls} of {txs}");
+    assert!(updated > 100 && cleared > 10 && added > 10, "{updated} {cleared} {added}");
+
+    // Slots no block touched still hold their genesis values at the head.
+    let head = r.state_at(N).unwrap();
+    let mut untouched = 0;
+    for i in (0..SLOTS).step_by(13) {
+        let slot = big_slot(seed, i);
+        if !touched.contains(&slot) {
+            assert_eq!(value_of(&head, slot), big_slot_value(seed, i));
+            untouched += 1;
+        }
+    }
+    assert!(untouched > 100);
 }
 
 #[test]
