@@ -54,7 +54,8 @@ fn verify(datadir: &Path, when: &str) {
 
 fn import_cmd(datadir: &Path, chain: &Path) -> Command {
     let mut c = Command::new(BIN);
-    c.arg("import")
+    // Durable every 4 blocks, so that kills among the blocks leave heads between 0 and the end.
+    c.args(["import", "--import.sync-every", "4"])
         .arg("--datadir")
         .arg(datadir)
         .arg("--genesis")
@@ -114,20 +115,35 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
     generate(&chain, 60_000, 80, 30, 5);
     let data = tmp.path().join("data");
 
-    // Calibration: an uninterrupted run sets the kill window.
+    // Calibration: an uninterrupted init, and a whole import, set the kill windows.
     let t0 = Instant::now();
-    assert!(import_cmd(&tmp.path().join("calibration"), &chain).status().unwrap().success());
+    let g = chain.join("genesis.json");
+    let out = run(&[
+        "init",
+        "--datadir",
+        tmp.path().join("c1").to_str().unwrap(),
+        "--genesis",
+        g.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let init_ms = (t0.elapsed().as_millis() as u64).max(20);
+    let t0 = Instant::now();
+    assert!(import_cmd(&tmp.path().join("c2"), &chain).status().unwrap().success());
     let full_ms = (t0.elapsed().as_millis() as u64).max(100);
-    eprintln!("uninterrupted import: {full_ms} ms");
+    eprintln!("uninterrupted init: {init_ms} ms, import: {full_ms} ms");
 
-    let mut mid_import = 0;
+    let (mut mid_import, mut in_init) = (0, 0);
     for i in 0..KILLS {
         let r = splitmix64(i);
-        if i % 6 == 0 && data.exists() {
+        let current = if data.exists() { head(&data) } else { None };
+        // Start over every third run and once the chain is complete; half of the fresh starts
+        // are killed within the streamed genesis.
+        let wipe = i % 3 == 0 || current == Some(80);
+        if wipe && data.exists() {
             std::fs::remove_dir_all(&data).unwrap();
         }
-        let before = if data.exists() { head(&data) } else { None };
-        let sleep = r % (full_ms * 11 / 10);
+        let before = if wipe { None } else { current };
+        let sleep = if wipe && i % 2 == 0 { r % init_ms } else { r % full_ms };
         let mut child = import_cmd(&data, &chain).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(sleep));
         let finished = child.try_wait().unwrap().is_some();
@@ -140,12 +156,16 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
         if after.is_some() {
             verify(&data, &format!("after kill {i} at {sleep} ms (head {after:?})"));
         }
-        if !finished && after.is_some_and(|h| h < 80) {
+        if !finished && after.is_some_and(|h| h > 0 && h < 80) {
             mid_import += 1;
+        }
+        if !finished && after.is_none() {
+            in_init += 1;
         }
         eprintln!("kill {i:2} at {sleep:5} ms: head {before:?} -> {after:?}");
     }
-    assert!(mid_import >= 8, "only {mid_import} kills landed mid-import");
+    assert!(mid_import >= 5, "only {mid_import} kills left a head among the blocks");
+    assert!(in_init >= 2, "only {in_init} kills landed before the genesis was stored");
     let out = import_cmd(&data, &chain).stdout(Stdio::piped()).output().unwrap();
     assert!(out.status.success(), "final import: {}", text(&out));
     assert_eq!(head(&data), Some(80));

@@ -78,7 +78,7 @@ pub struct ImportOptions {
 }
 
 /// Default of [`ImportOptions::sync_every`] (BENCHMARKS.md, "import commit grouping").
-pub const DEFAULT_SYNC_EVERY: u64 = 32;
+pub const DEFAULT_SYNC_EVERY: u64 = 128;
 
 impl Default for ImportOptions {
     fn default() -> Self {
