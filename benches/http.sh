@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# HTTP load benchmark: wrk against a release `loupe node` on the execution-apis fixture chain.
+# HTTP load benchmark: wrk against a release `loupe node` on the execution-apis fixture chain,
+# or on another datadir.
 # Usage: benches/http.sh [DURATION_SECONDS]   (prints markdown tables for BENCHMARKS.md)
+# Other chains: DATADIR=dir (served as is, not imported), FUNDED=0x… (a funded sender of that
+# chain), TX_BLOCKS="1 2 …" (blocks whose transactions are looked up), HIST=0x… (the old block
+# of the historical trace_call), PROOF=0x… (an account for eth_getProof).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR="${1:-10}"
@@ -13,8 +17,15 @@ cargo build --release --locked --quiet --example bench_calls
 BIN=target/release/loupe
 WORK=$(mktemp -d)
 trap 'kill $NODE 2>/dev/null || true; rm -rf "$WORK"' EXIT
-$BIN import --datadir "$WORK/db" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
-$BIN node --datadir "$WORK/db" --http.port "$PORT" --log.filter warn &
+DB="${DATADIR:-$WORK/db}"
+if [ -z "${DATADIR:-}" ]; then
+  $BIN import --datadir "$DB" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
+fi
+FUNDED="${FUNDED:-0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2}"
+TX_BLOCKS="${TX_BLOCKS:-$(seq 1 54)}"
+HIST="${HIST:-0x1e}"
+PROOF="${PROOF:-$FUNDED}"
+$BIN node --datadir "$DB" --http.port "$PORT" --log.filter warn &
 NODE=$!
 for _ in $(seq 50); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done
 
@@ -45,7 +56,7 @@ run() { # $1 name, $2 bodies file, $3 concurrency
 
 # Valid (block, index) pairs of the chain.
 : > "$WORK/tx.txt"
-for b in $(seq 1 54); do
+for b in $TX_BLOCKS; do
   n=$(post "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBlockTransactionCountByNumber\",\"params\":[\"$(printf '0x%x' "$b")\"]}" | sed -E 's/.*"result":"0x([0-9a-f]+)".*/\1/')
   for i in $(seq 0 $(( 16#$n - 1 ))); do
     printf '{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByBlockNumberAndIndex","params":["0x%x","0x%x"]}\n' "$b" "$i" >> "$WORK/tx.txt"
@@ -57,12 +68,17 @@ echo "| method | concurrency | req/s | p50 | p99 |"
 echo "|---|---|---|---|---|"
 for c in 1 8 64; do run web3_clientVersion "$WORK/floor.txt" "$c"; done
 for c in 1 8 64; do run eth_getTransactionByBlockNumberAndIndex "$WORK/tx.txt" "$c"; done
-for block in latest 0x1e; do
-  target/release/examples/bench_calls "$block" | while IFS=$'\t' read -r name params; do
+for block in latest "$HIST"; do
+  target/release/examples/bench_calls "$block" "$FUNDED" | while IFS=$'\t' read -r name params; do
     printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":%s}\n' "$params" > "$WORK/$name.txt"
     out=$(post "$(cat "$WORK/$name.txt")"); case "$out" in *'"error"'*) echo "trace_call $name failed: $out" >&2; exit 1;; esac
     for c in 1 2 8 64; do run "trace_call $name @$block" "$WORK/$name.txt" "$c"; done
   done
+done
+for block in latest "$HIST"; do
+  printf '{"jsonrpc":"2.0","id":1,"method":"eth_getProof","params":["%s",["0x0","0x1"],"%s"]}\n' "$PROOF" "$block" > "$WORK/proof.txt"
+  out=$(post "$(cat "$WORK/proof.txt")"); case "$out" in *'"error"'*) echo "eth_getProof failed: $out" >&2; exit 1;; esac
+  for c in 1 8; do run "eth_getProof @$block" "$WORK/proof.txt" "$c"; done
 done
 echo
 echo "node RSS after the runs: $(( $(ps -o rss= -p $NODE) / 1024 )) MiB"

@@ -26,7 +26,7 @@ fn bench(c: &mut Criterion) {
     loupe::import::import_files(&db, &spec, &[format!("{fx}/chain.rlp")]).expect("import");
     let ctx = RpcContext::new(Arc::new(db), spec, RpcConfig::default());
     for block in ["latest", "0x1e"] {
-        for (name, params) in calls::params(block) {
+        for (name, params) in calls::params_from(block, calls::FUNDED) {
             ctx.trace_call_direct(&params).expect("trace_call works");
             c.bench_function(&format!("trace_call/{name}/{block}"), |b| {
                 b.iter(|| ctx.trace_call_direct(&params).expect("ok"))

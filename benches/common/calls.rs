@@ -24,27 +24,28 @@ pub(crate) fn storage_writer_code() -> String {
 pub(crate) const RECURSIVE_CODE: &str =
     "0x6000358015601d57600190036000526000600060206000600030 5af1505b00";
 
-/// `trace_call` params for the three benchmark calls, with `["trace","stateDiff"]` at `block`.
-pub(crate) fn params(block: &str) -> [(&'static str, String); 3] {
+/// `trace_call` params for the three benchmark calls from `funded` (a funded sender of the
+/// chain; [`FUNDED`] on the fixture chain), with `["trace","stateDiff"]` at `block`.
+pub(crate) fn params_from(block: &str, funded: &str) -> [(&'static str, String); 3] {
     let recursive = RECURSIVE_CODE.replace(' ', "");
     [
         (
             "transfer",
             format!(
-                r#"[{{"from":"{FUNDED}","to":"0x00000000000000000000000000000000000c0ffe","value":"0x1"}},["trace","stateDiff"],"{block}"]"#
+                r#"[{{"from":"{funded}","to":"0x00000000000000000000000000000000000c0ffe","value":"0x1"}},["trace","stateDiff"],"{block}"]"#
             ),
         ),
         (
             "storage",
             format!(
-                r#"[{{"from":"{FUNDED}","to":"{STORAGE_WRITER}"}},["trace","stateDiff"],"{block}",{{"{STORAGE_WRITER}":{{"code":"{}"}}}}]"#,
+                r#"[{{"from":"{funded}","to":"{STORAGE_WRITER}"}},["trace","stateDiff"],"{block}",{{"{STORAGE_WRITER}":{{"code":"{}"}}}}]"#,
                 storage_writer_code()
             ),
         ),
         (
             "nested",
             format!(
-                r#"[{{"from":"{FUNDED}","to":"{RECURSIVE}","input":"0x{:064x}"}},["trace","stateDiff"],"{block}",{{"{RECURSIVE}":{{"code":"{recursive}"}}}}]"#,
+                r#"[{{"from":"{funded}","to":"{RECURSIVE}","input":"0x{:064x}"}},["trace","stateDiff"],"{block}",{{"{RECURSIVE}":{{"code":"{recursive}"}}}}]"#,
                 16
             ),
         ),
