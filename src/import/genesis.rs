@@ -22,7 +22,7 @@ use crate::storage::{Database, Writer};
 use crate::trie::build_state_root;
 
 /// Allocation items (accounts and slots) written per commit while initialising.
-const GENESIS_BATCH: usize = 50_000;
+const GENESIS_BATCH: usize = 200_000;
 
 /// Reads the chain spec stored at init; `None` for an uninitialised datadir.
 pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {

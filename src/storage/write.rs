@@ -221,7 +221,12 @@ impl Writer {
                 bytecodes.insert(&hash.0, code.original_byte_slice())?;
             }
         }
-        for (address, info) in &changes.accounts {
+        // Writes go in key order, each table's separately: neighbouring keys share B-tree pages,
+        // so a large batch (a genesis) touches each page once instead of at random.
+        let mut plain_order: Vec<_> = changes.accounts.iter().collect();
+        plain_order.sort_unstable_by_key(|(address, _)| *address);
+        let mut hashed_accounts = Vec::with_capacity(plain_order.len());
+        for (address, info) in plain_order {
             let hkey = account_history_key(address, block);
             if history && account_history.get(&hkey)?.is_none() {
                 let old = accounts.get(&address.0.0)?.map(|v| *v.value());
@@ -237,8 +242,13 @@ impl Writer {
                 Some(acct) => accounts.insert(&address.0.0, &acct.encode())?,
                 None => accounts.remove(&address.0.0)?,
             };
-            hashed.account(block, &keccak256(address), acct)?;
+            hashed_accounts.push((keccak256(address), acct));
         }
+        hashed_accounts.sort_unstable_by_key(|(h, _)| *h);
+        for (hashed_address, acct) in hashed_accounts {
+            hashed.account(block, &hashed_address, acct)?;
+        }
+        let mut hashed_slots = Vec::new();
         for change in &changes.storage {
             let address = &change.address;
             let hashed_address = keccak256(address);
@@ -272,9 +282,13 @@ impl Writer {
                 } else {
                     storage.insert(&key, &value.to_be_bytes::<32>())?;
                 }
-                let hashed_slot = keccak256(slot.to_be_bytes::<32>());
-                hashed.slot(block, &hashed_address, &hashed_slot, value)?;
+                hashed_slots.push((hashed_address, keccak256(slot.to_be_bytes::<32>()), *value));
             }
+        }
+        // After every wipe above, so a re-created account's new slots survive its wipe.
+        hashed_slots.sort_unstable_by_key(|(a, s, _)| (*a, *s));
+        for (hashed_address, hashed_slot, value) in hashed_slots {
+            hashed.slot(block, &hashed_address, &hashed_slot, &value)?;
         }
         Ok(())
     }
