@@ -110,9 +110,9 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
     const KILLS: u64 = 24;
     let tmp = tempfile::tempdir().unwrap();
     let chain = tmp.path().join("chain");
-    // Over 50,000 accounts: the genesis is streamed in more than one commit, so kills land
+    // Over 200,000 accounts: the genesis is streamed in more than one commit, so kills land
     // in a partial init too.
-    generate(&chain, 60_000, 80, 30, 5);
+    generate(&chain, 210_000, 80, 30, 5);
     let data = tmp.path().join("data");
 
     // Calibration: an uninterrupted init, and a whole import, set the kill windows.
