@@ -43,6 +43,27 @@ pub fn dev_accounts() -> Vec<Address> {
     dev_signers().iter().map(|s| s.address()).collect()
 }
 
+/// The `config` of a geth-style genesis with every fork through Osaka active from block 0 and
+/// the merge at genesis (TTD 0): the dev chain's and the generated chains'.
+pub fn all_forks_config(chain_id: u64) -> serde_json::Value {
+    let blob = |target: u64, max: u64, fraction: u64| json!({"target": target, "max": max, "baseFeeUpdateFraction": fraction});
+    json!({
+        "chainId": chain_id,
+        "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0, "eip158Block": 0,
+        "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
+        "istanbulBlock": 0, "muirGlacierBlock": 0, "berlinBlock": 0, "londonBlock": 0,
+        "arrowGlacierBlock": 0, "grayGlacierBlock": 0, "mergeNetsplitBlock": 0,
+        "terminalTotalDifficulty": 0,
+        "shanghaiTime": 0, "cancunTime": 0, "pragueTime": 0, "osakaTime": 0,
+        "depositContractAddress": "0x0000000000000000000000000000000000000000",
+        "blobSchedule": {
+            "cancun": blob(3, 6, 3338477),
+            "prague": blob(6, 9, 5007716),
+            "osaka": blob(6, 9, 5007716)
+        }
+    })
+}
+
 /// The dev genesis as geth-style JSON: every fork active from block 0 (through Osaka), merged
 /// from genesis (TTD 0), Prague system contracts deployed, each dev account with 10,000 ETH.
 pub fn dev_genesis_json() -> String {
@@ -69,23 +90,8 @@ pub fn dev_genesis_json() -> String {
             json!({ "balance": "0x0", "nonce": "0x1", "code": code.to_string() }),
         );
     }
-    let blob = |target: u64, max: u64, fraction: u64| json!({"target": target, "max": max, "baseFeeUpdateFraction": fraction});
     json!({
-        "config": {
-            "chainId": DEV_CHAIN_ID,
-            "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0, "eip158Block": 0,
-            "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
-            "istanbulBlock": 0, "muirGlacierBlock": 0, "berlinBlock": 0, "londonBlock": 0,
-            "arrowGlacierBlock": 0, "grayGlacierBlock": 0, "mergeNetsplitBlock": 0,
-            "terminalTotalDifficulty": 0,
-            "shanghaiTime": 0, "cancunTime": 0, "pragueTime": 0, "osakaTime": 0,
-            "depositContractAddress": "0x0000000000000000000000000000000000000000",
-            "blobSchedule": {
-                "cancun": blob(3, 6, 3338477),
-                "prague": blob(6, 9, 5007716),
-                "osaka": blob(6, 9, 5007716)
-            }
-        },
+        "config": all_forks_config(DEV_CHAIN_ID),
         "nonce": "0x0",
         "timestamp": "0x0",
         "extraData": "0x6c6f75706520646576",

@@ -35,6 +35,20 @@ fn successor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
     None
 }
 
+/// Subtracts one from a big-endian key; `None` below the smallest key.
+fn predecessor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
+    let mut out = *key;
+    for b in out.iter_mut().rev() {
+        if *b == 0 {
+            *b = 0xff;
+        } else {
+            *b -= 1;
+            return Some(out);
+        }
+    }
+    None
+}
+
 /// A key and its value.
 pub(crate) type Entry<const K: usize> = ([u8; K], Vec<u8>);
 
@@ -181,22 +195,11 @@ impl LeafSource for AccountLeavesAt<'_> {
         to: Option<&B256>,
         f: &mut LeafFn<'_>,
     ) -> Result<(), TrieError> {
+        // `to` is exclusive: the last key is the one before it.
         let last = match to {
-            Some(to) => match to.0.iter().all(|b| *b == 0) {
-                true => return Ok(()),
-                false => {
-                    // `to` is exclusive: the key before it.
-                    let mut k = to.0;
-                    for b in k.iter_mut().rev() {
-                        if *b == 0 {
-                            *b = 0xff;
-                        } else {
-                            *b -= 1;
-                            break;
-                        }
-                    }
-                    k
-                }
+            Some(to) => match predecessor(&to.0) {
+                Some(k) => k,
+                None => return Ok(()),
             },
             None => [0xff; 32],
         };
@@ -233,20 +236,11 @@ impl LeafSource for StorageLeavesAt<'_> {
     ) -> Result<(), TrieError> {
         let lo: [u8; 64] = concat(&self.account, from.as_slice());
         let last: [u8; 64] = match to {
-            Some(to) => {
-                let hi: [u8; 64] = concat(&self.account, to.as_slice());
-                // exclusive bound, still under this account (to > from, so no underflow)
-                let mut k = hi;
-                for b in k.iter_mut().rev() {
-                    if *b == 0 {
-                        *b = 0xff;
-                    } else {
-                        *b -= 1;
-                        break;
-                    }
-                }
-                k
-            }
+            // `to` is exclusive; a key before this account's range ends the scan below.
+            Some(to) => match predecessor(&concat::<64>(&self.account, to.as_slice())) {
+                Some(k) => k,
+                None => return Ok(()),
+            },
             None => concat(&self.account, &[0xff; 32]),
         };
         let mut cursor = Some(lo);

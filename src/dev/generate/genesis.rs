@@ -131,23 +131,8 @@ pub(crate) struct GenesisPlan<'a> {
 /// The genesis fields before `alloc`: every fork through Osaka active at genesis, merged
 /// (TTD 0), like the dev chain's genesis.
 fn header_fields(plan: &GenesisPlan<'_>) -> serde_json::Value {
-    let blob = |target: u64, max: u64, fraction: u64| json!({"target": target, "max": max, "baseFeeUpdateFraction": fraction});
     json!({
-        "config": {
-            "chainId": GENERATED_CHAIN_ID,
-            "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0, "eip158Block": 0,
-            "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
-            "istanbulBlock": 0, "muirGlacierBlock": 0, "berlinBlock": 0, "londonBlock": 0,
-            "arrowGlacierBlock": 0, "grayGlacierBlock": 0, "mergeNetsplitBlock": 0,
-            "terminalTotalDifficulty": 0,
-            "shanghaiTime": 0, "cancunTime": 0, "pragueTime": 0, "osakaTime": 0,
-            "depositContractAddress": "0x0000000000000000000000000000000000000000",
-            "blobSchedule": {
-                "cancun": blob(3, 6, 3338477),
-                "prague": blob(6, 9, 5007716),
-                "osaka": blob(6, 9, 5007716)
-            }
-        },
+        "config": crate::dev::all_forks_config(GENERATED_CHAIN_ID),
         "nonce": "0x0",
         "timestamp": "0x0",
         "extraData": "0x6c6f7570652067656e6572617465",

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Import throughput, loupe against reth 2.5.1, on the same generated files, back to back.
+# Usage: RETH=/path/to/reth benches/import_vs_reth.sh ACCOUNTS BLOCKS [SEED]
+# (reth: ../shared/peers, README there.) Prints wall time, Mgas/s, blocks/s, peak RSS and
+# datadir size for each node. loupe's figure includes init (the streamed genesis) separately.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ACCOUNTS="${1:?accounts}"; BLOCKS="${2:?blocks}"; SEED="${3:-1}"
+RETH="${RETH:?set RETH to the reth 2.5.1 binary}"
+command -v /usr/bin/time >/dev/null || { apt-get update -qq && apt-get install -y -qq time; }
+if [ -z "${LOUPE_BIN:-}" ]; then cargo build --release --locked --quiet; fi
+BIN="${LOUPE_BIN:-$PWD/target/release/loupe}"
+WORK="${BENCH_WORK:-$(mktemp -d)}"
+GEN="$WORK/gen-$ACCOUNTS-$BLOCKS-$SEED"
+[ -f "$GEN/chain.rlp" ] || "$BIN" generate --out "$GEN" --accounts "$ACCOUNTS" --blocks "$BLOCKS" --seed "$SEED" >/dev/null 2>&1
+measure() { # name, command...
+  local name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >"$WORK/$name.out" 2>&1
+  read -r secs kb < "$WORK/t"
+  echo "$name $secs $kb"
+}
+rm -rf "$WORK/loupe" "$WORK/reth"
+read -r _ li lirss < <(measure init "$BIN" init --datadir "$WORK/loupe" --genesis "$GEN/genesis.json")
+read -r _ lt lrss < <(measure import "$BIN" import --datadir "$WORK/loupe" "$GEN/chain.rlp")
+gas=$(grep -o '[0-9.]* Mgas)' "$WORK/import.out" | tr -dc '0-9.')
+read -r _ ri rirss < <(measure rinit "$RETH" init --chain "$GEN/genesis.json" --datadir "$WORK/reth")
+read -r _ rt rrss < <(measure rimport "$RETH" import --chain "$GEN/genesis.json" --datadir "$WORK/reth" "$GEN/chain.rlp")
+lsize=$(du -sm "$WORK/loupe" | awk '{print $1}'); rsize=$(du -sm "$WORK/reth" | awk '{print $1}')
+echo "chain: $ACCOUNTS accounts, $BLOCKS blocks, $gas Mgas (seed $SEED)"
+echo "| node | init s | import s | import Mgas/s | blocks/s | import peak RSS MiB | datadir MiB |"
+echo "|---|---|---|---|---|---|---|"
+for row in "loupe $li $lt $lrss $lsize" "reth $ri $rt $rrss $rsize"; do
+  read -r n i t rss size <<< "$row"
+  awk -v n="$n" -v i="$i" -v t="$t" -v g="$gas" -v b="$BLOCKS" -v r="$rss" -v s="$size" \
+    'BEGIN{printf "| %s | %s | %s | %.1f | %.1f | %d | %s |\n", n, i, t, g/t, b/t, r/1024, s}'
+done
