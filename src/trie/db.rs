@@ -43,6 +43,14 @@ impl<T: ReadableTable<K<33>, &'static [u8]>> NodeSource for AccountNodes<'_, T> 
         let (k, v) = item?;
         decode_row("account_trie", k.value(), v.value()).map(Some)
     }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key = pack_path(path);
+        match self.0.get(&key)? {
+            Some(v) => Ok(Some(decode_row("account_trie", &key, v.value())?.1)),
+            None => Ok(None),
+        }
+    }
 }
 
 /// One account's storage trie nodes.
@@ -64,6 +72,14 @@ impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> 
         };
         let (k, v) = item?;
         decode_row("storage_trie", k.value(), v.value()).map(Some)
+    }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key: [u8; 65] = concat(&self.account, &pack_path(path));
+        match self.table.get(&key)? {
+            Some(v) => Ok(Some(decode_row("storage_trie", &key, v.value())?.1)),
+            None => Ok(None),
+        }
     }
 }
 

@@ -162,6 +162,14 @@ impl NodeSource for AccountNodesAt<'_> {
         };
         decode_row("account_trie", &key, &value).map(Some)
     }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key = pack_path(path);
+        match self.0.get(&key)? {
+            Some(value) => Ok(Some(decode_row("account_trie", &key, &value)?.1)),
+            None => Ok(None),
+        }
+    }
 }
 
 /// One account's storage-trie nodes after a block.
@@ -180,6 +188,14 @@ impl NodeSource for StorageNodesAt<'_> {
         let hi: [u8; 65] = concat(&self.account, &last_path_key(within));
         let Some((key, value)) = self.nodes.next(&lo, &hi)? else { return Ok(None) };
         decode_row("storage_trie", &key, &value).map(Some)
+    }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key: [u8; 65] = concat(&self.account, &pack_path(path));
+        match self.nodes.get(&key)? {
+            Some(value) => Ok(Some(decode_row("storage_trie", &key, &value)?.1)),
+            None => Ok(None),
+        }
     }
 }
 

@@ -27,6 +27,12 @@ pub(crate) trait NodeSource {
         from: &Nibbles,
         within: &Nibbles,
     ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError>;
+
+    /// The stored node at exactly `path`. The default seeks; sources with a cheaper point read
+    /// (every historical source) override it.
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        Ok(self.seek(path, path)?.filter(|(p, _)| p == path).map(|(_, n)| n))
+    }
 }
 
 /// A node source with no nodes: a full rebuild from the leaves.
@@ -177,6 +183,11 @@ fn walk_with<N: NodeSource, L: LeafSource>(
 impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     /// Walks every stored node under `prefix` that is not below another one.
     fn region(&mut self, prefix: &Nibbles) -> Result<(), TrieError> {
+        // Usually the node is right at the prefix (a branch child, or the root): every other
+        // stored node of the region is below it. Otherwise (an extension) search the region.
+        if let Some(node) = self.nodes.get(prefix)? {
+            return self.node(prefix, &node);
+        }
         let mut from = *prefix;
         loop {
             let Some((path, node)) = self.nodes.seek(&from, prefix)? else { return Ok(()) };
