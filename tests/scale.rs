@@ -137,13 +137,21 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
         let r = splitmix64(i);
         let current = if data.exists() { head(&data) } else { None };
         // Start over every third run and once the chain is complete; half of the fresh starts
-        // are killed within the streamed genesis.
+        // are killed within the streamed genesis, the other runs among the blocks.
         let wipe = i % 3 == 0 || current == Some(80);
         if wipe && data.exists() {
             std::fs::remove_dir_all(&data).unwrap();
         }
         let before = if wipe { None } else { current };
-        let sleep = if wipe && i % 2 == 0 { r % init_ms } else { r % full_ms };
+        // Without a stored genesis the run starts with the whole init: kill it after that
+        // unless this run is meant to land inside it.
+        let sleep = if wipe && i % 2 == 0 {
+            r % init_ms
+        } else if before.is_none() {
+            init_ms + r % full_ms.saturating_sub(init_ms).max(1)
+        } else {
+            r % full_ms
+        };
         let mut child = import_cmd(&data, &chain).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(sleep));
         let finished = child.try_wait().unwrap().is_some();
