@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 over HTTP: server set-up, limits, and the methods loupe serves.
 //!
 //! Cheap reads run inline on the server's threads (a few µs of redb reads and JSON); EVM work
-//! (`eth_call`, `trace_call`) runs on a bounded blocking pool ([`pool::TracePool`]).
+//! (`eth_call`, `trace_call`) runs on a bounded blocking pool (`pool::TracePool`).
 
 mod call;
 mod convert;

@@ -17,7 +17,7 @@ use super::{StorageError, StorageResult};
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
 ///
 /// At the head this reads the current tables directly; at an older block every account or slot
-/// costs one ordered seek in the history tables (see [`tables::ACCOUNT_HISTORY`]). It borrows
+/// costs one ordered seek in the history tables (see [`super::tables::ACCOUNT_HISTORY`]). It borrows
 /// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
 pub struct StateAt {
     block: u64,

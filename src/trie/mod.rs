@@ -3,7 +3,7 @@
 //!
 //! Only branch nodes are stored (`account_trie`, `storage_trie`), each with the hashes of its
 //! branch children; leaves come from the hashed state. A block's root re-hashes only the paths
-//! under keys the block changed ([`walk`]); see `docs/design.md` for tables and flows.
+//! under keys the block changed (`walk.rs`); see `docs/design.md` for tables and flows.
 
 mod codec;
 mod db;
