@@ -190,7 +190,22 @@ impl DevCmd {
     fn run(self) -> Result<()> {
         use clap::FromArgMatches;
         let dir = self.datadir.unwrap_or_else(default_dev_datadir);
-        let db = Database::open(&dir)?;
+        let db = match Database::open(&dir) {
+            // The dev chain is rebuilt the same from its built-in genesis, so a dev datadir
+            // written by an older loupe (another storage format) is replaced, not refused.
+            Err(crate::storage::StorageError::Schema { found, supported }) => {
+                println!(
+                    "the dev chain in {} has storage format {found}; rebuilding it in format \
+                     {supported}",
+                    dir.display()
+                );
+                let file = dir.join(crate::storage::DB_FILE);
+                std::fs::remove_file(&file)
+                    .wrap_err_with(|| format!("cannot remove {}", file.display()))?;
+                Database::open(&dir)?
+            }
+            other => other?,
+        };
         let (spec, _) = init_genesis(&db, &crate::dev::dev_genesis_json())?;
         let built = crate::dev::build_sample_history(&db, &spec)?;
         if built > 0 {
