@@ -42,7 +42,8 @@ pub const HISTORY_BLOCKS: u64 = 20;
 
 const GWEI: u128 = 1_000_000_000;
 
-fn sign<T>(signer: &PrivateKeySigner, tx: T) -> Result<TxEnvelope, DevError>
+/// Signs `tx` with `signer` into an envelope (the dev history's and the generator's).
+pub(crate) fn sign<T>(signer: &PrivateKeySigner, tx: T) -> Result<TxEnvelope, DevError>
 where
     T: SignableTransaction<Signature>,
     TxEnvelope: From<Signed<T>>,

@@ -23,6 +23,7 @@ pub use source::{BlockReader, SourceError};
 use crate::chain::ChainSpec;
 use crate::storage::Database;
 use progress::Progress;
+pub use progress::StatusLine;
 
 /// Totals of one import run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

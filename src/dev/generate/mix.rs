@@ -6,13 +6,14 @@
 //! is one extra draw from the random stream made only then, so without one the stream, and
 //! the chain, are exactly what they are without the option.
 
+use crate::dev::history::sign;
 use alloy_consensus::{
     SignableTransaction, Signed, TxEip1559, TxEip2930, TxEip4844, TxEip4844Variant, TxEip7702,
     TxEnvelope, TxLegacy,
 };
 use alloy_eips::eip2930::{AccessList, AccessListItem};
 use alloy_eips::eip7702::{Authorization, SignedAuthorization};
-use alloy_primitives::{Address, B256, Bytes, Signature, TxKind, U256, keccak256};
+use alloy_primitives::{Address, B256, Bytes, TxKind, U256, keccak256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 
@@ -738,14 +739,4 @@ impl Mix {
         }
         Ok(Planned { tx, sender: from, action: d.action, succeeds: d.succeeds })
     }
-}
-
-fn sign<T>(signer: &PrivateKeySigner, tx: T) -> Result<TxEnvelope, DevError>
-where
-    T: SignableTransaction<Signature>,
-    TxEnvelope: From<Signed<T>>,
-{
-    let sig =
-        signer.sign_hash_sync(&tx.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
-    Ok(tx.into_signed(sig).into())
 }
