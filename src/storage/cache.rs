@@ -1,8 +1,10 @@
 //! [`BlockCache`]: recently used headers with their hashes, and the commit generation that
 //! tells readers when to take a new snapshot.
 //!
-//! loupe follows one chain and never unwinds, so a stored header never changes: the cache
-//! needs no invalidation, only a bound on its size.
+//! A stored header changes only when its block is unwound (a reorg). The commit of an unwind
+//! clears the cache, and a reader trusts an entry only when its hash is the canonical hash in
+//! the reader's own snapshot, so a reader of an older snapshot cannot leak a header of the old
+//! branch to newer readers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +36,11 @@ impl BlockCache {
 
     pub(crate) fn header(&self, number: u64) -> Option<Arc<(Header, B256)>> {
         self.headers.lock().unwrap_or_else(|e| e.into_inner()).get(&number).cloned()
+    }
+
+    /// Forgets every header (after an unwind).
+    pub(crate) fn clear_headers(&self) {
+        self.headers.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     pub(crate) fn insert_header(&self, number: u64, entry: Arc<(Header, B256)>) {

@@ -37,6 +37,9 @@ pub enum StorageError {
         /// Version this build reads.
         supported: u64,
     },
+    /// A block could not be unwound.
+    #[error("cannot unwind: {0}")]
+    Unwind(&'static str),
     /// Code referenced by an account is missing.
     #[error("bytecode {0} referenced by an account is not stored")]
     MissingCode(B256),

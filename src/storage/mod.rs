@@ -6,6 +6,7 @@
 //! of block N" for the EVM.
 
 mod cache;
+mod changes;
 mod codec;
 mod error;
 mod read;
@@ -19,6 +20,7 @@ use std::path::Path;
 
 use redb::ReadableDatabase;
 
+pub use changes::{ChangeKind, record_changes};
 pub use codec::{
     HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
     hashed_storage_key,
@@ -120,7 +122,7 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 2 }), "{err}");
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 3 }), "{err}");
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 }

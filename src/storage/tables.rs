@@ -98,6 +98,12 @@ pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
 pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
     TableDefinition::new("storage_trie_history");
 
+/// `block BE ++ kind (u8) → keys`: the change index. For each history table (the kind, see
+/// [`crate::storage::ChangeKind`]) the concatenated keys of the rows `block` wrote there, so
+/// that a block can be unwound without scanning history ([`crate::storage::Writer::unwind_head`]).
+pub const BLOCK_CHANGES: TableDefinition<'_, &[u8; 9], &[u8]> =
+    TableDefinition::new("block_changes");
+
 /// Named values: `genesis` (the genesis.json the database was initialised with, its `alloc`
 /// left out: the allocation is in the state tables), `alloc_digest`, `head`, `safe`,
 /// `finalized` (block numbers, u64 BE), `schema` (format version).
@@ -123,4 +129,5 @@ pub mod meta {
 /// Current storage format version, stored under [`meta::SCHEMA`].
 ///
 /// 2: hashed state, stored trie nodes and their history (incremental state root, proofs).
-pub const SCHEMA_VERSION: u64 = 2;
+/// 3: the per-block change index [`BLOCK_CHANGES`] (unwinding).
+pub const SCHEMA_VERSION: u64 = 3;

@@ -22,8 +22,10 @@ use super::{StateDump, StorageResult};
 /// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
 /// which is how a block that fails verification leaves no trace.
 pub struct Writer {
-    txn: WriteTransaction,
+    pub(super) txn: WriteTransaction,
     cache: std::sync::Arc<super::cache::BlockCache>,
+    /// A block was unwound: cached headers may be of the old branch.
+    pub(super) unwound: bool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -37,7 +39,7 @@ impl Writer {
         txn: WriteTransaction,
         cache: std::sync::Arc<super::cache::BlockCache>,
     ) -> Self {
-        Self { txn, cache }
+        Self { txn, cache, unwound: false }
     }
 
     pub(super) fn create_tables(&self) -> StorageResult<()> {
@@ -61,6 +63,7 @@ impl Writer {
         self.txn.open_table(tables::STORAGE_TRIE)?;
         self.txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?;
         self.txn.open_table(tables::STORAGE_TRIE_HISTORY)?;
+        self.txn.open_table(tables::BLOCK_CHANGES)?;
         let mut m = self.txn.open_table(tables::META)?;
         let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
         match found {
@@ -90,6 +93,9 @@ impl Writer {
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         self.txn.commit()?;
+        if self.unwound {
+            self.cache.clear_headers();
+        }
         self.cache.bump_generation();
         Ok(())
     }
@@ -115,7 +121,8 @@ impl Writer {
             ACCOUNT_TRIE,
             STORAGE_TRIE,
             ACCOUNT_TRIE_HISTORY,
-            STORAGE_TRIE_HISTORY
+            STORAGE_TRIE_HISTORY,
+            BLOCK_CHANGES
         );
         Ok(())
     }
@@ -223,6 +230,9 @@ impl Writer {
         }
         // Writes go in key order, each table's separately: neighbouring keys share B-tree pages,
         // so a large batch (a genesis) touches each page once instead of at random.
+        // History rows added by this call, for the change index.
+        let mut changed_accounts = Vec::new();
+        let mut changed_slots = Vec::new();
         let mut plain_order: Vec<_> = changes.accounts.iter().collect();
         plain_order.sort_unstable_by_key(|(address, _)| *address);
         let mut hashed_accounts = Vec::with_capacity(plain_order.len());
@@ -232,6 +242,7 @@ impl Writer {
                 let old = accounts.get(&address.0.0)?.map(|v| *v.value());
                 let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
                 account_history.insert(&hkey, old_bytes)?;
+                changed_accounts.extend_from_slice(address.as_slice());
             }
             let acct = info.as_ref().map(|info| StoredAccount {
                 nonce: info.nonce,
@@ -266,6 +277,7 @@ impl Writer {
                     let hkey = storage_history_key(address, &slot, block);
                     if history && storage_history.get(&hkey)?.is_none() {
                         storage_history.insert(&hkey, &v)?;
+                        changed_slots.extend_from_slice(&k);
                     }
                     storage.remove(&k)?;
                 }
@@ -276,6 +288,7 @@ impl Writer {
                 if history && storage_history.get(&hkey)?.is_none() {
                     let old = storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
                     storage_history.insert(&hkey, &old)?;
+                    changed_slots.extend_from_slice(&key);
                 }
                 if value.is_zero() {
                     storage.remove(&key)?;
@@ -289,6 +302,15 @@ impl Writer {
         hashed_slots.sort_unstable_by_key(|(a, s, _)| (*a, *s));
         for (hashed_address, hashed_slot, value) in hashed_slots {
             hashed.slot(block, &hashed_address, &hashed_slot, &value)?;
+        }
+        drop((accounts, account_history, storage, storage_history, bytecodes));
+        if history {
+            use super::changes::{ChangeKind, record_changes};
+            let (changed_hashed_accounts, changed_hashed_slots) = hashed.finish();
+            record_changes(&self.txn, block, ChangeKind::Accounts, &changed_accounts)?;
+            record_changes(&self.txn, block, ChangeKind::Storage, &changed_slots)?;
+            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed_hashed_accounts)?;
+            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed_hashed_slots)?;
         }
         Ok(())
     }
@@ -323,6 +345,9 @@ struct HashedWrites<'t> {
     storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
     storage_history: Table<'t, &'static [u8; 72], &'static [u8; 32]>,
     history: bool,
+    /// Keys of the history rows added (for the change index).
+    changed_accounts: Vec<u8>,
+    changed_slots: Vec<u8>,
 }
 
 impl<'t> HashedWrites<'t> {
@@ -333,7 +358,14 @@ impl<'t> HashedWrites<'t> {
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             history,
+            changed_accounts: Vec::new(),
+            changed_slots: Vec::new(),
         })
+    }
+
+    /// Closes the tables; returns the keys of the history rows added.
+    fn finish(self) -> (Vec<u8>, Vec<u8>) {
+        (self.changed_accounts, self.changed_slots)
     }
 
     /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
@@ -349,6 +381,7 @@ impl<'t> HashedWrites<'t> {
         if self.history && self.account_history.get(&hkey)?.is_none() {
             let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
             self.account_history.insert(&hkey, old_bytes)?;
+            self.changed_accounts.extend_from_slice(hashed_address.as_slice());
         }
         match account {
             Some(account) => {
@@ -378,6 +411,7 @@ impl<'t> HashedWrites<'t> {
                 hashed_storage_history_key(hashed_address, &B256::from_slice(&k[32..]), block);
             if self.history && self.storage_history.get(&hkey)?.is_none() {
                 self.storage_history.insert(&hkey, &v)?;
+                self.changed_slots.extend_from_slice(&k);
             }
             self.storage.remove(&k)?;
         }
@@ -396,6 +430,7 @@ impl<'t> HashedWrites<'t> {
         if self.history && self.storage_history.get(&hkey)?.is_none() {
             let old = self.storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
             self.storage_history.insert(&hkey, &old)?;
+            self.changed_slots.extend_from_slice(&key);
         }
         if value.is_zero() {
             self.storage.remove(&key)?;

@@ -13,7 +13,7 @@ use super::codec::{concat, encode_node, pack_path};
 use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
-use crate::storage::{HashedAccount, hashed_account_history_key};
+use crate::storage::{ChangeKind, HashedAccount, hashed_account_history_key, record_changes};
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,9 @@ struct TrieTables<'t> {
     storage_trie: Table<'t, &'static [u8; 65], &'static [u8]>,
     account_trie_history: Table<'t, &'static [u8; 41], &'static [u8]>,
     storage_trie_history: Table<'t, &'static [u8; 73], &'static [u8]>,
+    /// Keys of the history rows added, for the block's change index.
+    changed_account_paths: Vec<u8>,
+    changed_storage_keys: Vec<u8>,
 }
 
 impl<'t> TrieTables<'t> {
@@ -70,6 +73,8 @@ impl<'t> TrieTables<'t> {
             storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
             account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
             storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            changed_account_paths: Vec::new(),
+            changed_storage_keys: Vec::new(),
         })
     }
 
@@ -87,6 +92,7 @@ impl<'t> TrieTables<'t> {
         if self.account_trie_history.get(&hkey)?.is_none() {
             let old = self.account_trie.get(&key)?.map(|v| v.value().to_vec()).unwrap_or_default();
             self.account_trie_history.insert(&hkey, old.as_slice())?;
+            self.changed_account_paths.extend_from_slice(&key);
         }
         match node {
             Some(node) => self.account_trie.insert(&key, encode_node(node).as_slice())?,
@@ -108,6 +114,7 @@ impl<'t> TrieTables<'t> {
         if self.storage_trie_history.get(&hkey)?.is_none() {
             let old = self.storage_trie.get(key)?.map(|v| v.value().to_vec()).unwrap_or_default();
             self.storage_trie_history.insert(&hkey, old.as_slice())?;
+            self.changed_storage_keys.extend_from_slice(key);
         }
         match node {
             Some(node) => self.storage_trie.insert(key, node)?,
@@ -165,6 +172,7 @@ pub fn update_state_root(
     let mut account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
     let storage = txn.open_table(tables::HASHED_STORAGE)?;
     let store = mode == RootMode::Store;
+    let mut changed_hashed_accounts = Vec::new();
 
     if store {
         for account in &touched.deleted {
@@ -194,6 +202,7 @@ pub fn update_state_root(
             let hkey = hashed_account_history_key(account, block);
             if account_history.get(&hkey)?.is_none() {
                 account_history.insert(&hkey, row.as_slice())?;
+                changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
             hashed.storage_root = out.root;
             accounts.insert(&account.0, &hashed.encode())?;
@@ -211,6 +220,12 @@ pub fn update_state_root(
             trie.put_account(block, path, Some(node))?;
         }
     }
+    let (paths, keys) = (trie.changed_account_paths, trie.changed_storage_keys);
+    drop((trie.account_trie, trie.storage_trie, trie.account_trie_history));
+    drop((trie.storage_trie_history, accounts, account_history, storage));
+    record_changes(txn, block, ChangeKind::HashedAccounts, &changed_hashed_accounts)?;
+    record_changes(txn, block, ChangeKind::AccountTrie, &paths)?;
+    record_changes(txn, block, ChangeKind::StorageTrie, &keys)?;
     Ok(out.root)
 }
 

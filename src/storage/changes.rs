@@ -1,0 +1,298 @@
+//! The per-block change index ([`tables::BLOCK_CHANGES`]) and [`Writer::unwind_head`], which
+//! takes the head block back out of every table.
+//!
+//! History tables are keyed entity first (`key ++ block`), which serves "as of block N" reads
+//! with one seek but cannot list what one block changed without a full scan. So every history
+//! row a block writes is also named in the change index, under the block, and unwinding the
+//! block walks that list: each history row puts its value back into the current table and is
+//! removed, which leaves every table exactly as it was before the block.
+
+use alloy_primitives::keccak256;
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::codec::u64_value;
+use super::tables::{self, meta};
+use super::{StorageError, StorageResult, Writer};
+
+/// Which history table a list of changed keys belongs to; the discriminant is the last byte of
+/// the [`tables::BLOCK_CHANGES`] key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ChangeKind {
+    /// Addresses (20 bytes) with a row in [`tables::ACCOUNT_HISTORY`].
+    Accounts = 0,
+    /// `address ++ slot` (52 bytes) with a row in [`tables::STORAGE_HISTORY`].
+    Storage = 1,
+    /// Hashed addresses (32 bytes) with a row in [`tables::HASHED_ACCOUNT_HISTORY`].
+    HashedAccounts = 2,
+    /// Hashed `address ++ slot` (64 bytes) with a row in [`tables::HASHED_STORAGE_HISTORY`].
+    HashedStorage = 3,
+    /// Packed account-trie paths (33 bytes) with a row in [`tables::ACCOUNT_TRIE_HISTORY`].
+    AccountTrie = 4,
+    /// Storage-trie keys (65 bytes) with a row in [`tables::STORAGE_TRIE_HISTORY`].
+    StorageTrie = 5,
+}
+
+impl ChangeKind {
+    const ALL: [Self; 6] = [
+        Self::Accounts,
+        Self::Storage,
+        Self::HashedAccounts,
+        Self::HashedStorage,
+        Self::AccountTrie,
+        Self::StorageTrie,
+    ];
+
+    /// Width of one key of this kind.
+    pub fn key_len(self) -> usize {
+        match self {
+            Self::Accounts => 20,
+            Self::Storage => 52,
+            Self::HashedAccounts => 32,
+            Self::HashedStorage => 64,
+            Self::AccountTrie => 33,
+            Self::StorageTrie => 65,
+        }
+    }
+}
+
+fn change_key(block: u64, kind: ChangeKind) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[..8].copy_from_slice(&block.to_be_bytes());
+    k[8] = kind as u8;
+    k
+}
+
+/// Appends `keys` (concatenated, each [`ChangeKind::key_len`] bytes) to what `block` changed.
+/// Layers that write history rows of their own in a block's transaction (the trie) call this
+/// for every row they add.
+pub fn record_changes(
+    txn: &WriteTransaction,
+    block: u64,
+    kind: ChangeKind,
+    keys: &[u8],
+) -> StorageResult<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut t = txn.open_table(tables::BLOCK_CHANGES)?;
+    let key = change_key(block, kind);
+    let mut all = t.get(&key)?.map(|v| v.value().to_vec()).unwrap_or_default();
+    all.extend_from_slice(keys);
+    // Sorted, so the same block gives the same row whatever order the changes came in.
+    let mut sorted: Vec<&[u8]> = all.chunks_exact(kind.key_len()).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    t.insert(&key, sorted.concat().as_slice())?;
+    Ok(())
+}
+
+/// Puts back, for each key in `keys`, the value its history row saved for `block`, and removes
+/// that row. An empty old value (the node did not exist) removes the current row.
+fn restore<const K: usize, const H: usize>(
+    current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
+    history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
+    keys: &[u8],
+    block: u64,
+    table: &'static str,
+) -> StorageResult<()>
+{
+    for key in keys.chunks_exact(K) {
+        let mut k = [0u8; K];
+        k.copy_from_slice(key);
+        let mut h = [0u8; H];
+        h[..K].copy_from_slice(key);
+        h[K..].copy_from_slice(&block.to_be_bytes());
+        let old = history
+            .remove(&h)?
+            .map(|v| v.value().to_vec())
+            .ok_or_else(|| missing_history(table, block, key))?;
+        if old.is_empty() {
+            current.remove(&k)?;
+        } else {
+            current.insert(&k, old.as_slice())?;
+        }
+    }
+    Ok(())
+}
+
+/// [`restore`] for slot tables, whose values are 32-byte words and whose history saves zero
+/// for an unset slot.
+fn restore_slots<const K: usize, const H: usize>(
+    current: &mut Table<'_, &'static [u8; K], &'static [u8; 32]>,
+    history: &mut Table<'_, &'static [u8; H], &'static [u8; 32]>,
+    keys: &[u8],
+    block: u64,
+    table: &'static str,
+) -> StorageResult<()> {
+    for key in keys.chunks_exact(K) {
+        let mut k = [0u8; K];
+        k.copy_from_slice(key);
+        let mut h = [0u8; H];
+        h[..K].copy_from_slice(key);
+        h[K..].copy_from_slice(&block.to_be_bytes());
+        let old = history
+            .remove(&h)?
+            .map(|v| *v.value())
+            .ok_or_else(|| missing_history(table, block, key))?;
+        if old == [0u8; 32] {
+            current.remove(&k)?;
+        } else {
+            current.insert(&k, &old)?;
+        }
+    }
+    Ok(())
+}
+
+impl Writer {
+    /// Takes the head block out of the database: its block data, the state changes it made
+    /// (current state, history and trie nodes, from the change index) and the markers, which
+    /// drop to the parent (safe and finalized no higher than it). Returns the new head.
+    /// Nothing is visible to readers until [`Writer::commit`], so an unwind and the import of a
+    /// new branch can share one commit. Genesis cannot be unwound.
+    pub fn unwind_head(&mut self) -> StorageResult<u64> {
+        let head = self.head()?.ok_or(StorageError::Unwind("the database has no blocks"))?;
+        if head == 0 {
+            return Err(StorageError::Unwind("genesis cannot be unwound"));
+        }
+        let txn = &self.txn;
+        let mut lists = Vec::with_capacity(ChangeKind::ALL.len());
+        {
+            let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
+            for kind in ChangeKind::ALL {
+                let keys =
+                    changes.remove(&change_key(head, kind))?.map(|v| v.value().to_vec());
+                lists.push(keys.unwrap_or_default());
+            }
+        }
+        let [accounts, storage, hashed_accounts, hashed_storage, account_trie, storage_trie] =
+            <[Vec<u8>; 6]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
+        {
+            let mut current = txn.open_table(tables::ACCOUNTS)?;
+            let mut history = txn.open_table(tables::ACCOUNT_HISTORY)?;
+            for key in accounts.chunks_exact(20) {
+                let mut k = [0u8; 20];
+                k.copy_from_slice(key);
+                let mut h = [0u8; 28];
+                h[..20].copy_from_slice(key);
+                h[20..].copy_from_slice(&head.to_be_bytes());
+                let old = history.remove(&h)?.map(|v| v.value().to_vec());
+                match old.as_deref() {
+                    None => return Err(missing_history("account_history", head, key)),
+                    Some([]) => {
+                        current.remove(&k)?;
+                    }
+                    Some(old) => {
+                        let v: [u8; 72] = old.try_into().map_err(|_| bad_len("account_history"))?;
+                        current.insert(&k, &v)?;
+                    }
+                }
+            }
+        }
+        restore_slots(
+            &mut txn.open_table(tables::STORAGE)?,
+            &mut txn.open_table(tables::STORAGE_HISTORY)?,
+            &storage,
+            head,
+            "storage_history",
+        )?;
+        {
+            let mut current = txn.open_table(tables::HASHED_ACCOUNTS)?;
+            let mut history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+            for key in hashed_accounts.chunks_exact(32) {
+                let mut k = [0u8; 32];
+                k.copy_from_slice(key);
+                let mut h = [0u8; 40];
+                h[..32].copy_from_slice(key);
+                h[32..].copy_from_slice(&head.to_be_bytes());
+                let old = history.remove(&h)?.map(|v| v.value().to_vec());
+                match old.as_deref() {
+                    None => return Err(missing_history("hashed_account_history", head, key)),
+                    Some([]) => {
+                        current.remove(&k)?;
+                    }
+                    Some(old) => {
+                        let v: [u8; 104] =
+                            old.try_into().map_err(|_| bad_len("hashed_account_history"))?;
+                        current.insert(&k, &v)?;
+                    }
+                }
+            }
+        }
+        restore_slots(
+            &mut txn.open_table(tables::HASHED_STORAGE)?,
+            &mut txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+            &hashed_storage,
+            head,
+            "hashed_storage_history",
+        )?;
+        restore(
+            &mut txn.open_table(tables::ACCOUNT_TRIE)?,
+            &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+            &account_trie,
+            head,
+            "account_trie_history",
+        )?;
+        restore(
+            &mut txn.open_table(tables::STORAGE_TRIE)?,
+            &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            &storage_trie,
+            head,
+            "storage_trie_history",
+        )?;
+
+        // Block data.
+        {
+            let hash = txn.open_table(tables::CANONICAL)?.remove(head)?.map(|v| *v.value());
+            if let Some(hash) = hash {
+                txn.open_table(tables::HASH_TO_NUMBER)?.remove(&hash)?;
+            }
+            txn.open_table(tables::HEADERS)?.remove(head)?;
+            txn.open_table(tables::BODIES)?.remove(head)?;
+            txn.open_table(tables::RECEIPTS)?.remove(head)?;
+            let mut txs = txn.open_table(tables::TRANSACTIONS)?;
+            let mut lookup = txn.open_table(tables::TX_LOOKUP)?;
+            let from = super::codec::tx_key(head, 0);
+            let to = super::codec::tx_key(head, u32::MAX);
+            let mut keys = Vec::new();
+            for item in txs.range::<&[u8; 12]>(&from..=&to)? {
+                let (k, v) = item?;
+                // sender (20) ++ EIP-2718 bytes, whose keccak is the transaction hash.
+                let bytes = v.value();
+                if bytes.len() > 20 {
+                    lookup.remove(&keccak256(&bytes[20..]).0)?;
+                }
+                keys.push(*k.value());
+            }
+            for k in keys {
+                txs.remove(&k)?;
+            }
+        }
+        let parent = head - 1;
+        let mut m = txn.open_table(tables::META)?;
+        let read = |m: &Table<'_, &str, &[u8]>, key: &str| -> StorageResult<u64> {
+            Ok(m.get(key)?.map(|v| u64_value("meta", v.value())).transpose()?.unwrap_or(0))
+        };
+        let safe = read(&m, meta::SAFE)?.min(parent);
+        let finalized = read(&m, meta::FINALIZED)?.min(parent);
+        m.insert(meta::HEAD, parent.to_be_bytes().as_slice())?;
+        m.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
+        m.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        self.unwound = true;
+        Ok(parent)
+    }
+}
+
+fn missing_history(table: &'static str, block: u64, key: &[u8]) -> StorageError {
+    StorageError::Corrupt {
+        table,
+        detail: format!(
+            "change index of block {block} names key {} with no history row",
+            alloy_primitives::hex::encode(key)
+        ),
+    }
+}
+
+fn bad_len(table: &'static str) -> StorageError {
+    StorageError::Corrupt { table, detail: "history value of the wrong length".into() }
+}

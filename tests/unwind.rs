@@ -1,0 +1,204 @@
+//! Unwinding blocks (`Writer::unwind_head`, the change index): a database that imported a
+//! chain to N and was unwound to k holds exactly, table by table and row by row, what a
+//! database that only ever imported the chain to k holds. Importing k+1..N again then gives
+//! exactly the database of a straight import. Checked on the fixture chain and on a generated
+//! chain with self-destructs, storage clears and contract creations.
+//!
+//! The truth is a second path to the same answer: a fresh import of the same blocks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use alloy_consensus::{Block, TxEnvelope};
+use common::{CHAIN_LEN, Fixture};
+use loupe::chain::ChainSpec;
+use loupe::import::{BlockReader, import_block, init_genesis};
+use loupe::storage::{Database, tables};
+use redb::{ReadableDatabase, ReadableTable, TableHandle};
+
+/// Every row of every table, as debug text, by table name. Bytecodes are content addressed
+/// and never deleted, so they are returned apart.
+type Tables = BTreeMap<String, Vec<(String, String)>>;
+
+fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
+    let db = redb::Database::open(dir.join(loupe::storage::DB_FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let mut out = Tables::new();
+    macro_rules! dump {
+        ($($t:ident),* $(,)?) => {$(
+            let t = txn.open_table(tables::$t).unwrap();
+            let rows = t
+                .iter()
+                .unwrap()
+                .map(|r| {
+                    let (k, v) = r.unwrap();
+                    (format!("{:?}", k.value()), format!("{:?}", v.value()))
+                })
+                .collect();
+            out.insert(tables::$t.name().to_string(), rows);
+        )*};
+    }
+    dump!(
+        HEADERS,
+        CANONICAL,
+        HASH_TO_NUMBER,
+        BODIES,
+        TRANSACTIONS,
+        RECEIPTS,
+        TX_LOOKUP,
+        ACCOUNTS,
+        STORAGE,
+        ACCOUNT_HISTORY,
+        STORAGE_HISTORY,
+        HASHED_ACCOUNTS,
+        HASHED_STORAGE,
+        HASHED_ACCOUNT_HISTORY,
+        HASHED_STORAGE_HISTORY,
+        ACCOUNT_TRIE,
+        STORAGE_TRIE,
+        ACCOUNT_TRIE_HISTORY,
+        STORAGE_TRIE_HISTORY,
+        BLOCK_CHANGES,
+        META,
+    );
+    let codes = txn.open_table(tables::BYTECODES).unwrap();
+    let codes = codes.iter().unwrap().map(|r| format!("{:?}", r.unwrap().0.value())).collect();
+    // The list above must cover every table the database has.
+    for handle in txn.list_tables().unwrap() {
+        let name = handle.name().to_string();
+        assert!(
+            out.contains_key(&name) || name == tables::BYTECODES.name(),
+            "table {name} is not compared"
+        );
+    }
+    (out, codes)
+}
+
+fn assert_same(unwound: &Path, fresh: &Path, what: &str) {
+    let (a, codes_a) = dump_tables(unwound);
+    let (b, codes_b) = dump_tables(fresh);
+    for (name, rows_b) in &b {
+        let rows_a = &a[name];
+        if rows_a != rows_b {
+            let only_a: Vec<_> = rows_a.iter().filter(|r| !rows_b.contains(r)).take(3).collect();
+            let only_b: Vec<_> = rows_b.iter().filter(|r| !rows_a.contains(r)).take(3).collect();
+            let short = |rows: Vec<&(String, String)>| -> String {
+                format!("{rows:?}").chars().take(600).collect()
+            };
+            let (only_a, only_b) = (short(only_a), short(only_b));
+            panic!(
+                "{what}: table {name} differs ({} rows vs {}); only after unwind: {only_a:?}; \
+                 only in the fresh import: {only_b:?}",
+                rows_a.len(),
+                rows_b.len()
+            );
+        }
+    }
+    for code in &codes_b {
+        assert!(codes_a.contains(code), "{what}: bytecode {code} lost");
+    }
+}
+
+struct Chain {
+    genesis: String,
+    blocks: Vec<Block<TxEnvelope>>,
+}
+
+impl Chain {
+    /// A database with the chain imported up to `to`, each block committed on its own.
+    fn import(&self, dir: &Path, to: u64) -> (Database, ChainSpec) {
+        let db = Database::open(dir).unwrap();
+        let (spec, _) = init_genesis(&db, &self.genesis).unwrap();
+        for block in &self.blocks[..to as usize] {
+            import_block(&db, &spec, block, true).unwrap();
+        }
+        (db, spec)
+    }
+}
+
+/// Imports everything, unwinds to each target in turn (one commit per block, then several
+/// blocks in one commit), compares with a fresh import at each target, and finally re-imports
+/// the rest and compares with a straight import.
+fn check_chain(chain: &Chain, targets: &[u64]) {
+    let len = chain.blocks.len() as u64;
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    let work = tmp.path().join("work");
+    drop(chain.import(&full, len));
+    let (mut db, mut spec) = chain.import(&work, len);
+    let mut head = len;
+    for (i, &target) in targets.iter().enumerate() {
+        if i % 2 == 0 {
+            while head > target {
+                let mut w = db.begin_write().unwrap();
+                head = w.unwind_head().unwrap();
+                w.commit(true).unwrap();
+            }
+        } else {
+            let mut w = db.begin_write().unwrap();
+            while head > target {
+                head = w.unwind_head().unwrap();
+            }
+            w.commit(true).unwrap();
+        }
+        assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(target));
+        drop(db);
+        let fresh = tmp.path().join(format!("fresh-{target}"));
+        drop(chain.import(&fresh, target));
+        assert_same(&work, &fresh, &format!("unwound to {target}"));
+        std::fs::remove_dir_all(&fresh).unwrap();
+        (db, spec) = {
+            let db = Database::open(&work).unwrap();
+            let spec = loupe::import::load_spec(&db).unwrap().unwrap();
+            (db, spec)
+        };
+    }
+    for block in &chain.blocks[head as usize..] {
+        import_block(&db, &spec, block, true).unwrap();
+    }
+    drop(db);
+    assert_same(&work, &full, "unwound and imported again");
+
+    // Genesis stays.
+    let db = Database::open(&work).unwrap();
+    let mut w = db.begin_write().unwrap();
+    while w.head().unwrap() != Some(0) {
+        w.unwind_head().unwrap();
+    }
+    let err = w.unwind_head().unwrap_err();
+    assert!(err.to_string().contains("genesis"), "{err}");
+}
+
+#[test]
+fn fixture_chain_unwinds_to_exactly_the_database_of_a_shorter_import() {
+    let Some(fx) = Fixture::load() else { return };
+    let chain = Chain {
+        genesis: fx.genesis_text.clone(),
+        blocks: fx.blocks.iter().map(|b| b.block.clone()).collect(),
+    };
+    assert_eq!(chain.blocks.len() as u64, CHAIN_LEN);
+    check_chain(&chain, &[53, 40, 31, 12, 1]);
+}
+
+#[test]
+fn generated_chain_unwinds_to_exactly_the_database_of_a_shorter_import() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("gen");
+    let mut config = loupe::dev::generate::GenerateConfig::new(&out, 500, 12);
+    config.gas_limit = 8_000_000;
+    config.quiet = true;
+    loupe::dev::generate::generate(&config).unwrap();
+    let genesis = std::fs::read_to_string(out.join("genesis.json")).unwrap();
+    let file = std::fs::File::open(out.join("chain.rlp")).unwrap();
+    let mut reader = BlockReader::new(std::io::BufReader::new(file));
+    let mut blocks = Vec::new();
+    while let Some(item) = reader.next_block() {
+        blocks.push(item.unwrap().1);
+    }
+    assert_eq!(blocks.len(), 12);
+    check_chain(&Chain { genesis, blocks }, &[11, 7, 3, 0]);
+}
