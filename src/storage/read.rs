@@ -83,10 +83,10 @@ impl Reader {
 
     /// Header of block `number` with its hash, from the cache when it is there.
     pub fn header_and_hash(&self, number: u64) -> StorageResult<Option<Arc<(Header, B256)>>> {
-        if let Some(entry) = self.cache.header(number) {
-            if self.canonical_hash(number)? == Some(entry.1) {
-                return Ok(Some(entry));
-            }
+        if let Some(entry) = self.cache.header(number)
+            && self.canonical_hash(number)? == Some(entry.1)
+        {
+            return Ok(Some(entry));
         }
         let (Some(header), Some(hash)) = (self.header(number)?, self.canonical_hash(number)?)
         else {
