@@ -1,7 +1,8 @@
 //! Unwinding blocks (`Writer::unwind_head`, the change index): a database that imported a
 //! chain to N and was unwound to k holds exactly, table by table and row by row, what a
-//! database that only ever imported the chain to k holds. Importing k+1..N again then gives
-//! exactly the database of a straight import. Checked on the fixture chain and on a generated
+//! database that only ever imported the chain to k holds. Importing k+1..N again (the last
+//! blocks after an unwind in the same transaction, executed on its uncommitted state) then
+//! gives exactly the database of a straight import. Checked on the fixture chain and on a generated
 //! chain with self-destructs, storage clears and contract creations.
 //!
 //! The truth is a second path to the same answer: a fresh import of the same blocks.
@@ -16,7 +17,7 @@ use std::path::Path;
 use alloy_consensus::{Block, TxEnvelope};
 use common::{CHAIN_LEN, Fixture};
 use loupe::chain::ChainSpec;
-use loupe::import::{BlockReader, import_block, init_genesis};
+use loupe::import::{BlockReader, import_block, import_block_pending, init_genesis};
 use loupe::storage::{Database, tables};
 use redb::{ReadableDatabase, ReadableTable, TableHandle};
 
@@ -157,9 +158,19 @@ fn check_chain(chain: &Chain, targets: &[u64]) {
             (db, spec)
         };
     }
-    for block in &chain.blocks[head as usize..] {
+    // Back up to len - 2 block by block; then, in one transaction (a reorg): unwind 3 blocks
+    // and import the last 5 on top of the uncommitted state.
+    for block in &chain.blocks[head as usize..len as usize - 2] {
         import_block(&db, &spec, block, true).unwrap();
     }
+    let mut w = db.begin_write().unwrap();
+    for _ in 0..3 {
+        w.unwind_head().unwrap();
+    }
+    for block in &chain.blocks[len as usize - 5..] {
+        import_block_pending(&w, &spec, block).unwrap();
+    }
+    w.commit(true).unwrap();
     drop(db);
     assert_same(&work, &full, "unwound and imported again");
 

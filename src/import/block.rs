@@ -12,7 +12,8 @@ use alloy_primitives::{Address, B256, Bloom};
 use super::ImportError;
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
-use crate::storage::Database;
+use crate::storage::{Database, Writer};
+use revm::database::DatabaseRef;
 use crate::trie::{RootMode, update_state_root};
 
 /// What [`import_block`] did.
@@ -72,6 +73,72 @@ pub fn import_block(
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
+    let writer = db.begin_write()?;
+    // The writer has changed nothing yet, so the committed head state is its state.
+    let timings = store_block(&writer, spec, block, hash, parent_hash, reader.state_at(head)?)?;
+    let started = std::time::Instant::now();
+    writer.commit(durable)?;
+    // Where a block's time went, in microseconds per phase.
+    tracing::debug!(
+        target: "import",
+        number,
+        %hash,
+        txs = block.body.transactions.len(),
+        durable,
+        exec_us = timings.execute.as_micros() as u64,
+        state_us = timings.state.as_micros() as u64,
+        root_us = timings.root.as_micros() as u64,
+        block_us = timings.block.as_micros() as u64,
+        commit_us = started.elapsed().as_micros() as u64,
+        "block stored"
+    );
+    Ok(BlockStatus::Imported)
+}
+
+/// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
+/// from the writer itself (changes it holds uncommitted included). This is how a new branch is
+/// imported in the same transaction as the unwind of the old one. Returns the block hash.
+/// Nothing is committed; on error the caller drops the writer.
+pub fn import_block_pending(
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+) -> Result<B256, ImportError> {
+    let number = block.header.number;
+    let hash = block.header.hash_slow();
+    let head = writer.head()?.ok_or(ImportError::NotInitialised)?;
+    if number != head + 1 {
+        return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
+    }
+    let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
+    store_block(writer, spec, block, hash, parent_hash, writer.pending_state()?)?;
+    Ok(hash)
+}
+
+/// Time spent per phase of [`store_block`].
+#[derive(Debug, Default)]
+struct Timings {
+    execute: std::time::Duration,
+    state: std::time::Duration,
+    root: std::time::Duration,
+    block: std::time::Duration,
+}
+
+/// Every check of a block against its parent, then execution, the state root and the block's
+/// rows, all written through `writer` (head, safe and finalized move to the block).
+fn store_block<DB: DatabaseRef + std::fmt::Debug>(
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    hash: B256,
+    parent_hash: B256,
+    parent_state: DB,
+) -> Result<Timings, ImportError>
+where
+    DB::Error: std::fmt::Display,
+{
+    let header = &block.header;
+    let number = header.number;
     check(number, hash, "parent hash", header.parent_hash, parent_hash)?;
 
     // Commitments checkable without execution.
@@ -98,18 +165,17 @@ pub fn import_block(
 
     let senders = recover_senders(&body.transactions, number, hash)?;
 
+    let mut timings = Timings::default();
     let started = std::time::Instant::now();
-    let mut writer = db.begin_write()?;
-    let parent_state = reader.state_at(head)?;
     let outcome = execute_block(spec, &parent_state, block, &senders, |changes| {
         // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
         writer.apply_changeset(number, changes)?;
         update_state_root(writer.transaction(), number, changes, RootMode::Compute)
     })
     .map_err(|error| ImportError::Execution { number, hash, error })?;
-    let executed = started.elapsed();
+    timings.execute = started.elapsed();
     writer.apply_changeset(number, &outcome.changes)?;
-    let applied = started.elapsed();
+    timings.state = started.elapsed() - timings.execute;
 
     check(number, hash, "gas used", header.gas_used, outcome.gas_used)?;
     check(
@@ -142,31 +208,16 @@ pub fn import_block(
             opt(Some(outcome.blob_gas_used)),
         )?;
     }
+    let before_root = started.elapsed();
     let root = update_state_root(writer.transaction(), number, &outcome.changes, RootMode::Store)?;
     check(number, hash, "state root", header.state_root, root)?;
-    let rooted = started.elapsed();
+    timings.root = started.elapsed() - before_root;
 
+    let before_block = started.elapsed();
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
     writer.set_markers(number, number, number)?;
-    let stored = started.elapsed();
-    writer.commit(durable)?;
-    let committed = started.elapsed();
-    // Where a block's time goes, in microseconds per phase: execution, state writes, state
-    // root, block writes, commit.
-    tracing::debug!(
-        target: "import",
-        number,
-        %hash,
-        txs = body.transactions.len(),
-        durable,
-        exec_us = executed.as_micros() as u64,
-        state_us = (applied - executed).as_micros() as u64,
-        root_us = (rooted - applied).as_micros() as u64,
-        block_us = (stored - rooted).as_micros() as u64,
-        commit_us = (committed - stored).as_micros() as u64,
-        "block stored"
-    );
-    Ok(BlockStatus::Imported)
+    timings.block = started.elapsed() - before_block;
+    Ok(timings)
 }
 
 /// Recovers every sender, on all cores for a large block (recovery is most of a block's CPU

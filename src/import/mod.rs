@@ -15,7 +15,7 @@ mod source;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use block::{BlockStatus, import_block};
+pub use block::{BlockStatus, import_block, import_block_pending};
 pub use error::ImportError;
 pub use genesis::{init_genesis, init_genesis_file, load_spec};
 pub use source::{BlockReader, SourceError};

@@ -28,7 +28,7 @@ pub use codec::{
 pub use error::{StorageError, StorageResult};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
-pub use state::{StateAt, StateDump};
+pub use state::{PendingState, StateAt, StateDump};
 pub use trie::{FullRecompute, state_root_of};
 pub use write::Writer;
 

@@ -158,3 +158,63 @@ impl DatabaseRef for StateAt {
         Ok(self.snap.canonical.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
     }
 }
+
+/// The state at the head of an open write transaction, uncommitted changes included, as a revm
+/// `DatabaseRef`: what a block executes on when it follows blocks unwound or imported in the
+/// same transaction (a reorg). Tables are opened per read, so it never holds one open while the
+/// writer writes.
+pub struct PendingState<'a> {
+    txn: &'a redb::WriteTransaction,
+    head: u64,
+}
+
+impl std::fmt::Debug for PendingState<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingState").field("head", &self.head).finish_non_exhaustive()
+    }
+}
+
+impl<'a> PendingState<'a> {
+    pub(super) fn new(txn: &'a redb::WriteTransaction, head: u64) -> Self {
+        Self { txn, head }
+    }
+}
+
+impl DatabaseRef for PendingState<'_> {
+    type Error = StorageError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
+        let t = self.txn.open_table(super::tables::ACCOUNTS)?;
+        Ok(t.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())).map(|a| AccountInfo {
+            balance: a.balance,
+            nonce: a.nonce,
+            code_hash: if a.code_hash.is_zero() { KECCAK256_EMPTY } else { a.code_hash },
+            account_id: None,
+            code: None,
+        }))
+    }
+
+    fn code_by_hash_ref(&self, hash: B256) -> Result<Bytecode, Self::Error> {
+        if hash == KECCAK256_EMPTY || hash.is_zero() {
+            return Ok(Bytecode::default());
+        }
+        let t = self.txn.open_table(super::tables::BYTECODES)?;
+        let v = t.get(&hash.0)?.ok_or(StorageError::MissingCode(hash))?;
+        Ok(Bytecode::new_raw(v.value().to_vec().into()))
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
+        let t = self.txn.open_table(super::tables::STORAGE)?;
+        Ok(t.get(&storage_key(&address, &index))?
+            .map(|v| U256::from_be_bytes(*v.value()))
+            .unwrap_or_default())
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {
+        if number > self.head {
+            return Ok(B256::ZERO);
+        }
+        let t = self.txn.open_table(super::tables::CANONICAL)?;
+        Ok(t.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
+    }
+}

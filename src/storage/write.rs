@@ -140,6 +140,17 @@ impl Writer {
         Ok(())
     }
 
+    /// The state at this transaction's head, its uncommitted changes included.
+    pub fn pending_state(&self) -> StorageResult<super::PendingState<'_>> {
+        Ok(super::PendingState::new(&self.txn, self.head()?.unwrap_or(0)))
+    }
+
+    /// Canonical hash of block `number` as seen inside this transaction.
+    pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
+        let t = self.txn.open_table(tables::CANONICAL)?;
+        Ok(t.get(number)?.map(|v| B256::from(*v.value())))
+    }
+
     /// Head block number as seen inside this transaction.
     pub fn head(&self) -> StorageResult<Option<u64>> {
         let t = self.txn.open_table(tables::META)?;
@@ -147,7 +158,7 @@ impl Writer {
     }
 
     /// Sets head, safe and finalized to `number` (an imported chain is taken as final).
-    pub fn set_markers(&mut self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
+    pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
         let mut t = self.txn.open_table(tables::META)?;
         t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
         t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
