@@ -21,6 +21,7 @@ pub mod chain;
 pub mod cli;
 pub mod dev;
 pub mod evm;
+pub mod follow;
 pub mod import;
 pub mod rpc;
 pub mod storage;

@@ -116,7 +116,7 @@ fn store_block(
     changes: &StateChangeset,
 ) -> Result<B256, TestCaseError> {
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
-    let mut w = db.begin_write().map_err(|e| fail(&e))?;
+    let w = db.begin_write().map_err(|e| fail(&e))?;
     w.apply_changeset(number, changes).map_err(|e| fail(&e))?;
     // A pre-Byzantium style intermediate root first: computing must not disturb storing.
     let early = update_state_root(w.transaction(), number, changes, RootMode::Compute)

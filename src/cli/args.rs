@@ -91,3 +91,53 @@ impl RpcArgs {
         Ok(c)
     }
 }
+
+/// `loupe follow` flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Following")]
+pub struct FollowArgs {
+    /// The upstream node's HTTP JSON-RPC URL (geth, reth, Nethermind, Erigon, anvil, loupe).
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+    /// Milliseconds between polls of the upstream's head once caught up.
+    #[arg(long = "follow.poll-ms", default_value_t = 500)]
+    pub poll_ms: u64,
+    /// Blocks fetched per batch request during catch-up.
+    #[arg(long = "follow.batch", default_value_t = 32)]
+    pub batch: u64,
+    /// Deepest reorg followed; a deeper one stops following (serving goes on).
+    #[arg(long = "follow.max-reorg", default_value_t = 64)]
+    pub max_reorg: u64,
+    /// `GET /health` answers 503 when the local head trails the upstream's by more blocks.
+    #[arg(long = "follow.max-lag", default_value_t = 8)]
+    pub max_lag: u64,
+    /// Timeout of one upstream request, in milliseconds.
+    #[arg(long = "follow.timeout-ms", default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Do not forward eth_sendRawTransaction to the upstream.
+    #[arg(long = "follow.no-forward-tx")]
+    pub no_forward_tx: bool,
+    /// During catch-up, make every Nth block's commit durable (the tip's always is).
+    #[arg(long = "follow.sync-every", value_name = "N", default_value_t = crate::import::DEFAULT_SYNC_EVERY)]
+    pub sync_every: u64,
+}
+
+impl FollowArgs {
+    /// The validated follower configuration.
+    pub fn to_config(&self) -> eyre::Result<crate::follow::FollowConfig> {
+        if self.batch == 0 {
+            eyre::bail!("--follow.batch must be at least 1");
+        }
+        if self.timeout_ms == 0 {
+            eyre::bail!("--follow.timeout-ms must be at least 1");
+        }
+        Ok(crate::follow::FollowConfig {
+            upstream: self.upstream.clone(),
+            poll: std::time::Duration::from_millis(self.poll_ms),
+            batch: self.batch,
+            max_reorg: self.max_reorg,
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            sync_every: self.sync_every.max(1),
+        })
+    }
+}

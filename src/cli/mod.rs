@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use eyre::{Context, Result};
 
-pub use args::{DatadirArgs, LogArgs, RpcArgs};
+pub use args::{DatadirArgs, FollowArgs, LogArgs, RpcArgs};
 
 use crate::import::{init_genesis, init_genesis_file, load_spec};
 use crate::storage::Database;
@@ -42,6 +42,9 @@ pub enum Command {
     Verify(VerifyCmd),
     /// Generate a deterministic, mainnet-shaped chain: genesis.json and chain.rlp.
     Generate(GenerateCmd),
+    /// Follow an upstream node: fetch, verify and store its blocks through reorgs, and serve
+    /// JSON-RPC (every flag of `node`).
+    Follow(FollowCmd),
 }
 
 /// `loupe verify`.
@@ -220,7 +223,7 @@ impl DevCmd {
         };
         let config = rpc.to_config()?;
         let banner = Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr));
-        serve(std::sync::Arc::new(db), spec, config, Some(banner))
+        serve(std::sync::Arc::new(db), spec, config, Some(banner), None)
     }
 }
 
@@ -263,16 +266,56 @@ impl NodeCmd {
         let db = Database::open(&self.datadir.datadir)?;
         let spec = load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
         let config = self.rpc.to_config()?;
-        serve(std::sync::Arc::new(db), spec, config, None)
+        serve(std::sync::Arc::new(db), spec, config, None, None)
     }
 }
 
-/// Runs the server until SIGINT/SIGTERM. `banner` is printed once the server listens.
+/// `loupe follow`.
+#[derive(Debug, clap::Args)]
+pub struct FollowCmd {
+    /// Data directory (made by `loupe init`, or initialised from `--genesis`).
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+    /// Initialise an empty datadir with this genesis first.
+    #[arg(long, value_name = "FILE")]
+    pub genesis: Option<PathBuf>,
+    /// Following flags.
+    #[command(flatten)]
+    pub follow: FollowArgs,
+    /// Server flags.
+    #[command(flatten)]
+    pub rpc: RpcArgs,
+}
+
+impl FollowCmd {
+    fn run(self) -> Result<()> {
+        let db = std::sync::Arc::new(Database::open(&self.datadir.datadir)?);
+        let spec = match &self.genesis {
+            Some(path) => init_genesis_file(&db, path)?.0,
+            None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
+        };
+        let mut config = self.rpc.to_config()?;
+        let follow = self.follow.to_config()?;
+        let status = std::sync::Arc::new(crate::chain::SyncStatus::new());
+        status.update(|s| {
+            s.max_lag = self.follow.max_lag;
+            s.forward_to = (!self.follow.no_forward_tx).then(|| follow.upstream.clone());
+        });
+        config.sync = status.clone();
+        let follower = crate::follow::spawn(db.clone(), spec.clone(), status, follow)?;
+        serve(db, spec, config, None, Some(follower))
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM. `banner` is printed once the server listens. With a
+/// follower, the process ends with an error if the upstream serves another chain; any other
+/// reason the follower stops leaves the server serving what is stored.
 pub fn serve(
     db: std::sync::Arc<Database>,
     spec: crate::chain::ChainSpec,
     config: crate::rpc::RpcConfig,
     banner: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
+    follower: Option<crate::follow::FollowHandle>,
 ) -> Result<()> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.io_threads {
@@ -286,11 +329,41 @@ pub fn serve(
         if let Some(banner) = banner {
             banner(server.addr);
         }
-        shutdown_signal().await;
+        let mut follower = follower;
+        let refused = tokio::select! {
+            () = shutdown_signal() => None,
+            e = watch_follower(&mut follower) => Some(e),
+        };
         tracing::info!(target: "rpc", "shutting down");
         server.stop().await;
-        Ok(())
+        if let Some(f) = follower {
+            // Stopping joins the thread, which may be inside a block's import: off the reactor.
+            tokio::task::spawn_blocking(move || f.stop()).await.ok();
+        }
+        match refused {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     })
+}
+
+/// Resolves with the follower's error if it stops because the upstream is not usable at all
+/// (another chain, a bad URL); never resolves otherwise.
+async fn watch_follower(
+    follower: &mut Option<crate::follow::FollowHandle>,
+) -> crate::follow::FollowError {
+    loop {
+        if follower.as_ref().is_some_and(|f| f.is_finished())
+            && let Some(f) = follower.take()
+            && let Err(
+                e @ (crate::follow::FollowError::WrongChain { .. }
+                | crate::follow::FollowError::BadUpstreamUrl { .. }),
+            ) = f.stop()
+        {
+            return e;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 async fn shutdown_signal() {
@@ -354,6 +427,7 @@ impl Cli {
             Some(Command::Dev(cmd)) => cmd.run(),
             Some(Command::Verify(cmd)) => cmd.run(),
             Some(Command::Generate(cmd)) => cmd.run(),
+            Some(Command::Follow(cmd)) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

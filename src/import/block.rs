@@ -13,8 +13,8 @@ use super::ImportError;
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
 use crate::storage::{Database, Writer};
-use revm::database::DatabaseRef;
 use crate::trie::{RootMode, update_state_root};
+use revm::database::DatabaseRef;
 
 /// What [`import_block`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,10 +72,10 @@ pub fn import_block(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let writer = db.begin_write()?;
-    // The writer has changed nothing yet, so the committed head state is its state.
-    let timings = store_block(&writer, spec, block, hash, parent_hash, reader.state_at(head)?)?;
+    let timings = store_on_snapshot(&reader, &writer, spec, block, hash)?;
+    // A file's chain is taken as final.
+    writer.set_markers(number, number, number)?;
     let started = std::time::Instant::now();
     writer.commit(durable)?;
     // Where a block's time went, in microseconds per phase.
@@ -95,10 +95,45 @@ pub fn import_block(
     Ok(BlockStatus::Imported)
 }
 
+/// Verifies, executes and stores `block` on top of the head through `writer`, which must have
+/// written nothing yet: execution reads the committed head state, which is then the writer's.
+/// Only the head marker moves (safe and finalized are the caller's). Nothing is committed.
+pub fn import_block_uncommitted(
+    db: &Database,
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+) -> Result<B256, ImportError> {
+    let hash = block.header.hash_slow();
+    let reader = db.begin_read()?;
+    if reader.head()? != writer.head()? {
+        return Err(ImportError::WriterNotFresh);
+    }
+    let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+    let number = block.header.number;
+    if number != head + 1 {
+        return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
+    }
+    store_on_snapshot(&reader, writer, spec, block, hash)?;
+    Ok(hash)
+}
+
+fn store_on_snapshot(
+    reader: &crate::storage::Reader,
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    hash: B256,
+) -> Result<Timings, ImportError> {
+    let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+    let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
+    store_block(writer, spec, block, hash, parent_hash, reader.state_at(head)?)
+}
+
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
 /// from the writer itself (changes it holds uncommitted included). This is how a new branch is
-/// imported in the same transaction as the unwind of the old one. Returns the block hash.
-/// Nothing is committed; on error the caller drops the writer.
+/// imported in the same transaction as the unwind of the old one. Only the head marker moves.
+/// Returns the block hash. Nothing is committed; on error the caller drops the writer.
 pub fn import_block_pending(
     writer: &Writer,
     spec: &ChainSpec,
@@ -125,7 +160,7 @@ struct Timings {
 }
 
 /// Every check of a block against its parent, then execution, the state root and the block's
-/// rows, all written through `writer` (head, safe and finalized move to the block).
+/// rows, all written through `writer`. The head marker moves to the block.
 fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     writer: &Writer,
     spec: &ChainSpec,
@@ -215,7 +250,7 @@ where
 
     let before_block = started.elapsed();
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
-    writer.set_markers(number, number, number)?;
+    writer.set_head(number)?;
     timings.block = started.elapsed() - before_block;
     Ok(timings)
 }

@@ -101,6 +101,9 @@ pub enum ImportError {
     /// The stored genesis text is not valid.
     #[error("chain definition: {0}")]
     Chain(#[from] ChainError),
+    /// [`super::import_block_uncommitted`] got a writer that has already written.
+    #[error("the write transaction has uncommitted changes; use import_block_pending")]
+    WriterNotFresh,
     /// The database failed.
     #[error(transparent)]
     Storage(#[from] StorageError),

@@ -15,15 +15,14 @@ mod source;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use block::{BlockStatus, import_block, import_block_pending};
+pub use block::{BlockStatus, import_block, import_block_pending, import_block_uncommitted};
 pub use error::ImportError;
 pub use genesis::{init_genesis, init_genesis_file, load_spec};
 pub use source::{BlockReader, SourceError};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
-use progress::Progress;
-pub use progress::StatusLine;
+pub use progress::{Progress, StatusLine};
 
 /// Totals of one import run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +109,7 @@ pub fn import_files_with(
     let sync_every = options.sync_every.max(1);
     let started = Instant::now();
     let mut summary = ImportSummary::default();
-    let mut progress = Progress::new();
+    let mut progress = Progress::new("importing");
     let result = (|| {
         for path in paths {
             let path = path.as_ref();

@@ -1,5 +1,6 @@
 //! Progress of long runs: an indicatif spinner on a terminal, periodic log lines otherwise.
-//! [`StatusLine`] is shared with the chain generator; [`Progress`] is import's own counter.
+//! [`StatusLine`] is shared with the chain generator; [`Progress`] counts blocks for import
+//! and for the follower's catch-up.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -65,7 +66,10 @@ impl StatusLine {
     }
 }
 
-pub(super) struct Progress {
+/// Blocks, transactions and gas imported so far, shown as a status line.
+#[derive(Debug)]
+pub struct Progress {
+    label: &'static str,
     line: StatusLine,
     started: Instant,
     blocks: u64,
@@ -74,25 +78,29 @@ pub(super) struct Progress {
 }
 
 impl Progress {
-    pub(super) fn new() -> Self {
-        Self { line: StatusLine::new(false), started: Instant::now(), blocks: 0, txs: 0, gas: 0 }
+    /// A counter whose lines say `label` (`importing`, `following`).
+    pub fn new(label: &'static str) -> Self {
+        let line = StatusLine::new(false);
+        Self { label, line, started: Instant::now(), blocks: 0, txs: 0, gas: 0 }
     }
 
-    pub(super) fn block(&mut self, number: u64, txs: u64, gas: u64) {
+    /// Counts one imported block.
+    pub fn block(&mut self, number: u64, txs: u64, gas: u64) {
         self.blocks += 1;
         self.txs += txs;
         self.gas += gas;
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         let mgas = self.gas as f64 / 1e6 / secs;
-        let (blocks, total_txs) = (self.blocks, self.txs);
+        let (blocks, total_txs, label) = (self.blocks, self.txs, self.label);
         if self.line.show(|| {
-            format!("block #{number} | {blocks} blocks, {total_txs} txs | {mgas:.2} Mgas/s")
+            format!("{label} block #{number} | {blocks} blocks, {total_txs} txs | {mgas:.2} Mgas/s")
         }) {
-            tracing::info!(target: "import", number, blocks, txs = total_txs, mgas_per_s = format!("{mgas:.2}"), "importing");
+            tracing::info!(target: "import", number, blocks, txs = total_txs, mgas_per_s = format!("{mgas:.2}"), "{label}");
         }
     }
 
-    pub(super) fn finish(&self) {
+    /// Clears the status line.
+    pub fn finish(&self) {
         self.line.finish();
     }
 }

@@ -65,6 +65,23 @@ pub enum RpcError {
     /// A feature the operator did not enable (-32602).
     #[error("{0}")]
     NotEnabled(&'static str),
+    /// No upstream to forward a transaction to (-32601: loupe itself broadcasts nothing).
+    #[error("{0}")]
+    NoUpstream(&'static str),
+    /// The upstream answered a forwarded request with an error: its code, message and data,
+    /// passed through.
+    #[error("{message}")]
+    Upstream {
+        /// The upstream's code.
+        code: i32,
+        /// The upstream's message.
+        message: String,
+        /// The upstream's data (JSON text).
+        data: Option<String>,
+    },
+    /// The upstream could not be reached for a forwarded request (-32000).
+    #[error("upstream unavailable: {0}")]
+    UpstreamUnavailable(String),
     /// Storage failed (-32603; details are logged, not sent).
     #[error("internal error")]
     Storage(#[from] StorageError),
@@ -93,6 +110,8 @@ pub mod codes {
     pub const TX_REJECTED: i32 = -32003;
     /// Limit exceeded.
     pub const LIMIT: i32 = -32005;
+    /// Method not found (or not available on this node).
+    pub const METHOD_NOT_FOUND: i32 = -32601;
     /// Execution reverted (EIP-1474 / geth).
     pub const REVERTED: i32 = 3;
 }
@@ -124,9 +143,12 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::BatchTooLarge { .. } => codes::BATCH_TOO_LARGE,
             RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
-            RpcError::HeaderNotFound | RpcError::Execution(_) | RpcError::Timeout(_) => {
-                codes::SERVER
-            }
+            RpcError::HeaderNotFound
+            | RpcError::Execution(_)
+            | RpcError::Timeout(_)
+            | RpcError::UpstreamUnavailable(_) => codes::SERVER,
+            RpcError::NoUpstream(_) => codes::METHOD_NOT_FOUND,
+            RpcError::Upstream { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,
             RpcError::Busy => codes::LIMIT,
@@ -139,11 +161,15 @@ impl From<RpcError> for ErrorObjectOwned {
                 codes::INTERNAL
             }
         };
-        let data = match &e {
-            RpcError::Reverted { data, .. } => Some(data.to_string()),
-            _ => None,
-        };
-        Self::owned(code, e.to_string(), data)
+        let message = e.to_string();
+        match e {
+            RpcError::Reverted { data, .. } => Self::owned(code, message, Some(data.to_string())),
+            RpcError::Upstream { data, .. } => {
+                let data = data.and_then(|d| serde_json::value::RawValue::from_string(d).ok());
+                Self::owned(code, message, data)
+            }
+            _ => Self::owned(code, message, None::<()>),
+        }
     }
 }
 

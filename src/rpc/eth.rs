@@ -243,8 +243,20 @@ impl RpcContext {
     }
 
     /// `eth_syncing()`: an archive that serves what it imported is never syncing.
+    ///
+    /// `false` unless the node follows an upstream whose head is ahead of ours; then the
+    /// progress: where following started, our head, and the upstream's head.
     pub(crate) fn syncing(&self, p: Params<'_>) -> RpcResult<Raw> {
         Args::new(&p, 0)?;
-        to_value(false)
+        let s = self.config.sync.get();
+        let head = self.db.begin_read()?.head()?.unwrap_or(0);
+        match s.upstream_head {
+            Some(upstream) if s.following && upstream > head => to_value(serde_json::json!({
+                "startingBlock": format!("{:#x}", s.starting_block.min(head)),
+                "currentBlock": format!("{head:#x}"),
+                "highestBlock": format!("{upstream:#x}"),
+            })),
+            _ => to_value(false),
+        }
     }
 }

@@ -1,31 +1,65 @@
-//! HTTP-level middleware: only `/` is served (404 elsewhere), optional CORS.
+//! HTTP-level middleware: JSON-RPC at `/`, `GET /health` for load balancers, 404 elsewhere;
+//! optional CORS.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
 use tower::{Layer, Service};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
-/// Answers 404 for any path other than `/`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RootPathLayer;
+use crate::chain::SyncStatus;
+use crate::storage::Database;
 
-impl<S> Layer<S> for RootPathLayer {
-    type Service = RootPath<S>;
+/// What [`PathsLayer`] needs to answer `/health`: the database (local head) and the sync
+/// status.
+pub(crate) type HealthSource = (Arc<Database>, Arc<SyncStatus>);
+
+/// Passes `/` on to JSON-RPC, answers `GET /health` (200 `OK`, or 503 with the reason: see
+/// [`SyncStatus::health`]), and 404 for any other path.
+#[derive(Debug, Clone)]
+pub(crate) struct PathsLayer {
+    pub(crate) health: Option<HealthSource>,
+}
+
+impl<S> Layer<S> for PathsLayer {
+    type Service = Paths<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        RootPath { inner }
+        Paths { inner, health: self.health.clone() }
     }
 }
 
-/// The service of [`RootPathLayer`].
+/// The service of [`PathsLayer`].
 #[derive(Debug, Clone)]
-pub(crate) struct RootPath<S> {
+pub(crate) struct Paths<S> {
     inner: S,
+    health: Option<HealthSource>,
 }
 
-impl<S, B> Service<HttpRequest<B>> for RootPath<S>
+fn health(source: &Option<HealthSource>) -> HttpResponse {
+    let verdict = match source {
+        None => Ok(()),
+        Some((db, sync)) => match db.begin_read().and_then(|r| r.head()) {
+            Ok(head) => sync.health(head.unwrap_or(0)),
+            Err(e) => Err(format!("database: {e}")),
+        },
+    };
+    let (status, body) = match verdict {
+        Ok(()) => (http::StatusCode::OK, "OK\n".to_string()),
+        Err(why) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+    };
+    let mut resp = HttpResponse::new(HttpBody::from(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+impl<S, B> Service<HttpRequest<B>> for Paths<S>
 where
     S: Service<HttpRequest<B>, Response = HttpResponse>,
     S::Future: Send + 'static,
@@ -39,6 +73,10 @@ where
     }
 
     fn call(&mut self, req: HttpRequest<B>) -> Self::Future {
+        if req.uri().path() == "/health" && req.method() == http::Method::GET {
+            let resp = health(&self.health);
+            return Box::pin(async move { Ok(resp) });
+        }
         if req.uri().path() != "/" {
             let mut resp =
                 HttpResponse::new(HttpBody::from("Not Found: JSON-RPC is served at /\n"));

@@ -5,8 +5,10 @@
 
 mod call;
 mod convert;
+mod debug;
 mod error;
 mod eth;
+mod forward;
 mod guard;
 mod http;
 mod params;
@@ -57,6 +59,9 @@ pub struct RpcConfig {
     pub vm_trace: bool,
     /// Register `loupe_testPanic`, a method that panics (tests only).
     pub test_panic_method: bool,
+    /// Progress against an upstream, when following one (`eth_syncing`, `GET /health`,
+    /// where `eth_sendRawTransaction` goes).
+    pub sync: Arc<crate::chain::SyncStatus>,
 }
 
 impl Default for RpcConfig {
@@ -75,6 +80,7 @@ impl Default for RpcConfig {
             io_threads: None,
             vm_trace: false,
             test_panic_method: false,
+            sync: Arc::default(),
         }
     }
 }
@@ -86,6 +92,8 @@ pub struct RpcContext {
     spec: ChainSpec,
     config: RpcConfig,
     pool: pool::TracePool,
+    /// Client for forwarding to the upstream, made on first use.
+    upstream: std::sync::OnceLock<Result<jsonrpsee::http_client::HttpClient, String>>,
 }
 
 impl RpcContext {
@@ -124,7 +132,7 @@ impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
         let pool = pool::TracePool::new(config.workers, config.queue);
-        Self { db, spec, config, pool }
+        Self { db, spec, config, pool, upstream: std::sync::OnceLock::new() }
     }
 }
 
@@ -178,6 +186,8 @@ fn module(
         "eth_chainId" => chain_id,
         "net_version" => net_version,
         "eth_syncing" => syncing,
+        "debug_getRawHeader" => raw_header,
+        "debug_getRawBlock" => raw_block,
     }
     m.register_method("web3_clientVersion", |p, ctx, _| {
         ctx.guard("web3_clientVersion", || {
@@ -200,6 +210,7 @@ fn module(
         "trace_call" => trace_call,
         "eth_call" => eth_call,
         "eth_getProof" => get_proof,
+        "eth_sendRawTransaction" => send_raw_transaction,
     }
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
@@ -226,8 +237,8 @@ pub async fn start(
     let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
     let guard =
         guard::JsonRpcGuardLayer { max_body: config.max_request_body, max_batch: config.max_batch };
-    let middleware =
-        tower::ServiceBuilder::new().option_layer(cors).layer(http::RootPathLayer).layer(guard);
+    let paths = http::PathsLayer { health: Some((db.clone(), config.sync.clone())) };
+    let middleware = tower::ServiceBuilder::new().option_layer(cors).layer(paths).layer(guard);
     let server = jsonrpsee::server::Server::builder()
         .set_config(server_config)
         .set_http_middleware(middleware)

@@ -95,8 +95,7 @@ fn restore<const K: usize, const H: usize>(
     keys: &[u8],
     block: u64,
     table: &'static str,
-) -> StorageResult<()>
-{
+) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
         let mut k = [0u8; K];
         k.copy_from_slice(key);
@@ -160,8 +159,7 @@ impl Writer {
         {
             let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
             for kind in ChangeKind::ALL {
-                let keys =
-                    changes.remove(&change_key(head, kind))?.map(|v| v.value().to_vec());
+                let keys = changes.remove(&change_key(head, kind))?.map(|v| v.value().to_vec());
                 lists.push(keys.unwrap_or_default());
             }
         }

@@ -157,7 +157,20 @@ impl Writer {
         t.get(meta::HEAD)?.map(|v| u64_value("meta", v.value())).transpose()
     }
 
-    /// Sets head, safe and finalized to `number` (an imported chain is taken as final).
+    /// Moves the head marker to `number`; safe and finalized stay, lowered to `number` if above.
+    pub fn set_head(&self, number: u64) -> StorageResult<()> {
+        let mut t = self.txn.open_table(tables::META)?;
+        let get = |key: &str| -> StorageResult<u64> {
+            Ok(t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()?.unwrap_or(0))
+        };
+        let (safe, finalized) = (get(meta::SAFE)?.min(number), get(meta::FINALIZED)?.min(number));
+        t.insert(meta::HEAD, number.to_be_bytes().as_slice())?;
+        t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
+        t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        Ok(())
+    }
+
+    /// Sets the head, safe and finalized markers.
     pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
         let mut t = self.txn.open_table(tables::META)?;
         t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;

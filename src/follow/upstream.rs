@@ -1,0 +1,204 @@
+//! [`Upstream`]: the JSON-RPC client for the node loupe follows. Blocks come from
+//! `debug_getRawBlock` where the upstream serves it (exact bytes, ommers included), else from
+//! `eth_getBlockByNumber` with full transactions, whose header hash is checked against the
+//! hash the upstream gave (alloy seals JSON headers without recomputing it).
+//!
+//! jsonrpsee's HTTP client is used rather than alloy's provider: it is already compiled in for
+//! the server, speaks batches, and loupe needs only a handful of calls.
+
+use std::time::Duration;
+
+use alloy_consensus::{Block, TxEnvelope};
+use alloy_primitives::{B256, Bytes, U64};
+use jsonrpsee::core::client::ClientT;
+use jsonrpsee::core::params::BatchRequestBuilder;
+use jsonrpsee::http_client::{HttpClient, HttpClientBuilder};
+use jsonrpsee::rpc_params;
+use serde::Deserialize;
+
+use super::FollowError;
+
+/// Number, hash and parent hash of an upstream block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockRef {
+    /// Block number.
+    pub number: U64,
+    /// Block hash.
+    pub hash: B256,
+    /// Parent hash.
+    pub parent_hash: B256,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Upstream {
+    client: HttpClient,
+    url: String,
+    /// Whether `debug_getRawBlock` works (probed on first use).
+    raw_blocks: Option<bool>,
+}
+
+impl Upstream {
+    /// A client for `url` whose requests give up after `timeout`.
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, FollowError> {
+        let client = HttpClientBuilder::default()
+            .request_timeout(timeout)
+            .max_response_size(512 * 1024 * 1024)
+            .build(url)
+            .map_err(|e| FollowError::BadUpstreamUrl {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(Self { client, url: url.to_string(), raw_blocks: None })
+    }
+
+    /// The upstream's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn err(&self, method: &str, e: impl std::fmt::Display) -> FollowError {
+        FollowError::Upstream { url: self.url.clone(), message: format!("{method}: {e}") }
+    }
+
+    /// `eth_chainId`.
+    pub async fn chain_id(&self) -> Result<u64, FollowError> {
+        let id: U64 = self
+            .client
+            .request("eth_chainId", rpc_params![])
+            .await
+            .map_err(|e| self.err("eth_chainId", e))?;
+        Ok(id.to())
+    }
+
+    /// The block a tag (`latest`, `safe`, `finalized`) or number names; `None` if the upstream
+    /// has none.
+    pub async fn block_ref(&self, tag: &str) -> Result<Option<BlockRef>, FollowError> {
+        self.client
+            .request("eth_getBlockByNumber", rpc_params![tag, false])
+            .await
+            .map_err(|e| self.err("eth_getBlockByNumber", e))
+    }
+
+    /// The upstream's hash of block `number`, `None` if it has no such block.
+    pub async fn hash_at(&self, number: u64) -> Result<Option<B256>, FollowError> {
+        Ok(self.block_ref(&format!("{number:#x}")).await?.map(|b| b.hash))
+    }
+
+    /// Blocks `from..=to`, fetched in one batch, in order; stops early where the upstream has
+    /// no block (its head moved back).
+    pub async fn blocks(
+        &mut self,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Block<TxEnvelope>>, FollowError> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        if self.raw_blocks.is_none() {
+            let probe: Result<Bytes, _> =
+                self.client.request("debug_getRawBlock", rpc_params![format!("{from:#x}")]).await;
+            let works = match probe {
+                Ok(_) => true,
+                // Not served (-32601) or refused: the portable path works everywhere.
+                Err(jsonrpsee::core::ClientError::Call(e)) => {
+                    tracing::debug!(target: "follow", code = e.code(), "debug_getRawBlock: {}", e.message());
+                    false
+                }
+                Err(e) => return Err(self.err("debug_getRawBlock", e)),
+            };
+            tracing::info!(
+                target: "follow",
+                upstream = %self.url,
+                "blocks are fetched with {}",
+                if works { "debug_getRawBlock" } else { "eth_getBlockByNumber" }
+            );
+            self.raw_blocks = Some(works);
+        }
+        if self.raw_blocks == Some(true) {
+            self.raw(from, to).await
+        } else {
+            self.json(from, to).await
+        }
+    }
+
+    async fn raw(&self, from: u64, to: u64) -> Result<Vec<Block<TxEnvelope>>, FollowError> {
+        let mut batch = BatchRequestBuilder::new();
+        for n in from..=to {
+            batch
+                .insert("debug_getRawBlock", rpc_params![format!("{n:#x}")])
+                .map_err(|e| self.err("debug_getRawBlock", e))?;
+        }
+        let answers = self
+            .client
+            .batch_request::<Option<Bytes>>(batch)
+            .await
+            .map_err(|e| self.err("debug_getRawBlock", e))?;
+        let mut out = Vec::new();
+        for (n, answer) in (from..=to).zip(answers) {
+            let bytes = match answer {
+                Ok(Some(bytes)) if !bytes.is_empty() => bytes,
+                // No such block (yet): the upstream's head is below `n`.
+                Ok(_) => break,
+                Err(e) => return Err(self.err("debug_getRawBlock", e)),
+            };
+            let block = <Block<TxEnvelope> as alloy_rlp::Decodable>::decode(&mut bytes.as_ref())
+                .map_err(|e| {
+                    self.err("debug_getRawBlock", format!("block {n} does not decode: {e}"))
+                })?;
+            if block.header.number != n {
+                return Err(self.err(
+                    "debug_getRawBlock",
+                    format!("asked for block {n}, got block {}", block.header.number),
+                ));
+            }
+            out.push(block);
+        }
+        Ok(out)
+    }
+
+    async fn json(&self, from: u64, to: u64) -> Result<Vec<Block<TxEnvelope>>, FollowError> {
+        let mut batch = BatchRequestBuilder::new();
+        for n in from..=to {
+            batch
+                .insert("eth_getBlockByNumber", rpc_params![format!("{n:#x}"), true])
+                .map_err(|e| self.err("eth_getBlockByNumber", e))?;
+        }
+        let answers = self
+            .client
+            .batch_request::<Option<alloy_rpc_types_eth::Block>>(batch)
+            .await
+            .map_err(|e| self.err("eth_getBlockByNumber", e))?;
+        let mut out = Vec::new();
+        for (n, answer) in (from..=to).zip(answers) {
+            let block = match answer {
+                Ok(Some(block)) => block,
+                Ok(None) => break,
+                Err(e) => return Err(self.err("eth_getBlockByNumber", e)),
+            };
+            let given = block.header.hash;
+            let has_uncles = !block.uncles.is_empty();
+            let block: Block<TxEnvelope> =
+                block.into_consensus().map_transactions(|tx| tx.into_inner());
+            if has_uncles {
+                return Err(FollowError::Unsupported(format!(
+                    "block {n} has ommers, which eth_getBlockByNumber does not carry; the \
+                     upstream must serve debug_getRawBlock"
+                )));
+            }
+            let computed = block.header.hash_slow();
+            if block.header.number != n || computed != given {
+                return Err(self.err(
+                    "eth_getBlockByNumber",
+                    format!(
+                        "block {n}: the header as sent hashes to {computed}, not to the hash \
+                         {given} the upstream gave (a field loupe does not know?)"
+                    ),
+                ));
+            }
+            out.push(block);
+        }
+        Ok(out)
+    }
+}
