@@ -162,7 +162,11 @@ fn store_genesis_block(
     let hash: B256 = spec.genesis_hash();
     writer.set_genesis_json(&head.json)?;
     writer.set_alloc_digest(&head.alloc_digest)?;
-    let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
+    // With Shanghai at genesis the header commits to withdrawals, so the body has an (empty)
+    // withdrawals list; it counts in the block's size.
+    let withdrawals = header.withdrawals_root.map(|_| Default::default());
+    let block =
+        Block::<TxEnvelope> { header, body: BlockBody { withdrawals, ..Default::default() } };
     writer.insert_block(&block, hash, &[], &[])?;
     let n = block.header.number;
     writer.set_markers(n, n, n)?;
