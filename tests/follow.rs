@@ -306,3 +306,208 @@ fn follows_anvil_and_answers_as_anvil_does_at_every_height() {
     assert!(out.status.success(), "verify: {}", String::from_utf8_lossy(&out.stderr));
     let _ = (&up.tmp, &up.state, &up.bin, up.genesis_hash);
 }
+
+/// Hash → balance of `who` at every block of `url`'s chain.
+fn chain_balances(url: &str, who: Address) -> Vec<(Value, Value)> {
+    let tip = anvil::block_number(url);
+    (0..=tip)
+        .map(|n| {
+            let tag = format!("{n:#x}");
+            let hash = rpc(url, "eth_getBlockByNumber", json!([tag, false]))["hash"].clone();
+            (hash, rpc(url, "eth_getBalance", json!([who, tag])))
+        })
+        .collect()
+}
+
+fn health(loupe: &str) -> u16 {
+    reqwest::blocking::get(format!("{loupe}/health")).map_or(0, |r| r.status().as_u16())
+}
+
+#[test]
+fn reorgs_are_followed_in_one_commit_and_a_too_deep_one_stops_following() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let a = up.anvil.url.clone();
+    let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &["--follow.max-reorg", "5"]);
+    let loupe = follower.url.clone();
+    let mut w = Wallet::new();
+    let watched = w.address(0);
+    for i in 0..8 {
+        send(&a, &w.legacy(0, fresh(i), 1_000_000_000));
+    }
+    let tip = follower_synced(&a, &loupe, &mut log);
+    let mut known: std::collections::HashMap<String, Value> = chain_balances(&a, watched)
+        .into_iter()
+        .map(|(h, b)| (h.as_str().unwrap().to_string(), b))
+        .collect();
+
+    // A reader polls the head and the watched balance at that head's hash throughout.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (loupe, stop) = (loupe.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let b = rpc(&loupe, "eth_getBlockByNumber", json!(["latest", false]));
+                let n = u64::from_str_radix(&b["number"].as_str().unwrap()[2..], 16).unwrap();
+                let bal =
+                    try_rpc(&loupe, "eth_getBalance", json!([watched, {"blockHash": b["hash"]}]));
+                seen.push((n, b["hash"].as_str().unwrap().to_string(), bal.ok()));
+            }
+            seen
+        })
+    };
+
+    // 1. anvil_reorg: 3 blocks replaced, one carrying a new transaction.
+    let nonce1 = w.nonces[1];
+    let tx = w.legacy(1, fresh(100), 5_000_000_000);
+    rpc(&a, "anvil_reorg", json!([3, [[raw(&tx), 0]]]));
+    let tip2 = follower_synced(&a, &loupe, &mut log);
+    assert!(
+        log.wait_for("reorg: unwound 3 blocks", Duration::from_secs(5)).is_some(),
+        "{}",
+        log.all()
+    );
+    assert_eq!(
+        rpc(&loupe, "eth_getTransactionCount", json!([w.address(1), "latest"])),
+        json!(format!("{:#x}", nonce1 + 1)),
+        "the new branch's transaction is in loupe's state"
+    );
+    known.extend(
+        chain_balances(&a, watched).into_iter().map(|(h, b)| (h.as_str().unwrap().to_string(), b)),
+    );
+
+    // 2. anvil_rollback: the upstream is behind on the same chain; loupe waits. Then a
+    //    competing block appears: loupe unwinds 2 and imports 1.
+    rpc(&a, "anvil_rollback", json!([2]));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(anvil::block_number(&loupe), tip2, "an upstream behind us is not a reorg");
+    rpc(&a, "evm_mine", json!([]));
+    let tip3 = follower_synced(&a, &loupe, &mut log);
+    assert_eq!(tip3, tip2 - 1);
+    assert!(
+        log.wait_for("reorg: unwound 2 blocks", Duration::from_secs(5)).is_some(),
+        "{}",
+        log.all()
+    );
+    known.extend(
+        chain_balances(&a, watched).into_iter().map(|(h, b)| (h.as_str().unwrap().to_string(), b)),
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = reader.join().unwrap();
+    assert!(seen.len() > 10, "the reader ran");
+    let lowest = tip - 3;
+    for (n, hash, bal) in &seen {
+        let expected = known.get(hash).unwrap_or_else(|| panic!("head {n} {hash} is on no chain"));
+        assert!(*n > lowest, "a reader saw block {n}, below every head (a half-done reorg)");
+        if let Some(bal) = bal {
+            assert_eq!(bal, expected, "balance at {n} {hash}: a mix of chains");
+        }
+    }
+
+    // 3. Deeper than --follow.max-reorg 5: following stops, serving goes on.
+    rpc(&a, "anvil_reorg", json!([6, []]));
+    let line = log.wait_for("reorg deeper than --follow.max-reorg 5", Duration::from_secs(20));
+    assert!(line.is_some(), "{}", log.all());
+    assert_eq!(anvil::block_number(&loupe), tip3, "serving what is stored");
+    assert_eq!(health(&loupe), 503);
+    let _ = tip;
+}
+
+#[test]
+fn a_block_the_rules_reject_stops_following_and_serving_goes_on() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let a = up.anvil.url.clone();
+    let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &[]);
+    let loupe = follower.url.clone();
+    let mut w = Wallet::new();
+    send(&a, &w.legacy(0, fresh(1), 1_000_000_000));
+    let good = follower_synced(&a, &loupe, &mut log);
+    // A zero-value transfer to a fresh address: EIP-161 removes the empty account it touches;
+    // anvil keeps it, so its state root is not the one the rules give.
+    send(&a, &w.legacy(0, fresh(2), 0));
+    let line = log.wait_for("following stopped", Duration::from_secs(20));
+    let line = line.unwrap_or_else(|| panic!("{}", log.all()));
+    assert!(
+        line.contains(&format!("block #{}", good + 1)) && line.contains("state root"),
+        "{line}"
+    );
+    assert!(line.contains("expected") && line.contains("got"), "both roots named: {line}");
+    assert_eq!(anvil::block_number(&loupe), good, "the block was not stored");
+    let b = rpc(&loupe, "eth_getBlockByNumber", json!(["latest", true]));
+    assert_eq!(b["number"], json!(format!("{good:#x}")));
+    assert_eq!(health(&loupe), 503);
+}
+
+#[test]
+fn upstream_down_and_back_health_follows_and_no_request_fails() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let dump = up.tmp.path().join("anvil-dump.json");
+    let port = up.anvil.port;
+    let dump_flag = ["--dump-state", dump.to_str().unwrap()];
+    // Restart anvil with a dump on exit, so that it comes back with the same chain.
+    drop(up.anvil);
+    let anvil_proc = anvil::start_anvil(&up.bin, &up.state, port, &dump_flag);
+    let a = anvil_proc.url.clone();
+    let (follower, mut log) =
+        anvil::start_follower(&up.datadir, &a, &["--follow.timeout-ms", "1000"]);
+    let loupe = follower.url.clone();
+    let mut w = Wallet::new();
+    for i in 0..3 {
+        send(&a, &w.legacy(0, fresh(i), 1_000_000_000));
+    }
+    follower_synced(&a, &loupe, &mut log);
+    assert_eq!(health(&loupe), 200);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hammer = {
+        let (loupe, stop) = (loupe.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut ok, mut failed) = (0u64, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (m, p) in [
+                    ("eth_blockNumber", json!([])),
+                    ("eth_getBalance", json!([watched_address(), "latest"])),
+                    ("eth_getBlockByNumber", json!(["latest", true])),
+                ] {
+                    match try_rpc(&loupe, m, p) {
+                        Ok(_) => ok += 1,
+                        Err(e) => failed.push(format!("{m}: {e}")),
+                    }
+                }
+            }
+            (ok, failed)
+        })
+    };
+    // Down: SIGINT makes anvil write its dump.
+    std::process::Command::new("kill")
+        .args(["-INT", &anvil_proc.child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut anvil_proc = anvil_proc;
+    let _ = anvil_proc.child.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while health(&loupe) != 503 {
+        assert!(std::time::Instant::now() < deadline, "health never went 503: {}", log.all());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(log.wait_for("retrying in", Duration::from_secs(10)).is_some(), "{}", log.all());
+    // Back, with the same chain and one more block.
+    let anvil_back = anvil::start_anvil(&up.bin, &dump, port, &dump_flag);
+    send(&a, &w.legacy(0, fresh(9), 1_000_000_000));
+    follower_synced(&a, &loupe, &mut log);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while health(&loupe) != 200 {
+        assert!(std::time::Instant::now() < deadline, "health never came back: {}", log.all());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = hammer.join().unwrap();
+    assert!(ok > 30, "the hammer ran ({ok} requests)");
+    assert!(failed.is_empty(), "requests to loupe failed while the upstream was away: {failed:?}");
+    drop(anvil_back);
+}
+
+fn watched_address() -> Address {
+    loupe::dev::dev_accounts()[0]
+}
