@@ -202,10 +202,6 @@ fn assert_common(path: &str, ours: &Value, theirs: &Value) {
     }
 }
 
-fn hex_u64(v: &Value) -> u64 {
-    u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
-}
-
 /// Sends a mix of transactions (every type but blobs; deployment, calls, reverts, a 7702
 /// delegation, transfers to new and existing accounts) and empty blocks; returns the contract
 /// and the addresses involved. Half go through loupe (forwarded), half straight to anvil.
@@ -510,4 +506,132 @@ fn upstream_down_and_back_health_follows_and_no_request_fails() {
 
 fn watched_address() -> Address {
     loupe::dev::dev_accounts()[0]
+}
+
+/// `loupe verify` passes on `datadir`; returns its head number and hash.
+fn verify_and_head(datadir: &std::path::Path) -> (u64, B256) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["verify", "--datadir"])
+        .arg(datadir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "verify: {}", String::from_utf8_lossy(&out.stderr));
+    let db = loupe::storage::Database::open(datadir).unwrap();
+    let r = db.begin_read().unwrap();
+    let head = r.head().unwrap().unwrap();
+    (head, r.canonical_hash(head).unwrap().unwrap())
+}
+
+fn hash_at(url: &str, n: u64) -> Option<B256> {
+    let b = rpc(url, "eth_getBlockByNumber", json!([format!("{n:#x}"), false]));
+    (!b.is_null()).then(|| b["hash"].as_str().unwrap().parse().unwrap())
+}
+
+#[test]
+fn kill_9_during_catch_up_and_during_an_unwind_leaves_a_verified_database_that_resumes() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let a = up.anvil.url.clone();
+    let mut w = Wallet::new();
+    let contract = w.address(0).create(w.nonces[0]);
+    send(&a, &w.eip1559(0, TxKind::Create, 0, init_code()));
+    for i in 0..60 {
+        send(&a, &w.eip2930(1, contract, word(i + 1)));
+    }
+    // Catch-up, killed at several moments (durable every 2 blocks, batches of 3).
+    let flags = ["--follow.batch", "3", "--follow.sync-every", "2"];
+    let mut last = 0;
+    for delay_ms in [150, 400, 700, 1000] {
+        let (follower, _log) = anvil::start_follower(&up.datadir, &a, &flags);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        drop(follower); // SIGKILL
+        let (head, hash) = verify_and_head(&up.datadir);
+        assert_eq!(hash_at(&a, head), Some(hash), "head {head} is a block of the upstream's chain");
+        assert!(head >= last, "the head went back from {last} to {head}");
+        last = head;
+    }
+    let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &flags);
+    let tip = follower_synced(&a, &loupe_url(&follower), &mut log);
+    drop(follower);
+
+    // Unwinds, killed a few milliseconds after the reorg appears upstream.
+    let mut tip = tip;
+    for (round, delay_ms) in [0u64, 5, 15, 40].into_iter().enumerate() {
+        let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &[]);
+        let old = (tip, hash_at(&a, tip).unwrap());
+        follower_synced(&a, &loupe_url(&follower), &mut log);
+        let nonce = rpc(&a, "eth_getTransactionCount", json!([w.address(2), "latest"]));
+        w.nonces[2] = u64::from_str_radix(&nonce.as_str().unwrap()[2..], 16).unwrap();
+        let tx = w.legacy(2, fresh(200 + round as u64), 1_000_000_000);
+        rpc(&a, "anvil_reorg", json!([3, [[raw(&tx), 1]]]));
+        let new_tip = anvil::block_number(&a);
+        let new = (new_tip, hash_at(&a, new_tip).unwrap());
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        drop(follower);
+        let head = verify_and_head(&up.datadir);
+        assert!(
+            head == old || head == new,
+            "after kill -9: head {head:?}, neither {old:?} nor {new:?}"
+        );
+        tip = new_tip;
+    }
+    let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &[]);
+    follower_synced(&a, &loupe_url(&follower), &mut log);
+}
+
+fn loupe_url(p: &Proc) -> String {
+    p.url.clone()
+}
+
+#[test]
+fn loupe_following_loupe_has_the_same_state_at_every_height() {
+    let Some(fx) = common_fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let up_dir = tmp.path().join("upstream");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["import", "--datadir"])
+        .arg(&up_dir)
+        .arg("--genesis")
+        .arg(fx.join("genesis.json"))
+        .arg(fx.join("chain.rlp"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let port = anvil::free_port();
+    let upstream = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["node", "--datadir"])
+        .arg(&up_dir)
+        .args(["--http.port", &port.to_string()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let upstream = Proc { child: upstream, port, url: format!("http://127.0.0.1:{port}") };
+    let follow_dir = tmp.path().join("follower");
+    let genesis = fx.join("genesis.json");
+    let (follower, mut log) = anvil::start_follower(
+        &follow_dir,
+        &upstream.url,
+        &["--genesis", genesis.to_str().unwrap()],
+    );
+    let tip = follower_synced(&upstream.url, &follower.url, &mut log);
+    assert_eq!(tip, 54);
+    assert!(log.wait_for("debug_getRawBlock", Duration::from_secs(1)).is_some(), "raw blocks used");
+    drop((follower, upstream));
+    let a = loupe::storage::Database::open(&up_dir).unwrap();
+    let b = loupe::storage::Database::open(&follow_dir).unwrap();
+    let (ra, rb) = (a.begin_read().unwrap(), b.begin_read().unwrap());
+    for n in 0..=tip {
+        assert_eq!(ra.canonical_hash(n).unwrap(), rb.canonical_hash(n).unwrap(), "hash of {n}");
+        let da = ra.state_at(n).unwrap().dump().unwrap();
+        let db = rb.state_at(n).unwrap().dump().unwrap();
+        assert!(!da.is_empty());
+        assert_eq!(da, db, "state dump at block {n}");
+    }
+}
+
+#[path = "support/fixtures.rs"]
+#[allow(unreachable_pub)]
+mod fixtures;
+
+fn common_fixtures() -> Option<PathBuf> {
+    fixtures::fixtures()
 }

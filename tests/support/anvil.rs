@@ -125,9 +125,9 @@ pub fn anvil_state(genesis: &str, db: &loupe::storage::Database) -> Value {
                     Value::String(s) => u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap(),
                     n => n.as_u64().unwrap(),
                 }),
-                "balance": a.get("balance").cloned().unwrap_or(json!("0x0")),
-                "code": a.get("code").cloned().unwrap_or(json!("0x")),
-                "storage": a.get("storage").cloned().unwrap_or(json!({})),
+                "balance": a.get("balance").cloned().unwrap_or_else(|| json!("0x0")),
+                "code": a.get("code").cloned().unwrap_or_else(|| json!("0x")),
+                "storage": a.get("storage").cloned().unwrap_or_else(|| json!({})),
             }),
         );
     }
