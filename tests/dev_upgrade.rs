@@ -29,7 +29,8 @@ fn an_old_dev_datadir_is_rebuilt_and_a_node_datadir_refused() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("version 1") && err.contains("version 2"), "{err}");
+    let current = format!("version {}", loupe::storage::tables::SCHEMA_VERSION);
+    assert!(err.contains("version 1") && err.contains(&current), "{err}");
 
     let mut child = Command::new(BIN)
         .args(["dev", "--datadir", dir.path().to_str().unwrap(), "--http.port", "0"])
@@ -50,7 +51,11 @@ fn an_old_dev_datadir_is_rebuilt_and_a_node_datadir_refused() {
     child.kill().unwrap();
     child.wait().unwrap();
     let text = lines.join("\n");
-    assert!(text.contains("storage format 1; rebuilding it in format 2"), "{text}");
+    let rebuilding = format!(
+        "storage format 1; rebuilding it in format {}",
+        loupe::storage::tables::SCHEMA_VERSION
+    );
+    assert!(text.contains(&rebuilding), "{text}");
     assert!(text.contains("built the dev chain's sample history"), "{text}");
     let db = loupe::storage::Database::open(dir.path()).unwrap();
     assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(loupe::dev::HISTORY_BLOCKS));

@@ -508,3 +508,54 @@ fn cors_header_only_when_configured() {
         r.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
     assert!(cors.is_empty(), "default node sends CORS headers: {cors:?}");
 }
+
+/// `eth_syncing`, `GET /health` and `eth_sendRawTransaction` read the shared `SyncStatus`:
+/// a node that follows nothing is healthy, never syncing, and refuses to send; a follower
+/// behind its upstream reports its progress and is unhealthy past the lag limit.
+#[test]
+fn sync_status_drives_eth_syncing_health_and_transaction_forwarding() {
+    let status = std::sync::Arc::new(loupe::chain::SyncStatus::new());
+    let Some(node) = support::Node::start(|c| c.sync = status.clone()) else { return };
+    let health = || {
+        let r = reqwest::blocking::get(format!("{}health", node.url)).unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    assert_eq!(node.call("eth_syncing", json!([])).unwrap(), json!(false));
+    assert_eq!(health(), (200, "OK\n".to_string()));
+    let err = node.call("eth_sendRawTransaction", json!(["0x02"])).unwrap_err();
+    assert_eq!(err["code"], json!(-32601), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("loupe follow"), "{err}");
+
+    // Following, 46 blocks behind an upstream at 100 (the fixture head is 54).
+    status.update(|s| {
+        s.following = true;
+        s.starting_block = 3;
+        s.upstream_head = Some(100);
+        s.upstream_ok = true;
+        s.max_lag = 8;
+    });
+    assert_eq!(
+        node.call("eth_syncing", json!([])).unwrap(),
+        json!({"startingBlock": "0x3", "currentBlock": "0x36", "highestBlock": "0x64"})
+    );
+    let (code, why) = health();
+    assert_eq!(code, 503);
+    assert!(why.contains("46 blocks behind"), "{why}");
+    // Within the lag limit: healthy, still syncing.
+    status.update(|s| s.upstream_head = Some(60));
+    assert_eq!(health().0, 200);
+    assert_eq!(node.call("eth_syncing", json!([])).unwrap()["highestBlock"], json!("0x3c"));
+    // Upstream unreachable, or following stopped: unhealthy, with the reason.
+    status.update(|s| s.upstream_ok = false);
+    assert_eq!(health(), (503, "upstream unreachable\n".to_string()));
+    status.update(|s| {
+        s.upstream_ok = true;
+        s.stopped = Some("block #55: state root mismatch".into());
+    });
+    let (code, why) = health();
+    assert_eq!(code, 503);
+    assert!(why.contains("following stopped: block #55"), "{why}");
+    // Caught up: not syncing.
+    status.update(|s| s.upstream_head = Some(54));
+    assert_eq!(node.call("eth_syncing", json!([])).unwrap(), json!(false));
+}
