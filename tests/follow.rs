@@ -165,8 +165,21 @@ fn raw(tx: &TxEnvelope) -> String {
     format!("0x{}", alloy_primitives::hex::encode(tx.encoded_2718()))
 }
 
-fn send(url: &str, tx: &TxEnvelope) -> Value {
-    rpc(url, "eth_sendRawTransaction", json!([raw(tx)]))
+/// Sends `tx` to anvil and waits until it is mined (anvil answers before automine has sealed
+/// the block, and the tests count blocks).
+fn send(anvil: &str, tx: &TxEnvelope) -> Value {
+    send_via(anvil, anvil, tx)
+}
+
+/// Sends `tx` through `via` (anvil, or loupe, which forwards it) and waits until anvil mined it.
+fn send_via(via: &str, anvil: &str, tx: &TxEnvelope) -> Value {
+    let hash = rpc(via, "eth_sendRawTransaction", json!([raw(tx)]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while rpc(anvil, "eth_getTransactionReceipt", json!([hash])).is_null() {
+        assert!(std::time::Instant::now() < deadline, "{hash} was not mined");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    hash
 }
 
 fn word(n: u64) -> Bytes {
@@ -214,16 +227,16 @@ fn mixed_blocks(anvil: &str, loupe: &str, w: &mut Wallet, rounds: u64) -> (Addre
     for i in 0..rounds {
         let via = if i % 2 == 0 { loupe } else { anvil };
         touched.push(fresh(i));
-        send(via, &w.legacy(0, fresh(i), 1_000_000_000 + i));
-        send(via, &w.eip2930(1, contract, word(i + 1)));
+        send_via(via, anvil, &w.legacy(0, fresh(i), 1_000_000_000 + i));
+        send_via(via, anvil, &w.eip2930(1, contract, word(i + 1)));
         // Reverts (empty calldata), mined with status 0.
-        send(via, &w.eip1559(2, TxKind::Call(contract), 0, Bytes::new()));
-        send(via, &w.eip1559(1, TxKind::Call(w.address(2)), 12345, Bytes::new()));
+        send_via(via, anvil, &w.eip1559(2, TxKind::Call(contract), 0, Bytes::new()));
+        send_via(via, anvil, &w.eip1559(1, TxKind::Call(w.address(2)), 12345, Bytes::new()));
         if i % 4 == 3 {
             rpc(anvil, "evm_mine", json!([]));
         }
         if i == 5 {
-            send(via, &w.eip7702(0, 2, contract));
+            send_via(via, anvil, &w.eip7702(0, 2, contract));
         }
     }
     (contract, touched)
@@ -235,7 +248,10 @@ fn follower_synced(anvil: &str, loupe: &str, log: &mut Receiver) -> u64 {
         rpc(anvil, "eth_getBlockByNumber", json!([format!("{tip:#x}"), false]))["hash"].clone();
     assert!(
         anvil::wait_head(loupe, tip, Some(&hash), Duration::from_secs(120)),
-        "loupe did not reach anvil's head {tip} {hash}; its log:\n{}",
+        "loupe did not reach anvil's head {tip} {hash}; loupe's latest: {}; its log:\n{}",
+        try_rpc(loupe, "eth_getBlockByNumber", json!(["latest", false]))
+            .map(|b| format!("{} {}", b["number"], b["hash"]))
+            .unwrap_or_else(|e| e),
         log.all()
     );
     tip

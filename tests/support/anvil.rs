@@ -56,7 +56,9 @@ pub fn anvil_bin() -> Option<PathBuf> {
         _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools"),
     };
     let bin = tools.join("node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    if bin.is_file() {
+    // Written once the install is complete: a binary npm is still writing is not usable.
+    let done = tools.join(".anvil-1.7.1.installed");
+    if done.is_file() {
         return Some(bin);
     }
     std::fs::create_dir_all(&tools).unwrap();
@@ -66,7 +68,7 @@ pub fn anvil_bin() -> Option<PathBuf> {
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
             Ok(_) => break,
             Err(_) if started.elapsed() < Duration::from_secs(300) => {
-                if bin.is_file() {
+                if done.is_file() {
                     return Some(bin);
                 }
                 std::thread::sleep(Duration::from_millis(200));
@@ -74,20 +76,28 @@ pub fn anvil_bin() -> Option<PathBuf> {
             Err(e) => return missing(format!("anvil install lock {}: {e}", lock.display())),
         }
     }
+    if done.is_file() {
+        let _ = std::fs::remove_file(&lock);
+        return Some(bin);
+    }
     let out = Command::new("npm")
         .args(["install", "--no-save", "--no-audit", "--no-fund", "--prefix"])
         .arg(&tools)
         .arg(ANVIL_PACKAGE)
         .output();
-    let _ = std::fs::remove_file(&lock);
-    match out {
-        Ok(o) if o.status.success() && bin.is_file() => Some(bin),
+    let result = match out {
+        Ok(o) if o.status.success() && bin.is_file() => {
+            std::fs::write(&done, ANVIL_PACKAGE).unwrap();
+            Some(bin)
+        }
         Ok(o) => missing(format!(
             "npm install {ANVIL_PACKAGE} failed: {}",
             String::from_utf8_lossy(&o.stderr)
         )),
         Err(e) => missing(format!("npm (to install {ANVIL_PACKAGE}): {e}")),
-    }
+    };
+    let _ = std::fs::remove_file(&lock);
+    result
 }
 
 /// The test chain's genesis.json: Prague from block 0 (anvil runs one hardfork, so no
