@@ -27,7 +27,7 @@ pub use upstream::{BlockRef, Upstream};
 
 use crate::chain::{ChainSpec, SyncStatus};
 use crate::import::{Progress, import_block_pending, import_block_uncommitted};
-use crate::storage::{Database, Reader, Writer};
+use crate::storage::{Database, Reader, StorageError};
 
 /// How to follow; defaults are the flags' defaults.
 #[derive(Debug, Clone)]
@@ -82,7 +82,7 @@ impl FollowHandle {
 }
 
 /// Starts following on a thread of its own (import is CPU work: never on the server's async
-/// threads). `refused` gets the error if the upstream turns out to serve another chain.
+/// threads). An error that stops it is kept in `status` and returned by [`FollowHandle::stop`].
 pub fn spawn(
     db: Arc<Database>,
     spec: ChainSpec,
@@ -233,7 +233,8 @@ impl Follower {
             let writer = self.db.begin_write()?;
             import_block_uncommitted(&self.db, &writer, &self.spec, block)
                 .map_err(FollowError::Import)?;
-            (safe, finalized) = markers(&writer, number, &tags, (safe, finalized))?;
+            (safe, finalized) =
+                markers(|n| writer.canonical_hash(n), number, &tags, (safe, finalized))?;
             writer.set_markers(number, safe, finalized)?;
             let durable = number.is_multiple_of(self.config.sync_every.max(1)) || number >= tip;
             writer.commit(durable)?;
@@ -252,9 +253,9 @@ impl Follower {
     async fn refresh_markers(&self, reader: &Reader, head: u64) -> Result<(), FollowError> {
         let tags = self.tags().await;
         let old = reader.markers()?.map_or((0, 0), |m| (m.safe, m.finalized));
-        let writer = self.db.begin_write()?;
-        let new = markers(&writer, head, &tags, old)?;
+        let new = markers(|n| reader.canonical_hash(n), head, &tags, old)?;
         if new != old {
+            let writer = self.db.begin_write()?;
             writer.set_markers(head, new.0, new.1)?;
             writer.commit(true)?;
         }
@@ -309,8 +310,12 @@ impl Follower {
             import_block_pending(&writer, &self.spec, block)?;
             new_head = block.header.number;
         }
-        let (safe, finalized) =
-            markers(&writer, new_head, &tags, (old.0.min(ancestor), old.1.min(ancestor)))?;
+        let (safe, finalized) = markers(
+            |n| writer.canonical_hash(n),
+            new_head,
+            &tags,
+            (old.0.min(ancestor), old.1.min(ancestor)),
+        )?;
         writer.set_markers(new_head, safe, finalized)?;
         writer.commit(true)?;
         tracing::warn!(
@@ -343,9 +348,10 @@ fn chained(blocks: &[Block<TxEnvelope>], url: &str) -> Result<(), FollowError> {
 }
 
 /// Safe and finalized at head `head`: the upstream's tags where the block they name is ours
-/// (as `writer` sees it), else the previous values, never above the head.
+/// (by `canonical`, the hash we hold at a height), else the previous values, never above the
+/// head.
 fn markers(
-    writer: &Writer,
+    canonical: impl Fn(u64) -> Result<Option<alloy_primitives::B256>, StorageError>,
     head: u64,
     tags: &[Option<BlockRef>; 2],
     previous: (u64, u64),
@@ -353,7 +359,7 @@ fn markers(
     let pick = |tag: &Option<BlockRef>, old: u64| -> Result<u64, FollowError> {
         if let Some(tag) = tag {
             let n = tag.number.to::<u64>();
-            if n <= head && writer.canonical_hash(n)? == Some(tag.hash) {
+            if n <= head && canonical(n)? == Some(tag.hash) {
                 return Ok(n);
             }
         }

@@ -87,6 +87,16 @@ pub fn record_changes(
     Ok(())
 }
 
+/// A current-table key and its history key for `block`.
+fn row_keys<const K: usize, const H: usize>(key: &[u8], block: u64) -> ([u8; K], [u8; H]) {
+    let mut k = [0u8; K];
+    k.copy_from_slice(key);
+    let mut h = [0u8; H];
+    h[..K].copy_from_slice(key);
+    h[K..].copy_from_slice(&block.to_be_bytes());
+    (k, h)
+}
+
 /// Puts back, for each key in `keys`, the value its history row saved for `block`, and removes
 /// that row. An empty old value (the node did not exist) removes the current row.
 fn restore<const K: usize, const H: usize>(
@@ -97,11 +107,7 @@ fn restore<const K: usize, const H: usize>(
     table: &'static str,
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
-        let mut k = [0u8; K];
-        k.copy_from_slice(key);
-        let mut h = [0u8; H];
-        h[..K].copy_from_slice(key);
-        h[K..].copy_from_slice(&block.to_be_bytes());
+        let (k, h) = row_keys::<K, H>(key, block);
         let old = history
             .remove(&h)?
             .map(|v| v.value().to_vec())
@@ -110,6 +116,34 @@ fn restore<const K: usize, const H: usize>(
             current.remove(&k)?;
         } else {
             current.insert(&k, old.as_slice())?;
+        }
+    }
+    Ok(())
+}
+
+/// [`restore`] for account tables, whose current values are fixed-width (`V` bytes) and whose
+/// history saves an empty value for an account that did not exist.
+fn restore_accounts<const K: usize, const H: usize, const V: usize>(
+    current: &mut Table<'_, &'static [u8; K], &'static [u8; V]>,
+    history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
+    keys: &[u8],
+    block: u64,
+    table: &'static str,
+) -> StorageResult<()> {
+    for key in keys.chunks_exact(K) {
+        let (k, h) = row_keys::<K, H>(key, block);
+        let old = history
+            .remove(&h)?
+            .map(|v| v.value().to_vec())
+            .ok_or_else(|| missing_history(table, block, key))?;
+        if old.is_empty() {
+            current.remove(&k)?;
+        } else {
+            let v: [u8; V] = old.as_slice().try_into().map_err(|_| StorageError::Corrupt {
+                table,
+                detail: format!("history value of {} bytes", old.len()),
+            })?;
+            current.insert(&k, &v)?;
         }
     }
     Ok(())
@@ -125,11 +159,7 @@ fn restore_slots<const K: usize, const H: usize>(
     table: &'static str,
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
-        let mut k = [0u8; K];
-        k.copy_from_slice(key);
-        let mut h = [0u8; H];
-        h[..K].copy_from_slice(key);
-        h[K..].copy_from_slice(&block.to_be_bytes());
+        let (k, h) = row_keys::<K, H>(key, block);
         let old = history
             .remove(&h)?
             .map(|v| *v.value())
@@ -165,28 +195,13 @@ impl Writer {
         }
         let [accounts, storage, hashed_accounts, hashed_storage, account_trie, storage_trie] =
             <[Vec<u8>; 6]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
-        {
-            let mut current = txn.open_table(tables::ACCOUNTS)?;
-            let mut history = txn.open_table(tables::ACCOUNT_HISTORY)?;
-            for key in accounts.chunks_exact(20) {
-                let mut k = [0u8; 20];
-                k.copy_from_slice(key);
-                let mut h = [0u8; 28];
-                h[..20].copy_from_slice(key);
-                h[20..].copy_from_slice(&head.to_be_bytes());
-                let old = history.remove(&h)?.map(|v| v.value().to_vec());
-                match old.as_deref() {
-                    None => return Err(missing_history("account_history", head, key)),
-                    Some([]) => {
-                        current.remove(&k)?;
-                    }
-                    Some(old) => {
-                        let v: [u8; 72] = old.try_into().map_err(|_| bad_len("account_history"))?;
-                        current.insert(&k, &v)?;
-                    }
-                }
-            }
-        }
+        restore_accounts(
+            &mut txn.open_table(tables::ACCOUNTS)?,
+            &mut txn.open_table(tables::ACCOUNT_HISTORY)?,
+            &accounts,
+            head,
+            "account_history",
+        )?;
         restore_slots(
             &mut txn.open_table(tables::STORAGE)?,
             &mut txn.open_table(tables::STORAGE_HISTORY)?,
@@ -194,29 +209,13 @@ impl Writer {
             head,
             "storage_history",
         )?;
-        {
-            let mut current = txn.open_table(tables::HASHED_ACCOUNTS)?;
-            let mut history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
-            for key in hashed_accounts.chunks_exact(32) {
-                let mut k = [0u8; 32];
-                k.copy_from_slice(key);
-                let mut h = [0u8; 40];
-                h[..32].copy_from_slice(key);
-                h[32..].copy_from_slice(&head.to_be_bytes());
-                let old = history.remove(&h)?.map(|v| v.value().to_vec());
-                match old.as_deref() {
-                    None => return Err(missing_history("hashed_account_history", head, key)),
-                    Some([]) => {
-                        current.remove(&k)?;
-                    }
-                    Some(old) => {
-                        let v: [u8; 104] =
-                            old.try_into().map_err(|_| bad_len("hashed_account_history"))?;
-                        current.insert(&k, &v)?;
-                    }
-                }
-            }
-        }
+        restore_accounts(
+            &mut txn.open_table(tables::HASHED_ACCOUNTS)?,
+            &mut txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+            &hashed_accounts,
+            head,
+            "hashed_account_history",
+        )?;
         restore_slots(
             &mut txn.open_table(tables::HASHED_STORAGE)?,
             &mut txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
@@ -289,8 +288,4 @@ fn missing_history(table: &'static str, block: u64, key: &[u8]) -> StorageError 
             alloy_primitives::hex::encode(key)
         ),
     }
-}
-
-fn bad_len(table: &'static str) -> StorageError {
-    StorageError::Corrupt { table, detail: "history value of the wrong length".into() }
 }
