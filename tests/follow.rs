@@ -11,9 +11,14 @@ mod anvil;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use alloy_consensus::{SignableTransaction, TxEip1559, TxEip2930, TxEip7702, TxEnvelope, TxLegacy};
+use alloy_consensus::{
+    SignableTransaction, TxEip1559, TxEip2930, TxEip4844, TxEip4844Variant, TxEip4844WithSidecar,
+    TxEip7702, TxEnvelope, TxLegacy,
+};
 use alloy_eips::Encodable2718;
 use alloy_eips::eip2930::{AccessList, AccessListItem};
+use alloy_eips::eip4844::BlobTransactionSidecar;
+use alloy_eips::eip4844::builder::{SidecarBuilder, SimpleCoder};
 use alloy_eips::eip7702::Authorization;
 use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
 use alloy_signer::SignerSync;
@@ -137,6 +142,27 @@ impl Wallet {
         self.sign(i, tx)
     }
 
+    /// A blob transaction (type 3) carrying one blob with `data`, its sidecar built with the
+    /// mainnet KZG setup (anvil checks the proofs).
+    fn eip4844(&mut self, i: usize, to: Address, data: &[u8]) -> TxEnvelope {
+        let sidecar = SidecarBuilder::<SimpleCoder>::from_slice(data).build_4844().unwrap();
+        let tx = TxEip4844 {
+            chain_id: anvil::CHAIN_ID,
+            nonce: self.next_nonce(i),
+            gas_limit: 100_000,
+            max_fee_per_gas: 20_000_000_000,
+            max_priority_fee_per_gas: 1_000_000_000,
+            to,
+            value: U256::from(5u64),
+            access_list: AccessList::default(),
+            blob_versioned_hashes: sidecar.versioned_hashes().collect(),
+            max_fee_per_blob_gas: 1_000_000_000,
+            input: Bytes::new(),
+        };
+        let tx = TxEip4844WithSidecar::from_tx_and_sidecar(tx, sidecar);
+        self.sign(i, TxEip4844Variant::<BlobTransactionSidecar>::TxEip4844WithSidecar(tx))
+    }
+
     /// A 7702 transaction from `i` carrying `authority`'s delegation to `target`.
     fn eip7702(&mut self, i: usize, authority: usize, target: Address) -> TxEnvelope {
         let auth = Authorization {
@@ -215,7 +241,7 @@ fn assert_common(path: &str, ours: &Value, theirs: &Value) {
     }
 }
 
-/// Sends a mix of transactions (every type but blobs; deployment, calls, reverts, a 7702
+/// Sends a mix of transactions (every type, blobs included; deployment, calls, reverts, a 7702
 /// delegation, transfers to new and existing accounts) and empty blocks; returns the contract
 /// and the addresses involved. Half go through loupe (forwarded), half straight to anvil.
 fn mixed_blocks(anvil: &str, loupe: &str, w: &mut Wallet, rounds: u64) -> (Address, Vec<Address>) {
@@ -237,6 +263,9 @@ fn mixed_blocks(anvil: &str, loupe: &str, w: &mut Wallet, rounds: u64) -> (Addre
         }
         if i == 5 {
             send_via(via, anvil, &w.eip7702(0, 2, contract));
+        }
+        if i % 5 == 1 {
+            send_via(via, anvil, &w.eip4844(1, fresh(100 + i), format!("blob {i}").as_bytes()));
         }
     }
     (contract, touched)
@@ -298,7 +327,7 @@ fn follows_anvil_and_answers_as_anvil_does_at_every_height() {
         let theirs = rpc(a, "eth_getStorageAt", json!([contract, "0x0", tag]));
         assert_eq!(ours, theirs, "storage at {n}");
     }
-    for t in ["0x0", "0x1", "0x2", "0x4"] {
+    for t in ["0x0", "0x1", "0x2", "0x3", "0x4"] {
         assert!(types.contains(t), "no transaction of type {t}: {types:?}");
     }
     assert!(statuses.contains("0x0") && statuses.contains("0x1"), "{statuses:?}");
