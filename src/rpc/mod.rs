@@ -9,6 +9,7 @@ mod debug;
 mod error;
 mod eth;
 mod forward;
+mod geth_trace;
 mod guard;
 mod http;
 mod params;
@@ -212,6 +213,7 @@ fn module(
         "eth_getProof" => get_proof,
         "eth_sendRawTransaction" => send_raw_transaction,
     }
+    geth_trace::register(&mut m)?;
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
             ctx.guard::<()>("loupe_testPanic", || panic!("test panic"))
