@@ -219,7 +219,15 @@ impl Follower {
             return self.reorg(&reader, head, tip, tip).await;
         }
         let to = tip.min(head + self.config.batch);
+        let fetch = std::time::Instant::now();
         let blocks = self.upstream.blocks(head + 1, to).await?;
+        tracing::debug!(
+            target: "follow",
+            from = head + 1,
+            to,
+            fetch_ms = fetch.elapsed().as_millis() as u64,
+            "fetched"
+        );
         let Some(first) = blocks.first() else { return Ok(Round::Idle) };
         if Some(first.header.parent_hash) != reader.canonical_hash(head)? {
             return self.reorg(&reader, head, head, tip).await;
@@ -230,6 +238,7 @@ impl Follower {
         drop(reader);
         for block in &blocks {
             let number = block.header.number;
+            let started = std::time::Instant::now();
             let writer = self.db.begin_write()?;
             import_block_uncommitted(&self.db, &writer, &self.spec, block)
                 .map_err(FollowError::Import)?;
@@ -237,7 +246,16 @@ impl Follower {
                 markers(|n| writer.canonical_hash(n), number, &tags, (safe, finalized))?;
             writer.set_markers(number, safe, finalized)?;
             let durable = number.is_multiple_of(self.config.sync_every.max(1)) || number >= tip;
+            let imported = started.elapsed();
             writer.commit(durable)?;
+            tracing::debug!(
+                target: "follow",
+                number,
+                durable,
+                import_ms = imported.as_millis() as u64,
+                commit_ms = (started.elapsed() - imported).as_millis() as u64,
+                "stored"
+            );
             progress.block(number, block.body.transactions.len() as u64, block.header.gas_used);
         }
         Ok(Round::Progress)

@@ -196,14 +196,19 @@ pub fn start_anvil(bin: &Path, state: &Path, port: u16, extra: &[&str]) -> Proc 
     p
 }
 
-/// Starts `loupe follow` on a free port; `extra` adds flags.
+/// Starts `loupe follow` on a free port, polling every 100 ms unless `extra` sets
+/// `--follow.poll-ms`; `extra` adds flags.
 pub fn start_follower(datadir: &Path, upstream: &str, extra: &[&str]) -> (Proc, Receiver) {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
         .args(["follow", "--datadir"])
         .arg(datadir)
         .args(["--upstream", upstream, "--http.port", &port.to_string()])
-        .args(["--follow.poll-ms", "100"])
+        .args(if extra.contains(&"--follow.poll-ms") {
+            &[][..]
+        } else {
+            &["--follow.poll-ms", "100"]
+        })
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
