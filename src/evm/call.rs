@@ -174,7 +174,7 @@ where
         );
         evm.transact(call.tx.clone())
     };
-    if deadline.expired {
+    if deadline.expired() {
         return Err(CallError::Timeout(timeout));
     }
     result.map_err(|e| match e {
@@ -197,17 +197,33 @@ where
 }
 
 /// Stops execution once a deadline passes: checks the clock every 1024 steps, then halts every
-/// frame still running so the whole call unwinds quickly.
+/// frame still running so the whole call unwinds quickly. Shared by calls and block replays
+/// (`super::replay`), combined with the caller's inspector as a tuple inspector.
 #[derive(Debug)]
-struct Deadline {
+pub(crate) struct Deadline {
     until: Instant,
     steps: u32,
     expired: bool,
 }
 
 impl Deadline {
-    fn new(timeout: Duration) -> Self {
+    /// A deadline `timeout` from now.
+    pub(crate) fn new(timeout: Duration) -> Self {
         Self { until: Instant::now() + timeout, steps: 0, expired: false }
+    }
+
+    /// Whether execution was halted because the deadline passed.
+    pub(crate) fn expired(&self) -> bool {
+        self.expired
+    }
+
+    /// Checks the clock outside execution (between transactions); marks the deadline expired
+    /// once it has passed.
+    pub(crate) fn check_now(&mut self) -> bool {
+        if !self.expired && Instant::now() >= self.until {
+            self.expired = true;
+        }
+        self.expired
     }
 }
 

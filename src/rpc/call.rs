@@ -38,6 +38,16 @@ const CALL_FIELDS: &[&str] = &[
 
 /// Parses the call object at `i` and the overrides at `so` (state) and `bo` (block).
 pub(crate) fn call_request(a: &Args, i: usize, so: usize, bo: usize) -> RpcResult<CallRequest> {
+    Ok(CallRequest {
+        tx: call_object(a, i)?,
+        state_overrides: a.opt(so, "stateOverrides")?,
+        block_overrides: a.opt(bo, "blockOverrides")?,
+    })
+}
+
+/// Parses the call object at `i` alone (for `debug_traceCall`, whose overrides sit in its
+/// options object).
+pub(crate) fn call_object(a: &Args, i: usize) -> RpcResult<TransactionRequest> {
     let Some(v) = a.get(i) else {
         return Err(invalid(format!("missing value for required argument {i} (transaction)")));
     };
@@ -49,12 +59,7 @@ pub(crate) fn call_request(a: &Args, i: usize, so: usize, bo: usize) -> RpcResul
             "invalid argument {i} (transaction): unknown field {unknown:?}"
         )));
     }
-    let tx: TransactionRequest = a.req(i, "transaction")?;
-    Ok(CallRequest {
-        tx,
-        state_overrides: a.opt(so, "stateOverrides")?,
-        block_overrides: a.opt(bo, "blockOverrides")?,
-    })
+    a.req(i, "transaction")
 }
 
 impl From<CallError> for RpcError {
@@ -97,7 +102,7 @@ pub(crate) fn revert_reason(data: &[u8]) -> Option<String> {
 }
 
 /// geth's wording of an exceptional halt, for `eth_call` errors.
-fn halt_message(h: &HaltReason) -> String {
+pub(crate) fn halt_message(h: &HaltReason) -> String {
     match h {
         HaltReason::OutOfGas(_) => "out of gas".into(),
         HaltReason::OpcodeNotFound | HaltReason::InvalidFEOpcode | HaltReason::NotActivated => {

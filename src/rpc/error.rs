@@ -37,6 +37,11 @@ pub enum RpcError {
     /// The block asked for is not stored (-32000 `header not found`).
     #[error("header not found")]
     HeaderNotFound,
+    /// What a `debug_trace*` method was asked to trace is not stored or has nothing to replay
+    /// on (-32000, geth's wording: `transaction not found`, `block #5 not found`,
+    /// `genesis is not traceable`).
+    #[error("{0}")]
+    NotTraceable(String),
     /// The call could not start: intrinsic gas, fee checks and the like (-32000).
     #[error("{0}")]
     Execution(String),
@@ -59,6 +64,9 @@ pub enum RpcError {
     /// The execution deadline passed (-32000).
     #[error("execution timeout after {0:?}")]
     Timeout(std::time::Duration),
+    /// A query over one of the operator's limits (-32005); the message names the limit.
+    #[error("{0}")]
+    Limit(String),
     /// The tracing queue is full (-32005).
     #[error("too many tracing requests")]
     Busy,
@@ -144,6 +152,7 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
             RpcError::HeaderNotFound
+            | RpcError::NotTraceable(_)
             | RpcError::Execution(_)
             | RpcError::Timeout(_)
             | RpcError::UpstreamUnavailable(_) => codes::SERVER,
@@ -151,7 +160,7 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::Upstream { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,
-            RpcError::Busy => codes::LIMIT,
+            RpcError::Busy | RpcError::Limit(_) => codes::LIMIT,
             RpcError::Storage(inner) => {
                 tracing::error!(target: "rpc", %inner, "storage error while serving a request");
                 codes::INTERNAL
@@ -186,6 +195,10 @@ mod tests {
     fn each_variant_has_its_code_and_message() {
         assert_eq!(obj(RpcError::HeaderNotFound), (-32000, "header not found".into(), None));
         assert_eq!(obj(RpcError::Busy), (-32005, "too many tracing requests".into(), None));
+        assert_eq!(
+            obj(RpcError::NotTraceable("genesis is not traceable".into())),
+            (-32000, "genesis is not traceable".into(), None)
+        );
         assert_eq!(
             obj(RpcError::Timeout(std::time::Duration::from_secs(5))),
             (-32000, "execution timeout after 5s".into(), None)

@@ -1,12 +1,397 @@
-//! geth-style tracing (`debug_trace*`): placeholder, being built.
+//! geth-style tracing: `debug_traceTransaction`, `debug_traceBlockBy*` and `debug_traceCall`.
+//!
+//! The tracers are revm-inspectors' `DebugInspector` (the struct logger and the built-in
+//! `callTracer`, `prestateTracer`, `4byteTracer`, `noopTracer`, `flatCallTracer`). Stored
+//! transactions are replayed with [`crate::evm::replay_block`] (parent state, the block's
+//! system calls, then its earlier transactions, as at import); `debug_traceCall` shares
+//! `eth_call`'s environment ([`crate::evm::prepare_call`]), so the three agree.
+//!
+//! Deadlines: the operator's `call_timeout`, lowered (never raised) by the request's `timeout`.
+//! It bounds one call, one transaction's replay, or one whole block's replay (geth's applies
+//! per transaction: a block trace here gets one deadline for all its transactions).
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alloy_consensus::TxEnvelope;
+use alloy_consensus::transaction::Recovered;
+use alloy_primitives::B256;
+use alloy_rpc_types_trace::geth::{
+    GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
+    GethDebugTracingOptions, GethTrace, TraceResult,
+};
 use jsonrpsee::RpcModule;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
-use super::RpcContext;
+use super::call::call_object;
+use super::eth::{Raw, to_value};
+use super::params::{Args, BlockRef, invalid};
+use super::{RpcContext, RpcError, RpcResult, log_outcome};
+use crate::evm::{CallRequest, ReplayBlock, ReplayError, execute_call, prepare_call, replay_block};
+use crate::storage::Reader;
 
-/// Registers the `debug_trace*` methods.
+/// The tracers served, as named in requests (no tracer: the struct logger).
+const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flatCallTracer";
+
+/// Registers the `debug_trace*` methods: async, their EVM work on the worker pool.
 pub(crate) fn register(
-    _m: &mut RpcModule<RpcContext>,
+    m: &mut RpcModule<RpcContext>,
 ) -> Result<(), jsonrpsee::server::RegisterMethodError> {
+    macro_rules! evm {
+        ($($name:literal => $f:ident),* $(,)?) => {$(
+            m.register_async_method($name, |p, ctx, _| async move {
+                let started = Instant::now();
+                let r = ctx.$f(p).await;
+                log_outcome($name, started, &r);
+                r.map_err(ErrorObjectOwned::from)
+            })?;
+        )*};
+    }
+    evm! {
+        "debug_traceTransaction" => debug_trace_transaction,
+        "debug_traceBlockByNumber" => debug_trace_block_by_number,
+        "debug_traceBlockByHash" => debug_trace_block_by_hash,
+        "debug_traceCall" => debug_trace_call,
+    }
     Ok(())
+}
+
+/// Validated tracing options and the deadline they give.
+#[derive(Debug, Clone)]
+struct TraceOptions {
+    opts: GethDebugTracingOptions,
+    timeout: Duration,
+}
+
+impl TraceOptions {
+    fn inspector(&self) -> RpcResult<DebugInspector> {
+        // Options were validated when parsed; a failure here is a bug.
+        DebugInspector::new(self.opts.clone())
+            .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))
+    }
+}
+
+/// Which stored transactions of a block to trace.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The transaction at this index.
+    One(usize),
+    /// All of them.
+    All,
+}
+
+impl RpcContext {
+    /// `debug_traceTransaction(txHash, options?)`.
+    pub(crate) async fn debug_trace_transaction(
+        self: Arc<Self>,
+        p: Params<'static>,
+    ) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let hash: B256 = a.req(0, "txHash")?;
+        let opts = self.trace_options(&a, 1)?;
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let r = ctx.db.begin_read()?;
+                let Some((n, index)) = r.transaction_location(&hash)? else {
+                    return Err(RpcError::NotTraceable("transaction not found".into()));
+                };
+                let mut traces = ctx.replay(&r, n, Target::One(index as usize), &opts)?;
+                let (_, trace) = traces.pop().ok_or_else(|| {
+                    RpcError::Internal(format!("transaction {hash} missing from block {n}"))
+                })?;
+                to_value(trace)
+            })
+            .await
+    }
+
+    /// `debug_traceBlockByNumber(block, options?)`.
+    pub(crate) async fn debug_trace_block_by_number(
+        self: Arc<Self>,
+        p: Params<'static>,
+    ) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let block = a.block_number(0, "block")?;
+        let opts = self.trace_options(&a, 1)?;
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let r = ctx.db.begin_read()?;
+                let n = ctx.resolve(&r, block)?.ok_or_else(|| match block {
+                    BlockRef::Number(n) => RpcError::NotTraceable(format!("block #{n} not found")),
+                    _ => RpcError::HeaderNotFound,
+                })?;
+                ctx.trace_block(&r, n, &opts)
+            })
+            .await
+    }
+
+    /// `debug_traceBlockByHash(blockHash, options?)`.
+    pub(crate) async fn debug_trace_block_by_hash(
+        self: Arc<Self>,
+        p: Params<'static>,
+    ) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let hash: B256 = a.req(0, "blockHash")?;
+        let opts = self.trace_options(&a, 1)?;
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let r = ctx.db.begin_read()?;
+                let Some(n) = r.block_number(&hash)? else {
+                    return Err(RpcError::NotTraceable(format!("block {hash} not found")));
+                };
+                ctx.trace_block(&r, n, &opts)
+            })
+            .await
+    }
+
+    /// `debug_traceCall(call, block?, options?)`: `eth_call`'s environment and rules, with
+    /// `stateOverrides` and `blockOverrides` read from the options.
+    pub(crate) async fn debug_trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 3)?;
+        let tx = call_object(&a, 0)?;
+        let block = a.block(1, "block")?;
+        if block == BlockRef::Pending {
+            return Err(invalid("pending is not supported for tracing"));
+        }
+        let call_opts: GethDebugTracingCallOptions = a.opt(2, "options")?.unwrap_or_default();
+        if call_opts.tx_index.is_some() {
+            return Err(invalid("invalid argument 2 (options): txIndex is not supported"));
+        }
+        let opts = self.check_options(call_opts.tracing_options, 2)?;
+        let req = CallRequest {
+            tx,
+            state_overrides: call_opts.state_overrides,
+            block_overrides: call_opts.block_overrides,
+        };
+        let ctx = self.clone();
+        self.pool.run(move || ctx.debug_trace_call_blocking(req, block, &opts)).await
+    }
+
+    fn debug_trace_call_blocking(
+        &self,
+        req: CallRequest,
+        block: BlockRef,
+        opts: &TraceOptions,
+    ) -> RpcResult<Raw> {
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let state = r.state_at(n)?;
+        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
+        let mut inspector = opts.inspector()?;
+        let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
+        let trace = inspector
+            .get_result(None, &call.tx, &call.env.block_env, &res, &mut &call.state)
+            .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+        to_value(geth_shape(trace))
+    }
+
+    /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.
+    fn trace_block(&self, r: &Reader, n: u64, opts: &TraceOptions) -> RpcResult<Raw> {
+        let traces = self.replay(r, n, Target::All, opts)?;
+        let out: Vec<TraceResult> = traces
+            .into_iter()
+            .map(|(hash, trace)| TraceResult::new_success(trace, Some(hash)))
+            .collect();
+        to_value(out)
+    }
+
+    /// Replays block `n` on the state after its parent and traces `target`.
+    fn replay(
+        &self,
+        r: &Reader,
+        n: u64,
+        target: Target,
+        opts: &TraceOptions,
+    ) -> RpcResult<Vec<(B256, GethTrace)>> {
+        if n == 0 {
+            return Err(RpcError::NotTraceable("genesis is not traceable".into()));
+        }
+        let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let (header, block_hash) = (&entry.0, entry.1);
+        let transactions: Vec<Recovered<TxEnvelope>> = r
+            .transactions(n)?
+            .into_iter()
+            .map(|t| Recovered::new_unchecked(t.tx, t.sender))
+            .collect();
+        let traced = match target {
+            Target::One(i) => i..i.saturating_add(1),
+            Target::All => 0..transactions.len(),
+        };
+        let mut inspector = opts.inspector()?;
+        let block = ReplayBlock { header, transactions: &transactions };
+        let state = r.state_at(n - 1)?;
+        let traces =
+            replay_block(&self.spec, state, block, traced, &mut inspector, opts.timeout, |t| {
+                let hash = *transactions[t.index].tx_hash();
+                let context = TransactionContext {
+                    block_hash: Some(block_hash),
+                    tx_index: Some(t.index),
+                    tx_hash: Some(hash),
+                };
+                let trace = t
+                    .inspector
+                    .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
+                    .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+                let trace = geth_shape(trace);
+                t.inspector.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+                Ok((hash, trace))
+            })
+            .map_err(|e| match e {
+                ReplayError::Timeout(d) => RpcError::Timeout(d),
+                other => RpcError::Internal(format!("replay of block {n}: {other}")),
+            })?;
+        traces.into_iter().collect()
+    }
+
+    /// The tracing options at argument `i` (absent: the struct logger with geth's defaults).
+    fn trace_options(&self, a: &Args, i: usize) -> RpcResult<TraceOptions> {
+        let opts: GethDebugTracingOptions = a.opt(i, "options")?.unwrap_or_default();
+        self.check_options(opts, i)
+    }
+
+    /// Refuses tracers loupe does not serve and malformed tracer configs, naming them, and
+    /// works out the deadline.
+    fn check_options(&self, opts: GethDebugTracingOptions, i: usize) -> RpcResult<TraceOptions> {
+        let bad = |what: String| invalid(format!("invalid argument {i} (options): {what}"));
+        let config = opts.tracer_config.clone();
+        let config_error =
+            |name: &str, e: serde_json::Error| bad(format!("tracerConfig of {name}: {e}"));
+        match &opts.tracer {
+            None => {}
+            Some(GethDebugTracerType::JsTracer(code)) if code.is_empty() => {}
+            Some(GethDebugTracerType::BuiltInTracer(builtin)) => match builtin {
+                GethDebugBuiltInTracerType::CallTracer => {
+                    config.into_call_config().map_err(|e| config_error("callTracer", e))?;
+                }
+                GethDebugBuiltInTracerType::PreStateTracer => {
+                    config
+                        .into_pre_state_config()
+                        .map_err(|e| config_error("prestateTracer", e))?;
+                }
+                GethDebugBuiltInTracerType::FlatCallTracer => {
+                    config
+                        .into_flat_call_config()
+                        .map_err(|e| config_error("flatCallTracer", e))?;
+                }
+                GethDebugBuiltInTracerType::FourByteTracer
+                | GethDebugBuiltInTracerType::NoopTracer => {}
+                other => {
+                    let name = GethDebugTracerType::BuiltInTracer(*other);
+                    return Err(bad(format!(
+                        "tracer {:?} is not supported (supported: {TRACERS}, or none for the \
+                         struct logger)",
+                        name.as_str()
+                    )));
+                }
+            },
+            Some(GethDebugTracerType::JsTracer(code)) => return Err(bad(unknown_tracer(code))),
+        }
+        let timeout = match &opts.timeout {
+            None => self.config.call_timeout,
+            Some(t) => go_duration(t)
+                .map_err(|e| bad(format!("timeout: {e}")))?
+                .min(self.config.call_timeout),
+        };
+        Ok(TraceOptions { opts, timeout })
+    }
+}
+
+/// The one place where revm-inspectors' output is adjusted to geth's: the struct logger leaves
+/// out a zero `refund`, an empty `memory` and an empty `returnData` (geth's `omitempty`), where
+/// revm-inspectors 0.44.3 writes `0`, `[]` and `"0x"`.
+fn geth_shape(trace: GethTrace) -> GethTrace {
+    let GethTrace::Default(mut frame) = trace else { return trace };
+    for log in &mut frame.struct_logs {
+        if log.refund_counter == Some(0) {
+            log.refund_counter = None;
+        }
+        if log.memory.as_ref().is_some_and(Vec::is_empty) {
+            log.memory = None;
+        }
+        if log.return_data.as_ref().is_some_and(|d| d.is_empty()) {
+            log.return_data = None;
+        }
+    }
+    GethTrace::Default(frame)
+}
+
+/// Why a tracer that is not built in is refused: a tracer name we do not know, or JavaScript
+/// tracer code (which loupe does not run).
+fn unknown_tracer(code: &str) -> String {
+    let is_name = code.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if is_name {
+        return format!(
+            "unknown tracer {code:?} (supported: {TRACERS}, or none for the struct logger)"
+        );
+    }
+    const SHOWN: usize = 60;
+    let snippet: String = code.chars().take(SHOWN).collect();
+    let more = if code.chars().count() > SHOWN { "…" } else { "" };
+    format!(
+        "JavaScript tracers are not supported (got tracer code {snippet:?}{more}); use a \
+         built-in tracer: {TRACERS}, or none for the struct logger"
+    )
+}
+
+/// Parses a Go duration (`"5s"`, `"300ms"`, `"1m30s"`, `"1.5h"`, `"0"`), the format of geth's
+/// `timeout` option. Negative durations are refused.
+fn go_duration(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(digits);
+        let value: f64 = number.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let seconds = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("missing unit in duration {s:?}")),
+            other => return Err(format!("unknown unit {other:?} in duration {s:?}")),
+        };
+        total += value * seconds;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| format!("invalid duration {s:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        let ms = Duration::from_millis;
+        assert_eq!(go_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(go_duration("5s"), Ok(ms(5000)));
+        assert_eq!(go_duration("300ms"), Ok(ms(300)));
+        assert_eq!(go_duration("1m30s"), Ok(ms(90_000)));
+        assert_eq!(go_duration("1.5h"), Ok(ms(5_400_000)));
+        assert_eq!(go_duration("250us"), Ok(Duration::from_micros(250)));
+        for bad in ["", "5", "-5s", "5x", "s", "1..5s", "5 s"] {
+            assert!(go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn js_code_and_unknown_names_are_told_apart() {
+        assert!(unknown_tracer("fooTracer").starts_with("unknown tracer \"fooTracer\""));
+        let js = unknown_tracer("{data: [], step: function(log) {}, result: function() {}}");
+        assert!(js.starts_with("JavaScript tracers are not supported"), "{js}");
+    }
 }

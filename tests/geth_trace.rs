@@ -1,0 +1,671 @@
+//! geth-style tracing (`debug_traceTransaction`, `debug_traceBlockByNumber`/`ByHash`,
+//! `debug_traceCall`) against independent truths: `trace_call` replays of the dev chain's sample
+//! transactions, the execution-apis fixtures' expected struct logs, `eth_getBalance`, and
+//! selectors computed here from function signatures.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alloy_primitives::{Address, U256, hex, keccak256};
+use loupe::rpc::{RpcConfig, RpcServer};
+use loupe::storage::Database;
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Harness: the dev chain (genesis + 20-block sample history), served in-process
+// ---------------------------------------------------------------------------------------------
+
+/// A server over a freshly built dev chain in a temporary datadir.
+struct Dev {
+    url: String,
+    client: reqwest::blocking::Client,
+    server: Option<RpcServer>,
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+impl Dev {
+    fn start(tweak: impl FnOnce(&mut RpcConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+        assert_eq!(loupe::dev::build_sample_history(&db, &spec).unwrap(), 20);
+        let mut config = RpcConfig::default();
+        tweak(&mut config);
+        config.addr = "127.0.0.1:0".parse().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
+        let url = format!("http://{}", server.addr);
+        Self { url, client: reqwest::blocking::Client::new(), server: Some(server), rt, _dir: dir }
+    }
+
+    /// `Ok(result)` or `Err(error object)`.
+    fn call(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let resp: Value = self.client.post(&self.url).json(&body).send().unwrap().json().unwrap();
+        match (resp.get("result"), resp.get("error")) {
+            (Some(r), None) => Ok(r.clone()),
+            (None, Some(e)) => Err(e.clone()),
+            _ => panic!("malformed response {resp}"),
+        }
+    }
+
+    /// The result; panics on an error.
+    fn rpc(&self, method: &str, params: Value) -> Value {
+        self.call(method, params.clone()).unwrap_or_else(|e| panic!("{method} {params}: error {e}"))
+    }
+
+    /// The error object; panics on a result.
+    fn rpc_err(&self, method: &str, params: Value) -> Value {
+        match self.call(method, params.clone()) {
+            Ok(r) => panic!("{method} {params}: expected an error, got {r}"),
+            Err(e) => e,
+        }
+    }
+
+    fn block(&self, n: u64) -> Value {
+        self.rpc("eth_getBlockByNumber", json!([q(n), true]))
+    }
+
+    fn balance(&self, a: &str, n: u64) -> U256 {
+        u256(&self.rpc("eth_getBalance", json!([a, q(n)])))
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.rt.block_on(server.stop());
+        }
+    }
+}
+
+fn q(n: u64) -> String {
+    format!("{n:#x}")
+}
+
+fn u256(v: &Value) -> U256 {
+    v.as_str().unwrap_or_else(|| panic!("not a hex string: {v}")).parse().unwrap()
+}
+
+fn addr(a: Address) -> String {
+    format!("{a:#x}")
+}
+
+/// First four bytes of keccak256(signature), as `0x…` hex.
+fn selector(signature: &str) -> String {
+    format!("0x{}", hex::encode(&keccak256(signature.as_bytes())[..4]))
+}
+
+fn call_tracer() -> Value {
+    json!({"tracer": "callTracer"})
+}
+
+/// The call object replaying `tx` (as `eth_getTransactionBy…` returns it): from, to, input,
+/// value and the type-specific fields. No gas price: nothing is paid for gas, which changes
+/// balances but no call frame.
+fn call_of(tx: &Value) -> Value {
+    let mut call = json!({"from": tx["from"], "input": tx["input"], "value": tx["value"]});
+    if !tx["to"].is_null() {
+        call["to"] = tx["to"].clone();
+    }
+    match tx["type"].as_str().unwrap() {
+        "0x1" => call["accessList"] = tx["accessList"].clone(),
+        "0x3" => {
+            call["blobVersionedHashes"] = tx["blobVersionedHashes"].clone();
+            call["maxFeePerBlobGas"] = tx["maxFeePerBlobGas"].clone();
+        }
+        "0x4" => call["authorizationList"] = tx["authorizationList"].clone(),
+        _ => {}
+    }
+    call
+}
+
+// ---------------------------------------------------------------------------------------------
+// callTracer vs trace_call
+// ---------------------------------------------------------------------------------------------
+
+/// What both trace shapes say about one frame: kind, from, to, value, input, output (when not
+/// empty) and whether it failed. Hex strings are lower-cased.
+#[derive(Debug, PartialEq, Eq)]
+struct Frame {
+    kind: String,
+    from: String,
+    to: String,
+    value: U256,
+    input: String,
+    output: Option<String>,
+    failed: bool,
+}
+
+fn lower(v: &Value) -> String {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_ascii_lowercase()
+}
+
+fn value_or_zero(v: &Value) -> U256 {
+    if v.is_null() { U256::ZERO } else { u256(v) }
+}
+
+/// A callTracer tree flattened into Parity's addressing: `traceAddress` → frame.
+fn flatten_call_frames(frame: &Value, at: Vec<usize>, out: &mut BTreeMap<Vec<usize>, Frame>) {
+    let kind = lower(&frame["type"]);
+    let output = frame.get("output").map(lower).filter(|o| o != "0x" && kind != "selfdestruct");
+    out.insert(
+        at.clone(),
+        Frame {
+            from: lower(&frame["from"]),
+            to: lower(&frame["to"]),
+            value: value_or_zero(&frame["value"]),
+            input: frame.get("input").map_or_else(|| "0x".into(), lower),
+            output,
+            failed: frame.get("error").is_some(),
+            kind,
+        },
+    );
+    for (i, child) in frame["calls"].as_array().into_iter().flatten().enumerate() {
+        let mut child_at = at.clone();
+        child_at.push(i);
+        flatten_call_frames(child, child_at, out);
+    }
+}
+
+/// Parity's flat trace list as `traceAddress` → frame.
+fn parity_frames(traces: &Value) -> BTreeMap<Vec<usize>, Frame> {
+    let mut out = BTreeMap::new();
+    for t in traces.as_array().unwrap() {
+        let at: Vec<usize> = t["traceAddress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap() as usize)
+            .collect();
+        let (a, r) = (&t["action"], &t["result"]);
+        let failed = t.get("error").is_some_and(|e| !e.is_null());
+        // Empty output is no output (geth's callTracer leaves an empty `output` out).
+        let output =
+            |key: &str| r.get(key).filter(|v| !v.is_null()).map(lower).filter(|o| o != "0x");
+        let frame = match t["type"].as_str().unwrap() {
+            "call" => Frame {
+                kind: lower(&a["callType"]),
+                from: lower(&a["from"]),
+                to: lower(&a["to"]),
+                value: value_or_zero(&a["value"]),
+                input: lower(&a["input"]),
+                output: output("output"),
+                failed,
+            },
+            "create" => Frame {
+                kind: lower(&a["creationMethod"]),
+                from: lower(&a["from"]),
+                to: lower(&r["address"]),
+                value: value_or_zero(&a["value"]),
+                input: lower(&a["init"]),
+                output: output("code"),
+                failed,
+            },
+            "suicide" => Frame {
+                kind: "selfdestruct".into(),
+                from: lower(&a["address"]),
+                to: lower(&a["refundAddress"]),
+                value: value_or_zero(&a["balance"]),
+                input: "0x".into(),
+                output: None,
+                failed,
+            },
+            other => panic!("unexpected trace type {other}: {t}"),
+        };
+        let subtraces = t["subtraces"].as_u64().unwrap() as usize;
+        out.insert(at.clone(), frame);
+        // Parity's subtraces count must agree with the addresses listed.
+        let children = traces
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                let ca = c["traceAddress"].as_array().unwrap();
+                ca.len() == at.len() + 1
+                    && ca.iter().zip(&at).all(|(x, y)| x.as_u64() == Some(*y as u64))
+            })
+            .count();
+        assert_eq!(children, subtraces, "subtraces of {t}");
+    }
+    out
+}
+
+/// Turns one `trace_call` state diff into state overrides layered over `overrides`: each
+/// changed field takes its value after the call; a removed account gets emptied.
+fn apply_state_diff(overrides: &mut serde_json::Map<String, Value>, diff: &Value) {
+    let after = |d: &Value, removed: Value| -> Option<Value> {
+        if let Some(c) = d.get("*") {
+            Some(c["to"].clone())
+        } else if let Some(v) = d.get("+") {
+            Some(v.clone())
+        } else if d.get("-").is_some() {
+            Some(removed)
+        } else {
+            None // "="
+        }
+    };
+    for (address, d) in diff.as_object().unwrap() {
+        let entry = overrides.entry(address.clone()).or_insert_with(|| json!({}));
+        let entry = entry.as_object_mut().unwrap();
+        if d["balance"].get("-").is_some() {
+            entry.clear();
+            entry.insert("balance".into(), json!("0x0"));
+            entry.insert("nonce".into(), json!("0x0"));
+            entry.insert("code".into(), json!("0x"));
+            entry.insert("state".into(), json!({}));
+            continue;
+        }
+        if let Some(v) = after(&d["balance"], json!("0x0")) {
+            entry.insert("balance".into(), v);
+        }
+        if let Some(v) = after(&d["nonce"], json!("0x0")) {
+            entry.insert("nonce".into(), v);
+        }
+        if let Some(v) = after(&d["code"], json!("0x")) {
+            entry.insert("code".into(), v);
+        }
+        let zero = json!(format!("0x{}", "0".repeat(64)));
+        for (slot, change) in d["storage"].as_object().unwrap() {
+            let v = after(change, zero.clone()).unwrap();
+            let key = if entry.contains_key("state") { "state" } else { "stateDiff" };
+            entry.entry(key).or_insert_with(|| json!({}))[slot] = v;
+        }
+    }
+}
+
+/// Transaction `index` of block `n` replayed with `trace_call` (`["trace"]`) on the state after
+/// block `n − 1` plus the effects of the block's earlier transactions: those are replayed the
+/// same way, one after the other, and their state diffs passed on as state overrides.
+fn parity_replay(d: &Dev, n: u64, index: usize) -> Value {
+    let txs = d.block(n)["transactions"].as_array().unwrap().clone();
+    let mut overrides = serde_json::Map::new();
+    for tx in &txs[..index] {
+        let r = d.rpc(
+            "trace_call",
+            json!([
+                call_of(tx),
+                ["trace", "stateDiff"],
+                q(n - 1),
+                Value::Object(overrides.clone())
+            ]),
+        );
+        apply_state_diff(&mut overrides, &r["stateDiff"]);
+    }
+    let params = json!([call_of(&txs[index]), ["trace"], q(n - 1), Value::Object(overrides)]);
+    d.rpc("trace_call", params)["trace"].clone()
+}
+
+/// The acceptance test: for every sample transaction of the dev chain, `debug_traceTransaction`
+/// with `callTracer` has the same call tree as the `trace_call` replay of that transaction
+/// (same frames, call types, from/to, values, inputs, outputs, failures).
+#[test]
+fn call_tracer_matches_trace_call_for_every_sample_transaction() {
+    let d = Dev::start(|_| {});
+    let (mut checked, mut not_first, mut nested) = (0, 0, 0);
+    for n in 1..=20u64 {
+        let block = d.block(n);
+        for (index, tx) in block["transactions"].as_array().unwrap().iter().enumerate() {
+            let geth = d.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()]));
+            let mut ours = BTreeMap::new();
+            flatten_call_frames(&geth, vec![], &mut ours);
+            let parity = parity_frames(&parity_replay(&d, n, index));
+            assert_eq!(ours, parity, "block {n} tx {index}: callTracer {geth}");
+            // The root is the transaction itself.
+            let root = &ours[&vec![]];
+            assert_eq!(root.from, lower(&tx["from"]), "block {n} tx {index}");
+            assert_eq!(root.input, lower(&tx["input"]), "block {n} tx {index}");
+            assert_eq!(root.value, u256(&tx["value"]), "block {n} tx {index}");
+            if !tx["to"].is_null() {
+                assert_eq!(root.to, lower(&tx["to"]), "block {n} tx {index}");
+            }
+            checked += 1;
+            not_first += usize::from(index > 0);
+            nested += usize::from(ours.len() > 1);
+        }
+    }
+    // 1 + 2 + 1 + 2 + 1×6 + 2×10 sample transactions; the ones after the first in their block
+    // (blocks 2, 4, 11..=20) need the earlier transactions' effects; some have nested frames.
+    assert_eq!(checked, 32);
+    assert_eq!(not_first, 12);
+    assert!(nested >= 2, "nested call trees checked: {nested}");
+}
+
+/// The second transaction of block 4 (Prober's deploy) only lands at Prober's address if the
+/// Stamp deploy before it in the block is replayed first (account 0's nonce).
+#[test]
+fn a_later_transaction_sees_the_earlier_ones_of_its_block() {
+    let d = Dev::start(|_| {});
+    let c = loupe::dev::sample_contracts();
+    let tx = &d.block(4)["transactions"][1];
+    let geth = d.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()]));
+    assert_eq!(geth["type"], "CREATE");
+    assert_eq!(lower(&geth["to"]), addr(c.prober));
+}
+
+/// `debug_traceBlockByNumber`/`ByHash` answer one `{txHash, result}` per transaction, each equal
+/// to that transaction's `debug_traceTransaction`.
+#[test]
+fn block_traces_equal_transaction_traces() {
+    let d = Dev::start(|_| {});
+    for n in [2u64, 4, 6, 11] {
+        let block = d.block(n);
+        let by_number = d.rpc("debug_traceBlockByNumber", json!([q(n), call_tracer()]));
+        let by_hash = d.rpc("debug_traceBlockByHash", json!([block["hash"], call_tracer()]));
+        assert_eq!(by_number, by_hash, "block {n}");
+        let txs = block["transactions"].as_array().unwrap();
+        let entries = by_number.as_array().unwrap();
+        assert_eq!(entries.len(), txs.len(), "block {n}");
+        for (entry, tx) in entries.iter().zip(txs) {
+            assert_eq!(entry["txHash"], tx["hash"]);
+            let single = d.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()]));
+            assert_eq!(entry["result"], single, "block {n} tx {}", tx["hash"]);
+        }
+    }
+    // The struct logger too (the default tracer), for a block with two transactions.
+    let by_number = d.rpc("debug_traceBlockByNumber", json!(["0xb"]));
+    let second = &d.block(11)["transactions"][1];
+    let single = d.rpc("debug_traceTransaction", json!([second["hash"]]));
+    assert_eq!(by_number[1]["result"], single);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The struct logger against the execution-apis fixtures
+// ---------------------------------------------------------------------------------------------
+
+/// The `>>` requests and `<<` responses of a fixture `.io` file.
+fn exchanges(path: &Path) -> Vec<(Value, Value)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    let mut request = None;
+    for line in text.lines() {
+        if let Some(r) = line.strip_prefix(">>") {
+            request = Some(serde_json::from_str(r.trim()).unwrap());
+        } else if let Some(r) = line.strip_prefix("<<") {
+            out.push((request.take().unwrap(), serde_json::from_str(r.trim()).unwrap()));
+        }
+    }
+    out
+}
+
+/// The fixtures' struct logs are geth's output; they are only schema-checked by the conformance
+/// runner (`speconly`), so they are compared exactly here: stack, memory, storage and
+/// returnData encodings and which of them each option turns on.
+#[test]
+fn struct_logger_equals_the_fixtures() {
+    let Some(node) = support::Node::start(|_| {}) else { return };
+    let fx = support::fixtures().unwrap();
+    let files = [
+        "debug_traceTransaction/trace-contract-call.io",
+        "debug_traceTransaction/trace-legacy-transfer.io",
+        "debug_traceBlockByNumber/trace-block-with-transactions.io",
+        "debug_traceBlockByNumber/trace-block-memory-encoding.io",
+        "debug_traceBlockByNumber/trace-block-return-data-behavior.io",
+        "debug_traceBlockByNumber/trace-block-storage-encoding.io",
+        "debug_traceBlockByNumber/trace-block-storage-snapshot-timing.io",
+        "debug_traceBlockByHash/trace-block-with-transactions.io",
+    ];
+    let mut compared = 0;
+    for file in files {
+        for (request, expected) in exchanges(&fx.join(file)) {
+            let method = request["method"].as_str().unwrap();
+            let got = node.call(method, request["params"].clone());
+            let got = got.unwrap_or_else(|e| panic!("{file}: error {e}"));
+            assert!(expected["result"] == got, "{file}: {got}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 9);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other tracers
+// ---------------------------------------------------------------------------------------------
+
+/// prestateTracer in diffMode on value transfers: the balances before and after equal
+/// `eth_getBalance` at the parent and at the block. Block 9 holds one transfer; in block 2 the
+/// first transfer starts from the parent's state and the last one ends at the block's.
+#[test]
+fn prestate_diff_mode_balances_agree_with_eth_get_balance() {
+    let d = Dev::start(|_| {});
+    let diff = |hash: &Value| {
+        let opts = json!({"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}});
+        d.rpc("debug_traceTransaction", json!([hash, opts]))
+    };
+    let check = |side: &Value, at: u64| {
+        let accounts = side.as_object().unwrap();
+        assert!(!accounts.is_empty());
+        for (a, state) in accounts {
+            if let Some(b) = state.get("balance") {
+                assert_eq!(u256(b), d.balance(a, at), "{a} at block {at}");
+            }
+        }
+        accounts.len()
+    };
+    // Block 9: account 1 pays account 2 seven wei (the blob transaction), alone in its block.
+    let [_, a1, a2] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let tx = &d.block(9)["transactions"][0];
+    let r = diff(&tx["hash"]);
+    check(&r["pre"], 8);
+    check(&r["post"], 9);
+    for a in [a1, a2] {
+        assert!(r["pre"][addr(a)]["balance"].is_string(), "{a} in pre: {r}");
+        assert!(r["post"][addr(a)]["balance"].is_string(), "{a} in post: {r}");
+    }
+    assert_eq!(
+        d.balance(&addr(a2), 9) - d.balance(&addr(a2), 8),
+        U256::from(7),
+        "the transfer's value"
+    );
+    // The sender's nonce (a JSON number, as geth writes it) goes up by one; post lists changed
+    // fields only.
+    let nonce = |side: &str| r[side][addr(a1)]["nonce"].as_u64().unwrap();
+    assert_eq!(nonce("post"), nonce("pre") + 1);
+    // Block 2: two transfers.
+    let txs = d.block(2)["transactions"].as_array().unwrap().clone();
+    check(&diff(&txs[0]["hash"])["pre"], 1);
+    check(&diff(&txs[1]["hash"])["post"], 2);
+}
+
+/// 4byteTracer on `Prober.probe(token, stamp, who)`: the selectors and argument sizes of the
+/// root call, both `balanceOf(address)` calls (CALL and STATICCALL) and the DELEGATECALL of
+/// `stamp(uint256)`.
+#[test]
+fn four_byte_tracer_counts_selectors() {
+    let d = Dev::start(|_| {});
+    let tx = &d.block(6)["transactions"][0];
+    let r = d.rpc("debug_traceTransaction", json!([tx["hash"], {"tracer": "4byteTracer"}]));
+    let expected = json!({
+        format!("{}-96", selector("probe(address,address,address)")): 1,
+        format!("{}-32", selector("balanceOf(address)")): 2,
+        format!("{}-32", selector("stamp(uint256)")): 1,
+    });
+    assert_eq!(r, expected);
+}
+
+/// callTracer's options, flatCallTracer and noopTracer on the same nested transaction.
+#[test]
+fn call_tracer_options_flat_call_and_noop() {
+    let d = Dev::start(|_| {});
+    let probe = d.block(6)["transactions"][0]["hash"].clone();
+    let full = d.rpc("debug_traceTransaction", json!([probe, call_tracer()]));
+    assert_eq!(full["calls"].as_array().unwrap().len(), 3);
+    let top = d.rpc(
+        "debug_traceTransaction",
+        json!([probe, {"tracer": "callTracer", "tracerConfig": {"onlyTopCall": true}}]),
+    );
+    assert!(top.get("calls").is_none_or(|c| c.as_array().unwrap().is_empty()), "{top}");
+    assert_eq!(top["output"], full["output"]);
+
+    // withLog: Token.transfer's Transfer(from, to, value) event on the root frame.
+    let transfer = d.block(5)["transactions"][0].clone();
+    let with_log = d.rpc(
+        "debug_traceTransaction",
+        json!([transfer["hash"], {"tracer": "callTracer", "tracerConfig": {"withLog": true}}]),
+    );
+    let logs = with_log["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 1, "{with_log}");
+    let topic0 = format!("0x{}", hex::encode(keccak256("Transfer(address,address,uint256)")));
+    assert_eq!(logs[0]["topics"][0], topic0);
+    assert_eq!(lower(&logs[0]["address"]), lower(&transfer["to"]));
+    let plain = d.rpc("debug_traceTransaction", json!([transfer["hash"], call_tracer()]));
+    assert!(plain.get("logs").is_none(), "{plain}");
+
+    // flatCallTracer: Parity's shape, one entry per frame, located in the block.
+    let flat = d.rpc("debug_traceTransaction", json!([probe, {"tracer": "flatCallTracer"}]));
+    let flat = flat.as_array().unwrap();
+    assert_eq!(flat.len(), 4);
+    assert!(flat.iter().all(|t| t["transactionHash"] == probe && t["blockNumber"] == 6));
+    let parity = parity_frames(&parity_replay(&d, 6, 0));
+    let mut ours = BTreeMap::new();
+    flatten_call_frames(&full, vec![], &mut ours);
+    assert_eq!(parity.len(), ours.len());
+    assert_eq!(parity_frames(&Value::Array(flat.clone())), parity);
+
+    let noop = d.rpc("debug_traceTransaction", json!([probe, {"tracer": "noopTracer"}]));
+    assert_eq!(noop, json!({}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// debug_traceCall
+// ---------------------------------------------------------------------------------------------
+
+/// `debug_traceCall` runs in `eth_call`'s environment: same output as `eth_call` and
+/// `trace_call`, and its options carry state and block overrides.
+#[test]
+fn trace_call_agrees_with_eth_call_and_takes_overrides() {
+    let d = Dev::start(|_| {});
+    let [a0, ..] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let counter = addr(loupe::dev::COUNTER);
+    let call = json!({"from": addr(a0), "to": counter});
+    for block in ["0x5", "0xd", "latest"] {
+        let eth = d.rpc("eth_call", json!([call, block]));
+        let parity = d.rpc("trace_call", json!([call, ["trace"], block]));
+        let geth = d.rpc("debug_traceCall", json!([call, block, call_tracer()]));
+        assert_eq!(geth["output"], eth, "at {block}");
+        assert_eq!(parity["output"], eth, "at {block}");
+        // The struct logger's returnValue too.
+        let logs = d.rpc("debug_traceCall", json!([call, block]));
+        assert_eq!(logs["returnValue"], eth, "at {block}");
+        assert_eq!(logs["failed"], false);
+    }
+    // Counter's slot 0 overridden to 41: the call returns 42.
+    let slot0 = format!("0x{}", "0".repeat(64));
+    let opts = json!({
+        "tracer": "callTracer",
+        "stateOverrides": {counter.clone(): {"stateDiff": {slot0: format!("0x{:064x}", 41)}}},
+    });
+    let r = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+    assert_eq!(r["output"], format!("0x{:064x}", 42));
+    // blockOverrides: NUMBER (0x43) returned by overridden code sees the overridden number.
+    let number_code = "0x4360005260206000f3";
+    let opts = json!({
+        "tracer": "callTracer",
+        "stateOverrides": {counter: {"code": number_code}},
+        "blockOverrides": {"number": "0x1234"},
+    });
+    let r = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+    assert_eq!(r["output"], format!("0x{:064x}", 0x1234));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals and errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn js_and_unknown_tracers_are_refused() {
+    let d = Dev::start(|_| {});
+    let hash = d.block(1)["transactions"][0]["hash"].clone();
+    let js = "{data: [], step: function(log) { this.data.push(log.op.toString()); }, \
+              fault: function() {}, result: function() { return this.data; }}";
+    let e = d.rpc_err("debug_traceTransaction", json!([hash, {"tracer": js}]));
+    assert_eq!(e["code"], -32602, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("JavaScript tracers are not supported"), "{msg}");
+    assert!(msg.contains("{data: []"), "the message quotes the tracer: {msg}");
+
+    let e = d.rpc_err("debug_traceTransaction", json!([hash, {"tracer": "fooTracer"}]));
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("unknown tracer \"fooTracer\""), "{e}");
+
+    // The same checks on debug_traceCall (options at argument 2) and block tracing.
+    let call = json!({"to": addr(loupe::dev::COUNTER)});
+    let e = d.rpc_err("debug_traceCall", json!([call, "latest", {"tracer": js}]));
+    assert_eq!(e["code"], -32602, "{e}");
+    let e = d.rpc_err("debug_traceBlockByNumber", json!(["0x1", {"tracer": "fooTracer"}]));
+    assert_eq!(e["code"], -32602, "{e}");
+    // A malformed tracer config names the tracer.
+    let bad = json!({"tracer": "callTracer", "tracerConfig": {"onlyTopCall": "yes"}});
+    let e = d.rpc_err("debug_traceTransaction", json!([hash, bad]));
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("callTracer"), "{e}");
+    // A malformed timeout.
+    let e = d.rpc_err("debug_traceTransaction", json!([hash, {"timeout": "soon"}]));
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
+#[test]
+fn genesis_and_missing_targets_are_errors() {
+    let d = Dev::start(|_| {});
+    let genesis = d.block(0)["hash"].clone();
+    for (method, params) in [
+        ("debug_traceBlockByNumber", json!(["0x0"])),
+        ("debug_traceBlockByNumber", json!(["earliest"])),
+        ("debug_traceBlockByHash", json!([genesis])),
+    ] {
+        let e = d.rpc_err(method, params);
+        assert_eq!(e, json!({"code": -32000, "message": "genesis is not traceable"}));
+    }
+    let missing = format!("0x{}", "11".repeat(32));
+    let e = d.rpc_err("debug_traceTransaction", json!([missing]));
+    assert_eq!(e, json!({"code": -32000, "message": "transaction not found"}));
+    let e = d.rpc_err("debug_traceBlockByNumber", json!(["0x15"]));
+    assert_eq!(e, json!({"code": -32000, "message": "block #21 not found"}));
+    let e = d.rpc_err("debug_traceBlockByHash", json!([missing]));
+    assert_eq!(e["code"], -32000);
+    let e = d.rpc_err("debug_traceCall", json!([{"to": addr(loupe::dev::COUNTER)}, "0x15"]));
+    assert_eq!(e, json!({"code": -32000, "message": "header not found"}));
+}
+
+/// A call that never ends (`JUMPDEST PUSH1 0 JUMP`, with a gas cap too high to run out) stops
+/// at the operator's deadline, or earlier at the request's `timeout`; the node keeps serving.
+#[test]
+fn deadline_stops_a_long_trace_and_the_node_keeps_serving() {
+    let d = Dev::start(|c| {
+        c.gas_cap = 1_000_000_000_000;
+        c.call_timeout = Duration::from_millis(300);
+    });
+    let looper = "0x00000000000000000000000000000000000000ff";
+    let call = json!({"to": looper, "gas": "0xe8d4a51000"});
+    let opts = |extra: Value| {
+        let mut o =
+            json!({"tracer": "callTracer", "stateOverrides": {looper: {"code": "0x5b600056"}}});
+        for (k, v) in extra.as_object().unwrap() {
+            o[k] = v.clone();
+        }
+        o
+    };
+    let started = Instant::now();
+    let e = d.rpc_err("debug_traceCall", json!([call, "latest", opts(json!({}))]));
+    assert_eq!(e["code"], -32000, "{e}");
+    assert_eq!(e["message"], "execution timeout after 300ms");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // The request may lower the deadline, never raise it.
+    let e = d.rpc_err("debug_traceCall", json!([call, "latest", opts(json!({"timeout": "50ms"}))]));
+    assert_eq!(e["message"], "execution timeout after 50ms", "{e}");
+    let e = d.rpc_err("debug_traceCall", json!([call, "latest", opts(json!({"timeout": "1h"}))]));
+    assert_eq!(e["message"], "execution timeout after 300ms", "{e}");
+
+    // Still serving: reads and traces.
+    assert_eq!(d.rpc("eth_blockNumber", json!([])), "0x14");
+    let tx = &d.block(6)["transactions"][0];
+    let r = d.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()]));
+    assert_eq!(r["calls"].as_array().unwrap().len(), 3);
+}
