@@ -299,6 +299,22 @@ methods!(
     eth_getTransactionCount,
     eth_call,
     eth_getProof,
+    eth_feeHistory,
+    eth_baseFee,
+    eth_blobBaseFee,
+    debug_getRawHeader,
+    debug_getRawBlock,
+    eth_getLogs,
+    debug_traceTransaction,
+    debug_traceBlockByNumber,
+    debug_traceBlockByHash,
+    eth_estimateGas,
+    eth_createAccessList,
+    eth_getStorageValues,
+    eth_config,
+    eth_capabilities,
+    debug_getRawReceipts,
+    debug_getRawTransaction,
 );
 
 /// Every successful `eth_call` fixture, replayed as `trace_call` with `["trace"]`: the trace's

@@ -63,6 +63,18 @@ pub struct RpcArgs {
     /// Serve `vmTrace` in trace_call (off by default: it is expensive).
     #[arg(long = "trace.vm-trace")]
     pub vm_trace: bool,
+    /// Most blocks one eth_getLogs query (or one filter poll) covers.
+    #[arg(long = "rpc.max-logs-range", default_value_t = 100_000)]
+    pub max_logs_range: u64,
+    /// Most logs one eth_getLogs query returns.
+    #[arg(long = "rpc.max-logs", default_value_t = 20_000)]
+    pub max_logs: usize,
+    /// Most polling filters (eth_newFilter, eth_newBlockFilter) installed at once.
+    #[arg(long = "rpc.max-filters", default_value_t = 1024)]
+    pub max_filters: usize,
+    /// Seconds after which a filter nobody polls is removed.
+    #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
+    pub filter_timeout: u64,
 }
 
 impl RpcArgs {
@@ -83,6 +95,10 @@ impl RpcArgs {
             queue: self.trace_queue,
             vm_trace: self.vm_trace,
             io_threads: self.io_threads.map(|n| n.max(1)),
+            max_logs_range: self.max_logs_range.max(1),
+            max_logs: self.max_logs,
+            max_filters: self.max_filters,
+            filter_idle: std::time::Duration::from_secs(self.filter_timeout),
             ..Default::default()
         };
         if let Some(w) = self.trace_workers {

@@ -114,3 +114,33 @@ pub(crate) fn rpc_receipts(
     }
     out
 }
+
+/// The logs of a block that `keep` accepts, as RPC objects with block-wide log indexes.
+pub(crate) fn block_logs(
+    header: &Header,
+    block_hash: B256,
+    txs: &[StoredTransaction],
+    receipts: &[ReceiptEnvelope],
+    keep: impl Fn(&alloy_primitives::Log) -> bool,
+) -> Vec<Log> {
+    let mut out = Vec::new();
+    let mut log_index = 0u64;
+    for (stored, receipt) in txs.iter().zip(receipts) {
+        for l in receipt.logs() {
+            if keep(l) {
+                out.push(Log {
+                    inner: l.clone(),
+                    block_hash: Some(block_hash),
+                    block_number: Some(header.number),
+                    block_timestamp: Some(header.timestamp),
+                    transaction_hash: Some(*stored.tx.tx_hash()),
+                    transaction_index: Some(u64::from(stored.index)),
+                    log_index: Some(log_index),
+                    removed: false,
+                });
+            }
+            log_index += 1;
+        }
+    }
+    out
+}

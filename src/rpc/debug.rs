@@ -1,8 +1,10 @@
-//! `debug_getRawHeader` and `debug_getRawBlock`: a stored block's exact consensus encoding, as
-//! geth, reth and Erigon serve it. A follower rebuilds blocks from these bytes (ommers
-//! included, which `eth_getBlockByNumber` leaves out).
+//! The raw consensus encodings of stored data, as geth, reth and Erigon serve them:
+//! `debug_getRawHeader`, `debug_getRawBlock` (a follower rebuilds blocks from these bytes, ommers
+//! included, which `eth_getBlockByNumber` leaves out), `debug_getRawReceipts`,
+//! `debug_getRawTransaction` and `eth_getRawTransactionByHash` (EIP-2718 encodings).
 
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
+use alloy_eips::Encodable2718;
 use alloy_primitives::Bytes;
 use alloy_rlp::Encodable;
 use jsonrpsee::types::Params;
@@ -39,5 +41,28 @@ impl RpcContext {
         let mut out = Vec::new();
         block.encode(&mut out);
         to_value(Bytes::from(out))
+    }
+
+    /// `debug_getRawReceipts(block)`: the EIP-2718 encoding of each receipt; `header not found`
+    /// if not stored.
+    pub(crate) fn raw_receipts(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, a.block_req(0, "block")?)?;
+        let receipts = r.receipts(n)?.ok_or(super::RpcError::HeaderNotFound)?;
+        let encoded: Vec<Bytes> =
+            receipts.iter().map(|rc| Bytes::from(rc.encoded_2718())).collect();
+        to_value(encoded)
+    }
+
+    /// `debug_getRawTransaction(hash)` and `eth_getRawTransactionByHash(hash)`: the signed
+    /// transaction's EIP-2718 encoding; `null` if unknown.
+    pub(crate) fn raw_transaction(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let hash = a.hash(0, "hash")?;
+        let r = self.db.begin_read()?;
+        let Some((block, index)) = r.transaction_location(&hash)? else { return to_value(()) };
+        let tx = r.transaction(block, index)?;
+        to_value(tx.map(|t| Bytes::from(t.tx.encoded_2718())))
     }
 }

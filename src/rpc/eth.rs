@@ -1,11 +1,11 @@
 //! `eth_`, `net_` and `web3_` read methods, answered from the archive.
 
-use alloy_primitives::U256;
+use alloy_primitives::{Address, B256, U256};
 use jsonrpsee::types::Params;
 use serde_json::value::RawValue;
 
 use super::convert::{rpc_block, rpc_receipts, rpc_transaction};
-use super::params::{Args, BlockRef};
+use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -64,7 +64,7 @@ impl RpcContext {
     /// `eth_getTransactionByBlockHashAndIndex(hash, index)`.
     pub(crate) fn tx_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2)?;
-        let hash = a.req(0, "blockHash")?;
+        let hash = a.hash(0, "blockHash")?;
         let index = a.quantity(1, "index")?;
         let r = self.db.begin_read()?;
         let number = r.block_number(&hash)?;
@@ -74,7 +74,7 @@ impl RpcContext {
     /// `eth_getTransactionByHash(hash)`.
     pub(crate) fn tx_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let hash = a.req(0, "hash")?;
+        let hash = a.hash(0, "hash")?;
         let r = self.db.begin_read()?;
         match r.transaction_location(&hash)? {
             Some((block, index)) => self.tx_at(&r, Some(block), u64::from(index)),
@@ -105,7 +105,7 @@ impl RpcContext {
     /// `eth_getBlockByHash(hash, full)`.
     pub(crate) fn block_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2)?;
-        let hash = a.req(0, "blockHash")?;
+        let hash = a.hash(0, "blockHash")?;
         let full = a.boolean(1, "fullTransactions")?;
         let r = self.db.begin_read()?;
         let n = r.block_number(&hash)?;
@@ -131,7 +131,7 @@ impl RpcContext {
     /// `eth_getBlockTransactionCountByHash(hash)`.
     pub(crate) fn tx_count_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let hash = a.req(0, "blockHash")?;
+        let hash = a.hash(0, "blockHash")?;
         let r = self.db.begin_read()?;
         let n = r.block_number(&hash)?;
         self.tx_count_json(&r, n)
@@ -153,7 +153,7 @@ impl RpcContext {
     /// `eth_getTransactionReceipt(hash)`.
     pub(crate) fn receipt(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let hash = a.req(0, "hash")?;
+        let hash = a.hash(0, "hash")?;
         let r = self.db.begin_read()?;
         let Some((block, index)) = r.transaction_location(&hash)? else { return null() };
         let receipt = self.receipts_of(&r, block)?.and_then(|mut v| {
@@ -259,4 +259,124 @@ impl RpcContext {
             _ => to_value(false),
         }
     }
+
+    /// `eth_getStorageValues({address: [slot, ...]}, block?)`: many slots in one read
+    /// snapshot. At most [`MAX_STORAGE_VALUES`] slots per call.
+    pub(crate) fn storage_values(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let request: std::collections::BTreeMap<Address, Vec<B256>> = a.req(0, "requests")?;
+        if request.is_empty() {
+            return Err(invalid("empty request"));
+        }
+        let slots: usize = request.values().map(Vec::len).sum();
+        if slots > MAX_STORAGE_VALUES {
+            return Err(invalid(format!(
+                "{slots} storage slots requested, over the limit of {MAX_STORAGE_VALUES}"
+            )));
+        }
+        let block = a.block(1, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let state = r.state_at(n)?;
+        let mut out = serde_json::Map::new();
+        for (address, keys) in request {
+            let mut values = Vec::with_capacity(keys.len());
+            for k in keys {
+                let v = state.storage_value(&address, &U256::from_be_bytes(k.0))?;
+                values.push(serde_json::to_value(B256::from(v)).unwrap_or_default());
+            }
+            out.insert(format!("{address:#x}"), serde_json::Value::Array(values));
+        }
+        to_value(out)
+    }
+
+    /// `eth_accounts()`: loupe holds no keys.
+    pub(crate) fn accounts(&self, p: Params<'_>) -> RpcResult<Raw> {
+        Args::new(&p, 0)?;
+        to_value(Vec::<Address>::new())
+    }
+
+    /// `net_listening()`: loupe takes no peer connections, so `false`.
+    pub(crate) fn net_listening(&self, p: Params<'_>) -> RpcResult<Raw> {
+        Args::new(&p, 0)?;
+        to_value(false)
+    }
+
+    /// `net_peerCount()`: `0x1` while following a reachable upstream, else `0x0`.
+    pub(crate) fn net_peer_count(&self, p: Params<'_>) -> RpcResult<Raw> {
+        Args::new(&p, 0)?;
+        let s = self.config.sync.get();
+        to_value(if s.following && s.upstream_ok { "0x1" } else { "0x0" })
+    }
+
+    /// `web3_sha3(data)`: Keccak-256 of the bytes.
+    pub(crate) fn web3_sha3(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let data: alloy_primitives::Bytes = a.req(0, "data")?;
+        to_value(alloy_primitives::keccak256(&data))
+    }
+
+    fn uncle_json(&self, r: &Reader, number: Option<u64>, index: u64) -> RpcResult<Raw> {
+        let Some(n) = number else { return null() };
+        let Some((body, _)) = r.body(n)? else { return null() };
+        let Some(uncle) = usize::try_from(index).ok().and_then(|i| body.ommers.get(i)) else {
+            return null();
+        };
+        let hash = uncle.hash_slow();
+        let empty = alloy_consensus::BlockBody {
+            transactions: Vec::new(),
+            ommers: Vec::new(),
+            withdrawals: None,
+        };
+        to_value(rpc_block(uncle.clone(), hash, empty, Vec::new(), false))
+    }
+
+    fn uncle_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Raw> {
+        let Some(n) = number else { return null() };
+        match r.body(n)? {
+            Some((body, _)) => to_value(format!("{:#x}", body.ommers.len())),
+            None => null(),
+        }
+    }
+
+    /// `eth_getUncleByBlockNumberAndIndex(block, index)`: the ommer's header as a block object.
+    pub(crate) fn uncle_by_number_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let block = a.block_number(0, "block")?;
+        let index = a.quantity(1, "index")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve(&r, block)?;
+        self.uncle_json(&r, n, index)
+    }
+
+    /// `eth_getUncleByBlockHashAndIndex(hash, index)`.
+    pub(crate) fn uncle_by_hash_and_index(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let hash = a.hash(0, "blockHash")?;
+        let index = a.quantity(1, "index")?;
+        let r = self.db.begin_read()?;
+        let n = r.block_number(&hash)?;
+        self.uncle_json(&r, n, index)
+    }
+
+    /// `eth_getUncleCountByBlockNumber(block)`.
+    pub(crate) fn uncle_count_by_number(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let block = a.block_number(0, "block")?;
+        let r = self.db.begin_read()?;
+        let n = self.resolve(&r, block)?;
+        self.uncle_count_json(&r, n)
+    }
+
+    /// `eth_getUncleCountByBlockHash(hash)`.
+    pub(crate) fn uncle_count_by_hash(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let hash = a.hash(0, "blockHash")?;
+        let r = self.db.begin_read()?;
+        let n = r.block_number(&hash)?;
+        self.uncle_count_json(&r, n)
+    }
 }
+
+/// Most slots one `eth_getStorageValues` call reads.
+pub(crate) const MAX_STORAGE_VALUES: usize = 1024;

@@ -4,14 +4,18 @@
 //! (`eth_call`, `trace_call`) runs on a bounded blocking pool (`pool::TracePool`).
 
 mod call;
+mod config;
 mod convert;
 mod debug;
 mod error;
+mod estimate;
 mod eth;
+mod fees;
 mod forward;
 mod geth_trace;
 mod guard;
 mod http;
+mod logs;
 mod params;
 mod pool;
 mod proof;
@@ -58,6 +62,14 @@ pub struct RpcConfig {
     pub io_threads: Option<usize>,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
+    /// Most blocks one logs query (or one filter poll) covers.
+    pub max_logs_range: u64,
+    /// Most logs one query returns.
+    pub max_logs: usize,
+    /// Most filters installed at once.
+    pub max_filters: usize,
+    /// A filter not polled for this long is removed.
+    pub filter_idle: Duration,
     /// Register `loupe_testPanic`, a method that panics (tests only).
     pub test_panic_method: bool,
     /// Progress against an upstream, when following one (`eth_syncing`, `GET /health`,
@@ -80,6 +92,10 @@ impl Default for RpcConfig {
             queue: 64,
             io_threads: None,
             vm_trace: false,
+            max_logs_range: 100_000,
+            max_logs: 20_000,
+            max_filters: 1024,
+            filter_idle: Duration::from_secs(300),
             test_panic_method: false,
             sync: Arc::default(),
         }
@@ -95,6 +111,10 @@ pub struct RpcContext {
     pool: pool::TracePool,
     /// Client for forwarding to the upstream, made on first use.
     upstream: std::sync::OnceLock<Result<jsonrpsee::http_client::HttpClient, String>>,
+    /// The suggested tip and the head it was computed at (`fees.rs`).
+    tip_cache: std::sync::Mutex<Option<(alloy_primitives::B256, u128)>>,
+    /// Installed polling filters (`logs.rs`).
+    filters: logs::Filters,
 }
 
 impl RpcContext {
@@ -133,7 +153,15 @@ impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
         let pool = pool::TracePool::new(config.workers, config.queue);
-        Self { db, spec, config, pool, upstream: std::sync::OnceLock::new() }
+        Self {
+            db,
+            spec,
+            config,
+            pool,
+            upstream: std::sync::OnceLock::new(),
+            tip_cache: std::sync::Mutex::new(None),
+            filters: logs::Filters::default(),
+        }
     }
 }
 
@@ -189,6 +217,31 @@ fn module(
         "eth_syncing" => syncing,
         "debug_getRawHeader" => raw_header,
         "debug_getRawBlock" => raw_block,
+        "eth_gasPrice" => gas_price,
+        "eth_maxPriorityFeePerGas" => max_priority_fee,
+        "eth_feeHistory" => fee_history,
+        "eth_baseFee" => base_fee,
+        "eth_blobBaseFee" => blob_base_fee,
+        "eth_getLogs" => get_logs,
+        "eth_newFilter" => new_filter,
+        "eth_newBlockFilter" => new_block_filter,
+        "eth_getFilterChanges" => filter_changes,
+        "eth_getFilterLogs" => filter_logs,
+        "eth_uninstallFilter" => uninstall_filter,
+        "eth_getStorageValues" => storage_values,
+        "eth_config" => eth_config,
+        "eth_capabilities" => capabilities,
+        "eth_accounts" => accounts,
+        "net_listening" => net_listening,
+        "net_peerCount" => net_peer_count,
+        "web3_sha3" => web3_sha3,
+        "eth_getUncleByBlockNumberAndIndex" => uncle_by_number_and_index,
+        "eth_getUncleByBlockHashAndIndex" => uncle_by_hash_and_index,
+        "eth_getUncleCountByBlockNumber" => uncle_count_by_number,
+        "eth_getUncleCountByBlockHash" => uncle_count_by_hash,
+        "eth_getRawTransactionByHash" => raw_transaction,
+        "debug_getRawTransaction" => raw_transaction,
+        "debug_getRawReceipts" => raw_receipts,
     }
     m.register_method("web3_clientVersion", |p, ctx, _| {
         ctx.guard("web3_clientVersion", || {
@@ -212,6 +265,8 @@ fn module(
         "eth_call" => eth_call,
         "eth_getProof" => get_proof,
         "eth_sendRawTransaction" => send_raw_transaction,
+        "eth_estimateGas" => estimate_gas,
+        "eth_createAccessList" => create_access_list,
     }
     geth_trace::register(&mut m)?;
     if test_panic {

@@ -82,6 +82,17 @@ impl Args {
         }
     }
 
+    /// Required 32-byte hash: `0x` and 64 hex digits.
+    pub(crate) fn hash(&self, i: usize, name: &str) -> RpcResult<B256> {
+        match self.get(i) {
+            None => Err(invalid(format!("missing value for required argument {i} ({name})"))),
+            Some(Value::String(s)) if !s.starts_with("0x") => {
+                Err(invalid(format!("invalid argument {i} ({name}): hex string without 0x prefix")))
+            }
+            Some(_) => self.req(i, name),
+        }
+    }
+
     /// Required address.
     pub(crate) fn address(&self, i: usize, name: &str) -> RpcResult<Address> {
         self.req(i, name)
@@ -170,7 +181,8 @@ pub(crate) fn quantity(v: &Value) -> Result<u64, String> {
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
-fn block_ref(v: &Value, allow_hash: bool) -> Result<BlockRef, String> {
+/// A block reference from a JSON value; `allow_hash` admits hashes and EIP-1898 objects.
+pub(crate) fn block_ref(v: &Value, allow_hash: bool) -> Result<BlockRef, String> {
     match v {
         Value::String(s) => match s.as_str() {
             "latest" => Ok(BlockRef::Latest),

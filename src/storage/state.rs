@@ -19,6 +19,8 @@ use super::{StorageError, StorageResult};
 /// At the head this reads the current tables directly; at an older block every account or slot
 /// costs one ordered seek in the history tables (see [`super::tables::ACCOUNT_HISTORY`]). It borrows
 /// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
+/// A clone shares the snapshot (one `Arc`).
+#[derive(Clone)]
 pub struct StateAt {
     block: u64,
     /// `block` is the head of the snapshot: history can hold nothing newer, skip the seek.

@@ -1,0 +1,410 @@
+//! `eth_getLogs` and the polling filters (`eth_newFilter`, `eth_newBlockFilter`,
+//! `eth_getFilterChanges`, `eth_getFilterLogs`, `eth_uninstallFilter`).
+//!
+//! A range query reads each block's header and checks its logs bloom; only blocks whose bloom
+//! may match have their receipts (and, when a log matches, their transactions) read. Limits:
+//! `--rpc.max-logs-range` blocks per query and `--rpc.max-logs` results, each refused with
+//! -32005 and a message naming the flag. Filters live in memory: at most
+//! [`RpcConfig::max_filters`](super::RpcConfig), each dropped after
+//! [`RpcConfig::filter_idle`](super::RpcConfig) without a poll.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use alloy_primitives::{Address, B256, Bloom, BloomInput, U128};
+use alloy_rpc_types_eth::Log;
+use jsonrpsee::types::Params;
+use serde_json::Value;
+
+use super::convert::block_logs;
+use super::eth::{Raw, to_value};
+use super::params::{Args, BlockRef, block_ref, invalid};
+use super::{RpcContext, RpcError, RpcResult};
+use crate::storage::Reader;
+
+/// What a log must match: any of `addresses` (none: any address), and at each topic position
+/// any of the listed topics (an empty list: any topic).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LogFilter {
+    addresses: Vec<Address>,
+    topics: Vec<Vec<B256>>,
+}
+
+impl LogFilter {
+    fn matches(&self, log: &alloy_primitives::Log) -> bool {
+        if !self.addresses.is_empty() && !self.addresses.contains(&log.address) {
+            return false;
+        }
+        let topics = log.topics();
+        self.topics.iter().enumerate().all(|(i, wanted)| {
+            wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.contains(t))
+        })
+    }
+
+    /// Whether a block with `bloom` may hold a matching log.
+    fn may_match(&self, bloom: &Bloom) -> bool {
+        let any = |items: &mut dyn Iterator<Item = &[u8]>| {
+            let mut empty = true;
+            for item in items {
+                empty = false;
+                if bloom.contains_input(BloomInput::Raw(item)) {
+                    return true;
+                }
+            }
+            empty
+        };
+        any(&mut self.addresses.iter().map(|a| a.as_slice()))
+            && self.topics.iter().all(|t| any(&mut t.iter().map(|t| t.as_slice())))
+    }
+}
+
+/// Where a query looks: one block by hash, or a range of references resolved at query time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Hash(B256),
+    Range { from: BlockRef, to: BlockRef },
+}
+
+/// A parsed filter object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FilterQuery {
+    scope: Scope,
+    filter: LogFilter,
+}
+
+const FILTER_FIELDS: &[&str] = &["fromBlock", "toBlock", "blockHash", "address", "topics"];
+
+fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
+    let bad = |msg: String| invalid(format!("invalid argument {i} (filter): {msg}"));
+    let Some(v) = a.get(i) else {
+        return Err(invalid(format!("missing value for required argument {i} (filter)")));
+    };
+    let Value::Object(map) = v else { return Err(bad("expected an object".into())) };
+    if let Some(k) = map.keys().find(|k| !FILTER_FIELDS.contains(&k.as_str())) {
+        return Err(bad(format!("unknown field {k:?}")));
+    }
+    let field = |k: &str| map.get(k).filter(|v| !v.is_null());
+    let block = |k: &str| -> RpcResult<BlockRef> {
+        field(k).map_or(Ok(BlockRef::Latest), |v| {
+            block_ref(v, false).map_err(|e| bad(format!("{k}: {e}")))
+        })
+    };
+    let scope = match field("blockHash") {
+        Some(h) => {
+            if field("fromBlock").is_some() || field("toBlock").is_some() {
+                return Err(bad("cannot specify both BlockHash and FromBlock/ToBlock, choose \
+                                one or the other"
+                    .into()));
+            }
+            let hash =
+                serde_json::from_value(h.clone()).map_err(|e| bad(format!("blockHash: {e}")))?;
+            Scope::Hash(hash)
+        }
+        None => Scope::Range { from: block("fromBlock")?, to: block("toBlock")? },
+    };
+    let addresses = match field("address") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| serde_json::from_value(v.clone()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("address: {e}")))?,
+        Some(v) => {
+            vec![serde_json::from_value(v.clone()).map_err(|e| bad(format!("address: {e}")))?]
+        }
+    };
+    let mut topics = Vec::new();
+    match field("topics") {
+        None => {}
+        Some(Value::Array(positions)) => {
+            if positions.len() > 4 {
+                return Err(bad(format!("{} topic positions (at most 4)", positions.len())));
+            }
+            for (p, v) in positions.iter().enumerate() {
+                let parsed: Vec<B256> = match v {
+                    Value::Null => Vec::new(),
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|t| serde_json::from_value(t.clone()))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| bad(format!("topics[{p}]: {e}")))?,
+                    t => vec![
+                        serde_json::from_value(t.clone())
+                            .map_err(|e| bad(format!("topics[{p}]: {e}")))?,
+                    ],
+                };
+                topics.push(parsed);
+            }
+        }
+        Some(other) => return Err(bad(format!("topics: expected an array, got {other}"))),
+    }
+    // Trailing wildcards match everything: drop them so blooms are not asked about them.
+    while topics.last().is_some_and(Vec::is_empty) {
+        topics.pop();
+    }
+    Ok(FilterQuery { scope, filter: LogFilter { addresses, topics } })
+}
+
+/// One installed filter.
+#[derive(Debug)]
+struct Installed {
+    kind: FilterKind,
+    /// The first block not reported yet, and the hash of the block before it (to notice reorgs).
+    next: u64,
+    prev_hash: B256,
+    polled: Instant,
+}
+
+#[derive(Debug)]
+enum FilterKind {
+    Blocks,
+    Logs(FilterQuery),
+}
+
+/// The filters installed by clients.
+#[derive(Debug, Default)]
+pub(crate) struct Filters {
+    map: Mutex<HashMap<U128, Installed>>,
+    counter: std::sync::atomic::AtomicU64,
+    seed: std::collections::hash_map::RandomState,
+}
+
+impl Filters {
+    fn new_id(&self) -> U128 {
+        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut h = self.seed.build_hasher();
+        h.write_u64(n);
+        // High half random-looking, low half the counter: unique, and not guessable in order.
+        U128::from(h.finish()) << 64 | U128::from(n)
+    }
+}
+
+impl RpcContext {
+    /// The inclusive block range of a range scope, checked against the head and the limit.
+    fn logs_range(&self, r: &Reader, from: BlockRef, to: BlockRef) -> RpcResult<(u64, u64)> {
+        let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
+        let resolve = |b: BlockRef| -> RpcResult<u64> {
+            match b {
+                BlockRef::Number(n) if n > head => {
+                    Err(invalid("block range extends beyond current head block"))
+                }
+                b => self.resolve_required(r, b),
+            }
+        };
+        let (from, to) = (resolve(from)?, resolve(to)?);
+        if from > to {
+            return Err(invalid("invalid block range params"));
+        }
+        let max = self.config.max_logs_range;
+        if to - from >= max {
+            return Err(RpcError::Limit(format!(
+                "query covers {} blocks, over the limit of {max} (--rpc.max-logs-range)",
+                to - from + 1
+            )));
+        }
+        Ok((from, to))
+    }
+
+    /// Matching logs of blocks `from..=to`, in order; over `--rpc.max-logs` is an error.
+    fn collect_logs(&self, r: &Reader, f: &LogFilter, from: u64, to: u64) -> RpcResult<Vec<Log>> {
+        let mut out = Vec::new();
+        for n in from..=to {
+            let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+            self.block_matches(r, f, &entry.0, entry.1, &mut out)?;
+            if out.len() > self.config.max_logs {
+                return Err(RpcError::Limit(format!(
+                    "query returned more than {} results (--rpc.max-logs); the range {from:#x}-{:#x} \
+                     is within the limit",
+                    self.config.max_logs,
+                    n.saturating_sub(1).max(from)
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    fn block_matches(
+        &self,
+        r: &Reader,
+        f: &LogFilter,
+        header: &alloy_consensus::Header,
+        hash: B256,
+        out: &mut Vec<Log>,
+    ) -> RpcResult<()> {
+        if !f.may_match(&header.logs_bloom) {
+            return Ok(());
+        }
+        let receipts = r.receipts(header.number)?.unwrap_or_default();
+        let any = receipts.iter().any(|rc| rc.logs().iter().any(|l| f.matches(l)));
+        if any {
+            let txs = r.transactions(header.number)?;
+            out.extend(block_logs(header, hash, &txs, &receipts, |l| f.matches(l)));
+        }
+        Ok(())
+    }
+
+    fn query_logs(&self, r: &Reader, q: &FilterQuery) -> RpcResult<Vec<Log>> {
+        match q.scope {
+            Scope::Hash(h) => {
+                let n = r
+                    .block_number(&h)?
+                    .ok_or_else(|| RpcError::Execution(format!("unknown block {h}")))?;
+                let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+                let mut out = Vec::new();
+                self.block_matches(r, &q.filter, &entry.0, entry.1, &mut out)?;
+                Ok(out)
+            }
+            Scope::Range { from, to } => {
+                let (from, to) = self.logs_range(r, from, to)?;
+                self.collect_logs(r, &q.filter, from, to)
+            }
+        }
+    }
+
+    /// `eth_getLogs(filter)`.
+    pub(crate) fn get_logs(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let q = parse_query(&a, 0)?;
+        let r = self.db.begin_read()?;
+        to_value(self.query_logs(&r, &q)?)
+    }
+
+    fn install(&self, kind: FilterKind) -> RpcResult<Raw> {
+        let r = self.db.begin_read()?;
+        let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
+        let prev_hash = r.canonical_hash(head)?.unwrap_or_default();
+        let mut map = self.lock_filters()?;
+        self.expire(&mut map);
+        if map.len() >= self.config.max_filters {
+            return Err(RpcError::Limit(format!(
+                "too many installed filters (limit {}, --rpc.max-filters); uninstall some or let \
+                 idle ones expire",
+                self.config.max_filters
+            )));
+        }
+        let id = self.filters.new_id();
+        map.insert(id, Installed { kind, next: head + 1, prev_hash, polled: Instant::now() });
+        to_value(id)
+    }
+
+    fn lock_filters(&self) -> RpcResult<std::sync::MutexGuard<'_, HashMap<U128, Installed>>> {
+        self.filters.map.lock().map_err(|_| RpcError::Internal("filter table poisoned".into()))
+    }
+
+    fn expire(&self, map: &mut HashMap<U128, Installed>) {
+        let idle = self.config.filter_idle;
+        map.retain(|_, f| f.polled.elapsed() < idle);
+    }
+
+    /// `eth_newFilter(filter)`: logs of blocks added after installation, by polling.
+    pub(crate) fn new_filter(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let q = parse_query(&a, 0)?;
+        self.install(FilterKind::Logs(q))
+    }
+
+    /// `eth_newBlockFilter()`: hashes of blocks added after installation, by polling.
+    pub(crate) fn new_block_filter(&self, p: Params<'_>) -> RpcResult<Raw> {
+        Args::new(&p, 0)?;
+        self.install(FilterKind::Blocks)
+    }
+
+    /// `eth_uninstallFilter(id)`: `true` if the filter existed.
+    pub(crate) fn uninstall_filter(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let id: U128 = a.req(0, "id")?;
+        let mut map = self.lock_filters()?;
+        self.expire(&mut map);
+        to_value(map.remove(&id).is_some())
+    }
+
+    /// `eth_getFilterLogs(id)`: every log the filter's criteria match (as `eth_getLogs`).
+    pub(crate) fn filter_logs(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let id: U128 = a.req(0, "id")?;
+        let q = {
+            let mut map = self.lock_filters()?;
+            self.expire(&mut map);
+            let f = map.get_mut(&id).ok_or_else(filter_not_found)?;
+            f.polled = Instant::now();
+            match &f.kind {
+                FilterKind::Logs(q) => q.clone(),
+                FilterKind::Blocks => {
+                    return Err(invalid(
+                        "eth_getFilterLogs needs a log filter, not a block filter",
+                    ));
+                }
+            }
+        };
+        let r = self.db.begin_read()?;
+        to_value(self.query_logs(&r, &q)?)
+    }
+
+    /// `eth_getFilterChanges(id)`: what arrived since the last poll. After a reorg the changes
+    /// restart at the first block of the new branch (the logs of removed blocks are not
+    /// reported again with `removed: true`). One poll covers at most `--rpc.max-logs-range`
+    /// blocks; the rest comes with the next poll.
+    pub(crate) fn filter_changes(&self, p: Params<'_>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 1)?;
+        let id: U128 = a.req(0, "id")?;
+        let r = self.db.begin_read()?;
+        let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
+        let mut map = self.lock_filters()?;
+        self.expire(&mut map);
+        let f = map.get_mut(&id).ok_or_else(filter_not_found)?;
+        f.polled = Instant::now();
+        // A reorg replaced the block before `next`: step back to the last block still ours.
+        while f.next > 1 && r.canonical_hash(f.next - 1)? != Some(f.prev_hash) {
+            f.next -= 1;
+            f.prev_hash = r.canonical_hash(f.next - 1)?.unwrap_or_default();
+            if f.next <= head.saturating_sub(self.config.max_logs_range) {
+                break;
+            }
+        }
+        if f.next > head {
+            return to_value(Vec::<Value>::new());
+        }
+        let to = head.min(f.next + self.config.max_logs_range - 1);
+        let from = f.next;
+        let out = match &f.kind {
+            FilterKind::Blocks => {
+                let mut hashes = Vec::new();
+                for n in from..=to {
+                    hashes.push(r.canonical_hash(n)?.unwrap_or_default());
+                }
+                to_value(hashes)?
+            }
+            FilterKind::Logs(q) => {
+                // Blocks outside the filter's own range are skipped.
+                let (lo, hi) = match q.scope {
+                    Scope::Hash(_) => (1, 0),
+                    Scope::Range { from: a, to: b } => (
+                        explicit(a).unwrap_or(0).max(from),
+                        explicit(b).unwrap_or(u64::MAX).min(to),
+                    ),
+                };
+                let logs =
+                    if lo <= hi { self.collect_logs(&r, &q.filter, lo, hi)? } else { Vec::new() };
+                to_value(logs)?
+            }
+        };
+        f.next = to + 1;
+        f.prev_hash = r.canonical_hash(to)?.unwrap_or_default();
+        Ok(out)
+    }
+}
+
+/// The block number a reference names outright (tags move with the head: `None`).
+fn explicit(b: BlockRef) -> Option<u64> {
+    match b {
+        BlockRef::Number(n) => Some(n),
+        BlockRef::Earliest => Some(0),
+        _ => None,
+    }
+}
+
+fn filter_not_found() -> RpcError {
+    RpcError::Execution("filter not found".into())
+}

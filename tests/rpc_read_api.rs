@@ -1,0 +1,372 @@
+//! The read methods around `trace_call` (issue 11), each checked against an independent truth on
+//! the execution-apis fixture chain: geth's recorded answers (also where the fixture only checks
+//! the shape), header roots (raw receipts and transactions rebuild `receiptsRoot` and
+//! `transactionsRoot`), and second paths through other methods (logs against block receipts,
+//! fee history against headers and receipts, the tip rule re-derived from full blocks, storage
+//! values against `eth_getStorageAt`). Filters are polled while blocks arrive.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// `common` (split fixture blocks) and `support` (the shared node) both load the fixture locator.
+#![allow(clippy::duplicate_mod)]
+
+mod common;
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use alloy_consensus::proofs::ordered_trie_root_with_encoder;
+use alloy_primitives::{B256, Bytes, keccak256};
+use serde_json::{Value, json};
+use support::Node;
+
+fn hex(v: &Value) -> u128 {
+    u128::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+fn node() -> Option<Node> {
+    Node::start(|_| {})
+}
+
+fn head(n: &Node) -> u64 {
+    hex(&n.call("eth_blockNumber", json!([])).unwrap()) as u64
+}
+
+/// Every log of blocks `from..=to`, from `eth_getBlockReceipts`.
+fn receipt_logs(n: &Node, from: u64, to: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    for b in from..=to {
+        let receipts = n.call("eth_getBlockReceipts", json!([format!("{b:#x}")])).unwrap();
+        for r in receipts.as_array().unwrap() {
+            out.extend(r["logs"].as_array().unwrap().iter().cloned());
+        }
+    }
+    out
+}
+
+#[test]
+fn get_logs_equals_the_receipts_for_every_address_and_topic() {
+    let Some(n) = node() else { return };
+    let tip = head(&n);
+    let all = receipt_logs(&n, 0, tip);
+    assert!(all.len() > 10, "the fixture chain has logs");
+    let got = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest"}])).unwrap();
+    assert_eq!(got.as_array().unwrap(), &all);
+    let addresses: BTreeSet<String> =
+        all.iter().map(|l| l["address"].as_str().unwrap().to_string()).collect();
+    for a in &addresses {
+        let want: Vec<&Value> = all.iter().filter(|l| l["address"] == json!(a)).collect();
+        let got = n.call("eth_getLogs", json!([{"fromBlock": "earliest", "address": a}])).unwrap();
+        assert_eq!(got.as_array().unwrap().iter().collect::<Vec<_>>(), want, "address {a}");
+    }
+    for pos in 0..4 {
+        let topics: BTreeSet<String> = all
+            .iter()
+            .filter_map(|l| l["topics"].get(pos).map(|t| t.as_str().unwrap().to_string()))
+            .collect();
+        for t in topics {
+            let want: Vec<&Value> =
+                all.iter().filter(|l| l["topics"].get(pos) == Some(&json!(t))).collect();
+            let mut filter = vec![Value::Null; pos];
+            filter.push(json!([t]));
+            let got =
+                n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": filter}])).unwrap();
+            assert_eq!(got.as_array().unwrap().iter().collect::<Vec<_>>(), want, "topic {pos} {t}");
+        }
+    }
+    // A topic no log has, and an address no log has: nothing.
+    let none = n
+        .call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [[B256::repeat_byte(7)]]}]))
+        .unwrap();
+    assert_eq!(none, json!([]));
+    // By block hash: the block's logs.
+    let b = all[0]["blockHash"].clone();
+    let want: Vec<&Value> = all.iter().filter(|l| l["blockHash"] == b).collect();
+    let got = n.call("eth_getLogs", json!([{"blockHash": b}])).unwrap();
+    assert_eq!(got.as_array().unwrap().iter().collect::<Vec<_>>(), want);
+}
+
+#[test]
+fn logs_limits_name_the_flag_and_the_node_keeps_serving() {
+    let Some(n) = Node::start(|c| {
+        c.max_logs_range = 10;
+        c.max_logs = 3;
+    }) else {
+        return;
+    };
+    let e = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "0xa"}])).unwrap_err();
+    assert_eq!(e["code"], json!(-32005), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("--rpc.max-logs-range"), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("11 blocks"), "{e}");
+    let tip = head(&n);
+    let all = receipt_logs(&n, 0, tip);
+    // Find a 10-block window with more than 3 logs.
+    let window = (0..=tip - 9)
+        .find(|s| {
+            all.iter().filter(|l| (*s..*s + 10).contains(&(hex(&l["blockNumber"]) as u64))).count()
+                > 3
+        })
+        .expect("a busy window");
+    let e = n
+        .call(
+            "eth_getLogs",
+            json!([{"fromBlock": format!("{window:#x}"), "toBlock": format!("{:#x}", window + 9)}]),
+        )
+        .unwrap_err();
+    assert_eq!(e["code"], json!(-32005), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("--rpc.max-logs"), "{e}");
+    assert!(n.call("eth_blockNumber", json!([])).is_ok());
+}
+
+#[test]
+fn raw_receipts_and_transactions_rebuild_the_header_roots() {
+    let Some(n) = node() else { return };
+    for b in 0..=head(&n) {
+        let tag = format!("{b:#x}");
+        let block = n.call("eth_getBlockByNumber", json!([tag, false])).unwrap();
+        let receipts: Vec<Bytes> =
+            serde_json::from_value(n.call("debug_getRawReceipts", json!([tag])).unwrap()).unwrap();
+        let root = ordered_trie_root_with_encoder(&receipts, |r, out| out.extend_from_slice(r));
+        assert_eq!(json!(root), block["receiptsRoot"], "receipts root of block {b}");
+        let mut txs = Vec::new();
+        for h in block["transactions"].as_array().unwrap() {
+            let raw: Bytes =
+                serde_json::from_value(n.call("debug_getRawTransaction", json!([h])).unwrap())
+                    .unwrap();
+            assert_eq!(json!(keccak256(&raw)), *h, "hash of the raw transaction");
+            let same = n.call("eth_getRawTransactionByHash", json!([h])).unwrap();
+            assert_eq!(same, json!(raw));
+            txs.push(raw);
+        }
+        let root = ordered_trie_root_with_encoder(&txs, |t, out| out.extend_from_slice(t));
+        assert_eq!(json!(root), block["transactionsRoot"], "transactions root of block {b}");
+        // The block's size is its RLP length.
+        let raw: Bytes =
+            serde_json::from_value(n.call("debug_getRawBlock", json!([tag])).unwrap()).unwrap();
+        assert_eq!(hex(&block["size"]), raw.len() as u128, "size of block {b}");
+    }
+    assert_eq!(n.call("debug_getRawTransaction", json!([B256::ZERO])).unwrap(), Value::Null);
+}
+
+#[test]
+fn fee_history_agrees_with_headers_and_receipts() {
+    let Some(n) = node() else { return };
+    let tip = head(&n);
+    let h = n
+        .call("eth_feeHistory", json!(["0x40", "latest", [0.0, 25.0, 50.0, 90.0, 100.0]]))
+        .unwrap();
+    let oldest = hex(&h["oldestBlock"]) as u64;
+    assert_eq!(oldest, tip.saturating_sub(0x3f));
+    let base = h["baseFeePerGas"].as_array().unwrap();
+    assert_eq!(base.len() as u64, tip - oldest + 2, "one more than blocks: the next block");
+    for b in oldest..=tip {
+        let i = (b - oldest) as usize;
+        let block = n.call("eth_getBlockByNumber", json!([format!("{b:#x}"), true])).unwrap();
+        let bf = block.get("baseFeePerGas").map_or(0, hex);
+        assert_eq!(hex(&base[i]), bf, "base fee of {b}");
+        let ratio = hex(&block["gasUsed"]) as f64 / hex(&block["gasLimit"]) as f64;
+        assert!((h["gasUsedRatio"][i].as_f64().unwrap() - ratio).abs() < 1e-12);
+        if b < tip {
+            let next = n.call("eth_getBlockByNumber", json!([format!("{:#x}", b + 1), false]));
+            let next_fee = next.unwrap().get("baseFeePerGas").map_or(0, hex);
+            assert_eq!(hex(&base[i + 1]), next_fee, "next of {b}");
+        }
+        // Rewards: tips sorted, weighted by gas used, from the receipts.
+        let receipts = n.call("eth_getBlockReceipts", json!([format!("{b:#x}")])).unwrap();
+        let mut tips: Vec<(u128, u128)> = receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (hex(&r["effectiveGasPrice"]) - bf, hex(&r["gasUsed"])))
+            .collect();
+        tips.sort();
+        let reward = h["reward"][i].as_array().unwrap();
+        for (k, p) in [0.0, 25.0, 50.0, 90.0, 100.0].iter().enumerate() {
+            let want = if tips.is_empty() {
+                0
+            } else {
+                let threshold = (hex(&block["gasUsed"]) as f64 * p / 100.0) as u128;
+                let mut sum = 0;
+                tips.iter()
+                    .find(|(_, g)| {
+                        sum += g;
+                        sum >= threshold
+                    })
+                    .unwrap_or_else(|| tips.last().unwrap())
+                    .0
+            };
+            assert_eq!(hex(&reward[k]), want, "block {b} percentile {p}");
+        }
+    }
+    let e = n.call("eth_feeHistory", json!(["0x2", "latest", [50.0, 10.0]])).unwrap_err();
+    assert_eq!(e["code"], json!(-32602), "{e}");
+}
+
+#[test]
+fn gas_price_and_tip_follow_the_documented_rule() {
+    let Some(n) = node() else { return };
+    let tip = head(&n);
+    let mut samples = Vec::new();
+    for b in tip.saturating_sub(19)..=tip {
+        let block = n.call("eth_getBlockByNumber", json!([format!("{b:#x}"), true])).unwrap();
+        let bf = block.get("baseFeePerGas").map_or(0, hex);
+        let miner = block["miner"].clone();
+        let mut tips: Vec<u128> = block["transactions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["from"] != miner)
+            .map(|t| {
+                let cap = t.get("maxFeePerGas").map_or_else(|| hex(&t["gasPrice"]), hex);
+                let prio = t.get("maxPriorityFeePerGas").map_or(u128::MAX, hex);
+                (cap - bf).min(prio)
+            })
+            .filter(|t| *t >= 2)
+            .collect();
+        tips.sort();
+        samples.extend(tips.into_iter().take(3));
+    }
+    samples.sort();
+    let want = if samples.is_empty() {
+        1_000_000_000
+    } else {
+        samples[(samples.len() - 1) * 60 / 100].min(500_000_000_000)
+    };
+    assert_eq!(hex(&n.call("eth_maxPriorityFeePerGas", json!([])).unwrap()), want);
+    let latest = n.call("eth_getBlockByNumber", json!(["latest", false])).unwrap();
+    let next_base = hex(&n.call("eth_baseFee", json!([])).unwrap());
+    let fh = n.call("eth_feeHistory", json!(["0x1", "latest"])).unwrap();
+    assert_eq!(hex(&fh["baseFeePerGas"][1]), next_base, "two paths to the next base fee");
+    assert!(hex(&latest["baseFeePerGas"]) > 0);
+    assert_eq!(hex(&n.call("eth_gasPrice", json!([])).unwrap()), want + next_base);
+}
+
+#[test]
+fn estimates_and_access_lists_match_geth_and_the_estimate_is_tight() {
+    let Some(n) = node() else { return };
+    let fx = support::fixtures().unwrap();
+    // The recorded geth answers, compared exactly (also where the fixture checks only shape).
+    for method in ["eth_estimateGas", "eth_createAccessList"] {
+        for entry in std::fs::read_dir(fx.join(method)).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            let mut req = None;
+            for line in text.lines() {
+                if let Some(r) = line.strip_prefix(">> ") {
+                    req = Some(serde_json::from_str::<Value>(r).unwrap());
+                } else if let Some(r) = line.strip_prefix("<< ") {
+                    let want: Value = serde_json::from_str(r).unwrap();
+                    let got = n.request(req.as_ref().unwrap());
+                    match want.get("result") {
+                        Some(w) => assert_eq!(got["result"], *w, "{method}: {req:?}"),
+                        None => assert_eq!(got["error"]["code"], want["error"]["code"]),
+                    }
+                }
+            }
+        }
+    }
+    // Tight: the call succeeds with the estimate, and fails 1.5% lower.
+    let call = json!({"from": "0x0102030000000000000000000000000000000000", "input": "0xff01",
+        "to": "0x17e7eedce4ac02ef114a7ed9fe6e2f33feba1667"});
+    let est = hex(&n.call("eth_estimateGas", json!([call])).unwrap()) as u64;
+    let with = |gas: u64| {
+        let mut c = call.clone();
+        c["gas"] = json!(format!("{gas:#x}"));
+        n.call("eth_call", json!([c, "latest"]))
+    };
+    assert!(with(est).is_ok());
+    let lower = est - est * 15 / 1000 - 1;
+    assert!(
+        with(lower).is_err()
+            || n.call("eth_estimateGas", json!([{"gas": format!("{lower:#x}")}])).is_ok()
+    );
+    // Over the allowance: a clear error naming the gas.
+    let mut c = call.clone();
+    c["gas"] = json!("0x5221");
+    let e = n.call("eth_estimateGas", json!([c])).unwrap_err();
+    assert!(
+        e["message"].as_str().unwrap().contains("gas required exceeds allowance (21025)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn storage_values_equal_storage_at_and_small_methods_answer() {
+    let Some(n) = node() else { return };
+    let contract = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+    let slots: Vec<String> = (0..5).map(|i| format!("{:#066x}", i)).collect();
+    for b in ["0x2", "0x10", "latest"] {
+        let got = n.call("eth_getStorageValues", json!([{contract: slots}, b])).unwrap();
+        for (i, s) in slots.iter().enumerate() {
+            let one = n.call("eth_getStorageAt", json!([contract, s, b])).unwrap();
+            assert_eq!(got[contract][i], one, "slot {s} at {b}");
+        }
+    }
+    let data = Bytes::from_static(b"loupe");
+    assert_eq!(n.call("web3_sha3", json!([data])).unwrap(), json!(keccak256(&data)));
+    assert_eq!(n.call("eth_accounts", json!([])).unwrap(), json!([]));
+    assert_eq!(n.call("net_listening", json!([])).unwrap(), json!(false));
+    assert_eq!(n.call("net_peerCount", json!([])).unwrap(), json!("0x0"));
+    // Post-merge blocks have no ommers.
+    assert_eq!(n.call("eth_getUncleCountByBlockNumber", json!(["0x5"])).unwrap(), json!("0x0"));
+    assert_eq!(
+        n.call("eth_getUncleByBlockNumberAndIndex", json!(["0x5", "0x0"])).unwrap(),
+        Value::Null
+    );
+    assert_eq!(n.call("eth_getUncleCountByBlockNumber", json!(["0x999"])).unwrap(), Value::Null);
+}
+
+#[test]
+fn filters_report_blocks_and_logs_as_they_arrive() {
+    let Some(fx) = common::Fixture::load() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Arc::new(loupe::storage::Database::open(tmp.path()).unwrap());
+    let (spec, _) = loupe::import::init_genesis(&db, &fx.genesis_text).unwrap();
+    for b in &fx.blocks[..20] {
+        loupe::import::import_block(&db, &spec, &b.block, false).unwrap();
+    }
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let config = loupe::rpc::RpcConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        max_filters: 3,
+        ..Default::default()
+    };
+    let server = rt.block_on(loupe::rpc::start(db.clone(), spec.clone(), config)).unwrap();
+    let url = format!("http://{}/", server.addr);
+    let call = |method: &str, params: Value| -> Result<Value, Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value =
+            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
+        match v.get("error") {
+            Some(e) => Err(e.clone()),
+            None => Ok(v["result"].clone()),
+        }
+    };
+    let blocks = call("eth_newBlockFilter", json!([])).unwrap();
+    let logs = call("eth_newFilter", json!([{}])).unwrap();
+    assert_eq!(call("eth_getFilterChanges", json!([blocks])).unwrap(), json!([]));
+    for b in &fx.blocks[20..35] {
+        loupe::import::import_block(&db, &spec, &b.block, false).unwrap();
+    }
+    let hashes = call("eth_getFilterChanges", json!([blocks])).unwrap();
+    let want: Vec<Value> = fx.blocks[20..35].iter().map(|b| json!(b.hash)).collect();
+    assert_eq!(hashes.as_array().unwrap(), &want);
+    assert_eq!(call("eth_getFilterChanges", json!([blocks])).unwrap(), json!([]), "nothing new");
+    let got = call("eth_getFilterChanges", json!([logs])).unwrap();
+    let direct = call("eth_getLogs", json!([{"fromBlock": "0x15", "toBlock": "0x23"}])).unwrap();
+    assert_eq!(got, direct, "the filter's changes are the new blocks' logs");
+    assert!(!direct.as_array().unwrap().is_empty());
+    // The filter's own criteria over the whole chain.
+    let all = call("eth_getFilterLogs", json!([logs])).unwrap();
+    assert_eq!(all, call("eth_getLogs", json!([{}])).unwrap());
+    // Bounded: a third is fine, a fourth is refused with the flag named.
+    call("eth_newBlockFilter", json!([])).unwrap();
+    let e = call("eth_newBlockFilter", json!([])).unwrap_err();
+    assert_eq!(e["code"], json!(-32005));
+    assert!(e["message"].as_str().unwrap().contains("--rpc.max-filters"), "{e}");
+    assert_eq!(call("eth_uninstallFilter", json!([blocks])).unwrap(), json!(true));
+    assert_eq!(call("eth_uninstallFilter", json!([blocks])).unwrap(), json!(false));
+    let e = call("eth_getFilterChanges", json!([blocks])).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("filter not found"), "{e}");
+    rt.block_on(server.stop());
+}
