@@ -370,3 +370,54 @@ fn filters_report_blocks_and_logs_as_they_arrive() {
     assert!(e["message"].as_str().unwrap().contains("filter not found"), "{e}");
     rt.block_on(server.stop());
 }
+
+#[test]
+fn move_precompile_to_address_moves_ecrecover_for_calls_and_traces() {
+    use alloy_signer::SignerSync;
+    let Some(n) = node() else { return };
+    let signer = loupe::dev::dev_signers().remove(0);
+    let digest = keccak256(b"loupe moves precompiles");
+    let sig = signer.sign_hash_sync(&digest).unwrap();
+    let mut input = digest.to_vec();
+    input.extend_from_slice(&[0u8; 31]);
+    input.push(27 + u8::from(sig.v()));
+    input.extend_from_slice(&sig.r().to_be_bytes::<32>());
+    input.extend_from_slice(&sig.s().to_be_bytes::<32>());
+    let input = Bytes::from(input);
+    let recovered = json!(format!("0x{:0>64}", alloy_primitives::hex::encode(signer.address())));
+    let ecrec = "0x0000000000000000000000000000000000000001";
+    let moved = "0x00000000000000000000000000000000000000e1";
+    let call = |to: &str| json!({"to": to, "input": input});
+    let overrides = json!({ ecrec: { "movePrecompileToAddress": moved } });
+    // Without the override: ecrecover at 0x01, nothing at the new address.
+    assert_eq!(n.call("eth_call", json!([call(ecrec), "latest"])).unwrap(), recovered);
+    assert_eq!(n.call("eth_call", json!([call(moved), "latest"])).unwrap(), json!("0x"));
+    // With it: the precompile answers at the new address, and 0x01 is an empty account.
+    let at_new = n.call("eth_call", json!([call(moved), "latest", overrides])).unwrap();
+    assert_eq!(at_new, recovered);
+    let at_old = n.call("eth_call", json!([call(ecrec), "latest", overrides])).unwrap();
+    assert_eq!(at_old, json!("0x"));
+    let traced =
+        n.call("trace_call", json!([call(moved), ["trace"], "latest", overrides])).unwrap();
+    assert_eq!(traced["output"], recovered);
+    // The old address can take code in the same override: an ordinary contract there.
+    let with_code =
+        json!({ ecrec: { "movePrecompileToAddress": moved, "code": "0x60aa60005260206000f3" } });
+    let answered = n.call("eth_call", json!([call(ecrec), "latest", with_code])).unwrap();
+    assert_eq!(answered, json!(format!("0x{:0>64}", "aa")));
+    // A move onto itself, or of an account that is no precompile, is refused.
+    let e = n
+        .call(
+            "eth_call",
+            json!([call(moved), "latest", { ecrec: { "movePrecompileToAddress": ecrec } }]),
+        )
+        .unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("itself"), "{e}");
+    let e = n
+        .call(
+            "eth_call",
+            json!([call(moved), "latest", { moved: { "movePrecompileToAddress": ecrec } }]),
+        )
+        .unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("not a precompile"), "{e}");
+}

@@ -10,7 +10,7 @@ use alloy_consensus::Header;
 use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use alloy_evm::rpc::TryIntoTxEnv;
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
-use alloy_primitives::U256;
+use alloy_primitives::{Address, U256};
 use alloy_rpc_types_eth::state::StateOverride;
 use alloy_rpc_types_eth::{BlockOverrides, TransactionRequest};
 use revm::context::TxEnv;
@@ -75,6 +75,8 @@ pub struct PreparedCall<DB: DatabaseRef> {
     pub env: EvmEnv,
     /// The transaction.
     pub tx: TxEnv,
+    /// Precompiles moved by `movePrecompileToAddress` overrides: (from, to).
+    pub precompile_moves: Vec<(Address, Address)>,
 }
 
 fn db_err(e: impl std::fmt::Display) -> CallError {
@@ -105,7 +107,22 @@ where
     if let Some(overrides) = req.block_overrides {
         apply_block_overrides(overrides, &mut state, &mut env.block_env);
     }
+    let mut precompile_moves: Vec<(Address, Address)> = Vec::new();
     if let Some(overrides) = req.state_overrides {
+        for (from, o) in overrides.iter() {
+            let Some(to) = o.move_precompile_to else { continue };
+            if to == *from {
+                return Err(CallError::InvalidRequest(format!(
+                    "movePrecompileToAddress of {from} names the account itself"
+                )));
+            }
+            if precompile_moves.iter().any(|(_, t)| *t == to) {
+                return Err(CallError::InvalidRequest(format!(
+                    "movePrecompileToAddress: two precompiles moved to {to}"
+                )));
+            }
+            precompile_moves.push((*from, to));
+        }
         apply_state_overrides(overrides, &mut state)
             .map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     }
@@ -151,7 +168,7 @@ where
         let allowance = balance.saturating_sub(tx_env.value) / U256::from(tx_env.gas_price);
         tx_env.gas_limit = tx_env.gas_limit.min(u64::try_from(allowance).unwrap_or(u64::MAX));
     }
-    Ok(PreparedCall { state, env, tx: tx_env })
+    Ok(PreparedCall { state, env, tx: tx_env, precompile_moves })
 }
 
 /// Executes a prepared call with `inspector` under a deadline. Nothing is committed.
@@ -172,6 +189,11 @@ where
             call.env.clone(),
             (&mut deadline, inspector),
         );
+        // `movePrecompileToAddress`: the precompile answers at its new address; the old one is
+        // an ordinary account (with the code an override gave it).
+        evm.precompiles_mut()
+            .move_precompiles(call.precompile_moves.iter().copied())
+            .map_err(|e| CallError::InvalidRequest(e.to_string()))?;
         evm.transact(call.tx.clone())
     };
     if deadline.expired() {
