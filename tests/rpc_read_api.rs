@@ -421,3 +421,32 @@ fn move_precompile_to_address_moves_ecrecover_for_calls_and_traces() {
         .unwrap_err();
     assert!(e["message"].as_str().unwrap().contains("not a precompile"), "{e}");
 }
+
+#[test]
+fn dev_chain_block_sizes_are_their_rlp_lengths_and_genesis_lists_its_withdrawals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = loupe::storage::Database::open(tmp.path()).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let config =
+        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+    let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
+    let url = format!("http://{}/", server.addr);
+    let call = |method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value =
+            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
+        v["result"].clone()
+    };
+    for b in 0..=tip {
+        let tag = format!("{b:#x}");
+        let block = call("eth_getBlockByNumber", json!([tag, false]));
+        let raw: Bytes = serde_json::from_value(call("debug_getRawBlock", json!([tag]))).unwrap();
+        assert_eq!(hex(&block["size"]), raw.len() as u128, "size of dev block {b}");
+        // Shanghai from genesis: every block, genesis included, has a withdrawals list.
+        assert!(block["withdrawals"].is_array(), "block {b}: {block}");
+    }
+    rt.block_on(server.stop());
+}
