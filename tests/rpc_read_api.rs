@@ -450,3 +450,43 @@ fn dev_chain_block_sizes_are_their_rlp_lengths_and_genesis_lists_its_withdrawals
     }
     rt.block_on(server.stop());
 }
+
+#[test]
+fn a_block_filter_after_a_reorg_reports_the_new_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Arc::new(loupe::storage::Database::open(tmp.path()).unwrap());
+    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let config =
+        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+    let server = rt.block_on(loupe::rpc::start(db.clone(), spec.clone(), config)).unwrap();
+    let url = format!("http://{}/", server.addr);
+    let call = |method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value =
+            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    };
+    let filter = call("eth_newBlockFilter", json!([]));
+    let build = || loupe::dev::BlockBuilder::new(&db, &spec).build(Vec::new(), &[]).unwrap();
+    let first = [build(), build()];
+    let hashes: Vec<Value> = first.iter().map(|b| json!(b.header.hash_slow())).collect();
+    assert_eq!(call("eth_getFilterChanges", json!([filter])).as_array().unwrap(), &hashes);
+    // Unwind the two new blocks and one of the history, then build a longer branch (empty
+    // blocks, so its blocks differ from the removed ones by their parents and state).
+    let mut w = db.begin_write().unwrap();
+    for _ in 0..3 {
+        w.unwind_head().unwrap();
+    }
+    w.commit(true).unwrap();
+    let branch: Vec<Value> = (0..4).map(|_| json!(build().header.hash_slow())).collect();
+    assert_eq!(call("eth_blockNumber", json!([])), json!(format!("{:#x}", tip + 3)));
+    // The filter had reported up to tip+2; the newest it reported that is still canonical is
+    // tip-1, so it reports the whole new branch from block tip on.
+    assert_eq!(call("eth_getFilterChanges", json!([filter])).as_array().unwrap(), &branch);
+    assert_eq!(call("eth_getFilterChanges", json!([filter])), json!([]));
+    rt.block_on(server.stop());
+}

@@ -8,7 +8,7 @@
 //! [`RpcConfig::max_filters`](super::RpcConfig), each dropped after
 //! [`RpcConfig::filter_idle`](super::RpcConfig) without a poll.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -73,6 +73,10 @@ pub(crate) struct FilterQuery {
     scope: Scope,
     filter: LogFilter,
 }
+
+/// Reported blocks a filter remembers to find where a reorg started (deeper reorgs restart at
+/// the oldest of them).
+const REMEMBERED: usize = 128;
 
 const FILTER_FIELDS: &[&str] = &["fromBlock", "toBlock", "blockHash", "address", "topics"];
 
@@ -151,9 +155,11 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
 #[derive(Debug)]
 struct Installed {
     kind: FilterKind,
-    /// The first block not reported yet, and the hash of the block before it (to notice reorgs).
+    /// The first block not reported yet.
     next: u64,
-    prev_hash: B256,
+    /// The last blocks reported (number, hash), newest last, at most [`REMEMBERED`]: after a
+    /// reorg, reporting restarts after the newest of them that is still canonical.
+    recent: VecDeque<(u64, B256)>,
     polled: Instant,
 }
 
@@ -274,7 +280,7 @@ impl RpcContext {
     fn install(&self, kind: FilterKind) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
-        let prev_hash = r.canonical_hash(head)?.unwrap_or_default();
+        let hash = r.canonical_hash(head)?.unwrap_or_default();
         let mut map = self.lock_filters()?;
         self.expire(&mut map);
         if map.len() >= self.config.max_filters {
@@ -285,7 +291,8 @@ impl RpcContext {
             )));
         }
         let id = self.filters.new_id();
-        map.insert(id, Installed { kind, next: head + 1, prev_hash, polled: Instant::now() });
+        let recent = VecDeque::from([(head, hash)]);
+        map.insert(id, Installed { kind, next: head + 1, recent, polled: Instant::now() });
         to_value(id)
     }
 
@@ -344,7 +351,7 @@ impl RpcContext {
 
     /// `eth_getFilterChanges(id)`: what arrived since the last poll. After a reorg the changes
     /// restart at the first block of the new branch (the logs of removed blocks are not
-    /// reported again with `removed: true`). One poll covers at most `--rpc.max-logs-range`
+    /// reported again with `removed: true`: the unwound receipts are gone). One poll covers at most `--rpc.max-logs-range`
     /// blocks; the rest comes with the next poll.
     pub(crate) fn filter_changes(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
@@ -355,13 +362,18 @@ impl RpcContext {
         self.expire(&mut map);
         let f = map.get_mut(&id).ok_or_else(filter_not_found)?;
         f.polled = Instant::now();
-        // A reorg replaced the block before `next`: step back to the last block still ours.
-        while f.next > 1 && r.canonical_hash(f.next - 1)? != Some(f.prev_hash) {
-            f.next -= 1;
-            f.prev_hash = r.canonical_hash(f.next - 1)?.unwrap_or_default();
-            if f.next <= head.saturating_sub(self.config.max_logs_range) {
+        // A reorg replaced blocks already reported: restart after the newest one still ours
+        // (or at the oldest remembered one, if none is).
+        let mut floor = None;
+        while let Some(&(n, h)) = f.recent.back() {
+            if r.canonical_hash(n)? == Some(h) {
                 break;
             }
+            floor = Some(n);
+            f.recent.pop_back();
+        }
+        if let Some(n) = floor {
+            f.next = f.recent.back().map_or(n, |(last, _)| last + 1);
         }
         if f.next > head {
             return to_value(Vec::<Value>::new());
@@ -391,7 +403,12 @@ impl RpcContext {
             }
         };
         f.next = to + 1;
-        f.prev_hash = r.canonical_hash(to)?.unwrap_or_default();
+        for n in to.saturating_sub(REMEMBERED as u64 - 1).max(from)..=to {
+            f.recent.push_back((n, r.canonical_hash(n)?.unwrap_or_default()));
+        }
+        while f.recent.len() > REMEMBERED {
+            f.recent.pop_front();
+        }
         Ok(out)
     }
 }
