@@ -787,7 +787,6 @@ fn viem_get_logs_and_estimate_fees() {
 
 /// viem's `simulateCalls` sends `eth_simulateV1` (one block of calls in sequence).
 #[test]
-#[ignore = "eth_simulateV1 is not built yet (issue 11 stays open until it is)"]
 fn viem_simulate_calls() {
     let Some(node) = tools::node_tools() else { return };
     let dev = Dev::start();

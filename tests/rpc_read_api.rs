@@ -490,3 +490,92 @@ fn a_block_filter_after_a_reorg_reports_the_new_branch() {
     assert_eq!(call("eth_getFilterChanges", json!([filter])), json!([]));
     rt.block_on(server.stop());
 }
+
+/// `eth_simulateV1` replaying each dev-chain block's transactions as calls on its parent, with
+/// the block's own environment as overrides, builds the same receipts: the receipts root, gas
+/// used and logs bloom of the stored header (blocks with blob transactions are left out: blob
+/// calls are not simulated yet).
+#[test]
+fn simulating_a_stored_block_rebuilds_its_receipts_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = loupe::storage::Database::open(tmp.path()).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let config =
+        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+    let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
+    let url = format!("http://{}/", server.addr);
+    let call = |method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value =
+            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
+        assert!(v.get("error").is_none(), "{method} {params}: {v}");
+        v["result"].clone()
+    };
+    let mut checked = 0;
+    for b in 1..=tip {
+        let block = call("eth_getBlockByNumber", json!([format!("{b:#x}"), true]));
+        let txs = block["transactions"].as_array().unwrap();
+        if txs.is_empty() || txs.iter().any(|t| t["type"] == json!("0x3")) {
+            continue;
+        }
+        let keys = [
+            "from",
+            "to",
+            "value",
+            "input",
+            "gas",
+            "nonce",
+            "gasPrice",
+            "maxFeePerGas",
+            "maxPriorityFeePerGas",
+            "accessList",
+            "authorizationList",
+            "type",
+            "chainId",
+        ];
+        let calls: Vec<Value> = txs
+            .iter()
+            .map(|t| {
+                let mut c = serde_json::Map::new();
+                for k in keys {
+                    if let Some(v) = t.get(k).filter(|v| !v.is_null()) {
+                        c.insert(k.to_string(), v.clone());
+                    }
+                }
+                if t["type"] == json!("0x2") || t["type"] == json!("0x4") {
+                    c.remove("gasPrice");
+                }
+                Value::Object(c)
+            })
+            .collect();
+        let overrides = json!({
+            "number": block["number"], "time": block["timestamp"], "gasLimit": block["gasLimit"],
+            "feeRecipient": block["miner"], "prevRandao": block["mixHash"],
+            "baseFeePerGas": block["baseFeePerGas"], "beaconRoot": block["parentBeaconBlockRoot"],
+        });
+        let payload = json!({"blockStateCalls": [{"blockOverrides": overrides, "calls": calls}],
+            "validation": true});
+        let sim = call("eth_simulateV1", json!([payload, format!("{:#x}", b - 1)]));
+        let s = &sim[0];
+        for k in ["receiptsRoot", "gasUsed", "logsBloom", "number", "timestamp"] {
+            assert_eq!(s[k], block[k], "block {b}: {k}");
+        }
+        let receipts = call("eth_getBlockReceipts", json!([format!("{b:#x}")]));
+        for (i, (c, r)) in
+            s["calls"].as_array().unwrap().iter().zip(receipts.as_array().unwrap()).enumerate()
+        {
+            assert_eq!(c["status"], r["status"], "block {b} call {i}");
+            assert_eq!(c["gasUsed"], r["gasUsed"], "block {b} call {i}");
+            let data = |l: &Value| (l["address"].clone(), l["topics"].clone(), l["data"].clone());
+            let ours: Vec<_> = c["logs"].as_array().unwrap().iter().map(data).collect();
+            let theirs: Vec<_> = r["logs"].as_array().unwrap().iter().map(data).collect();
+            assert_eq!(ours, theirs, "block {b} call {i} logs");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} blocks simulated");
+    rt.block_on(server.stop());
+}

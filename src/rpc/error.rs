@@ -64,6 +64,14 @@ pub enum RpcError {
     /// The execution deadline passed (-32000).
     #[error("execution timeout after {0:?}")]
     Timeout(std::time::Duration),
+    /// `eth_simulateV1` refused the request with one of its own codes (-380xx, geth's).
+    #[error("{message}")]
+    Simulate {
+        /// The code.
+        code: i32,
+        /// What was wrong.
+        message: String,
+    },
     /// A query over one of the operator's limits (-32005); the message names the limit.
     #[error("{0}")]
     Limit(String),
@@ -157,7 +165,7 @@ impl From<RpcError> for ErrorObjectOwned {
             | RpcError::Timeout(_)
             | RpcError::UpstreamUnavailable(_) => codes::SERVER,
             RpcError::NoUpstream(_) => codes::METHOD_NOT_FOUND,
-            RpcError::Upstream { code, .. } => *code,
+            RpcError::Upstream { code, .. } | RpcError::Simulate { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,
             RpcError::Busy | RpcError::Limit(_) => codes::LIMIT,

@@ -19,6 +19,7 @@ mod logs;
 mod params;
 mod pool;
 mod proof;
+mod simulate;
 mod trace;
 
 use std::net::SocketAddr;
@@ -267,6 +268,7 @@ fn module(
         "eth_sendRawTransaction" => send_raw_transaction,
         "eth_estimateGas" => estimate_gas,
         "eth_createAccessList" => create_access_list,
+        "eth_simulateV1" => simulate_v1,
     }
     geth_trace::register(&mut m)?;
     if test_panic {

@@ -1,0 +1,503 @@
+//! `eth_simulateV1`: calls in a sequence of simulated blocks on top of a stored block, each
+//! block built as import builds one (system calls, receipts, requests), state carried from
+//! block to block, with per-block state and block overrides.
+//!
+//! Rules, after geth: block numbers and timestamps must increase (gaps are filled with empty
+//! blocks, timestamps step by 12 s); without `validation` the base fee is 0 unless overridden
+//! and nonces, balances for fees and the base fee are not checked; a call without gas gets what
+//! is left of the block's gas limit (capped by `--rpc.gascap`); without a nonce, the sender's.
+//! At most [`MAX_BLOCKS`] blocks and [`MAX_CALLS`] calls per request, all under one
+//! `--rpc.evm-timeout` deadline.
+//!
+//! Not yet as geth: the simulated blocks' `stateRoot` is zero (the state root of an overlay on
+//! an archived block is not computed), so their hashes differ from geth's; `traceTransfers`
+//! logs are not produced.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use alloy_consensus::proofs::{calculate_receipt_root, calculate_transaction_root};
+use alloy_consensus::transaction::Recovered;
+use alloy_consensus::{
+    BlockBody, EMPTY_OMMER_ROOT_HASH, Header, ReceiptEnvelope, SignableTransaction, TxEnvelope,
+    TxReceipt,
+};
+use alloy_eips::eip1559::BaseFeeParams;
+use alloy_eips::eip7685::EMPTY_REQUESTS_HASH;
+use alloy_evm::block::{BlockExecutionError, BlockExecutor, BlockValidationError};
+use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
+use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
+use alloy_evm::overrides::apply_state_overrides;
+use alloy_evm::{EthEvmFactory, Evm, EvmFactory};
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, B256, Bloom, Bytes, Signature, U256};
+use alloy_rpc_types_eth::simulate::{
+    SimCallResult, SimulateError, SimulatePayload, SimulatedBlock,
+};
+use alloy_rpc_types_eth::{Log, TransactionRequest};
+use jsonrpsee::types::Params;
+use revm::Database;
+use revm::context::result::ExecutionResult;
+use revm::database::State;
+
+use super::call::{halt_message, revert_reason};
+use super::convert::rpc_block;
+use super::eth::{Raw, to_value};
+use super::params::{Args, BlockRef, invalid};
+use super::{RpcContext, RpcError, RpcResult};
+use crate::evm::block_env;
+use crate::storage::StateAt;
+
+/// Most simulated blocks (gaps included) per request.
+pub(crate) const MAX_BLOCKS: u64 = 256;
+/// Most calls per request.
+pub(crate) const MAX_CALLS: usize = 1000;
+/// Seconds between simulated blocks whose timestamp is not given.
+const BLOCK_TIME: u64 = 12;
+
+/// geth's error codes for simulation.
+mod code {
+    pub(super) const NONCE_TOO_LOW: i32 = -38010;
+    pub(super) const NONCE_TOO_HIGH: i32 = -38011;
+    pub(super) const BASE_FEE_TOO_LOW: i32 = -38012;
+    pub(super) const INTRINSIC_GAS: i32 = -38013;
+    pub(super) const INSUFFICIENT_FUNDS: i32 = -38014;
+    pub(super) const BLOCK_GAS_LIMIT: i32 = -38015;
+    pub(super) const BLOCK_NUMBER_ORDER: i32 = -38020;
+    pub(super) const TIMESTAMP_ORDER: i32 = -38021;
+    pub(super) const CLIENT_LIMIT: i32 = -38026;
+    pub(super) const INVALID_TX: i32 = -32000;
+    pub(super) const VM_ERROR: i32 = -32015;
+    pub(super) const REVERTED: i32 = 3;
+}
+
+fn sim_err(code: i32, message: impl Into<String>) -> RpcError {
+    RpcError::Simulate { code, message: message.into() }
+}
+
+/// A simulated block as answered: the block object and its calls' results.
+type SimBlockOut =
+    SimulatedBlock<alloy_rpc_types_eth::Block<alloy_rpc_types_eth::Transaction<TxEnvelope>>>;
+
+/// One block to simulate after sanitising: its number and timestamp fixed, gaps filled.
+struct Planned {
+    number: u64,
+    timestamp: u64,
+    block: alloy_rpc_types_eth::simulate::SimBlock,
+}
+
+fn plan(
+    base: &Header,
+    blocks: Vec<alloy_rpc_types_eth::simulate::SimBlock>,
+) -> RpcResult<Vec<Planned>> {
+    let mut out = Vec::new();
+    let (mut number, mut time) = (base.number, base.timestamp);
+    for block in blocks {
+        let o = block.block_overrides.as_ref();
+        let n = match o.and_then(|o| o.number) {
+            Some(n) => u64::try_from(n).map_err(|_| invalid("block number override too large"))?,
+            None => number + 1,
+        };
+        if n <= number {
+            return Err(sim_err(
+                code::BLOCK_NUMBER_ORDER,
+                format!("block numbers must be in order: {n} <= {number}"),
+            ));
+        }
+        if n - base.number > MAX_BLOCKS {
+            return Err(sim_err(
+                code::CLIENT_LIMIT,
+                format!("too many blocks: {} > {MAX_BLOCKS}", n - base.number),
+            ));
+        }
+        for gap in number + 1..n {
+            time += BLOCK_TIME;
+            out.push(Planned { number: gap, timestamp: time, block: Default::default() });
+        }
+        let t = match o.and_then(|o| o.time) {
+            Some(t) if t <= time => {
+                return Err(sim_err(
+                    code::TIMESTAMP_ORDER,
+                    format!("block timestamps must be in order: {t} <= {time}"),
+                ));
+            }
+            Some(t) => t,
+            None => time + BLOCK_TIME,
+        };
+        (number, time) = (n, t);
+        out.push(Planned { number: n, timestamp: t, block });
+    }
+    Ok(out)
+}
+
+/// The error a call's failed pre-execution checks give the whole request.
+fn tx_error(e: BlockExecutionError) -> RpcError {
+    let message = e.to_string();
+    if let BlockExecutionError::Validation(
+        BlockValidationError::TransactionGasLimitMoreThanAvailableBlockGas { .. },
+    ) = &e
+    {
+        return sim_err(code::BLOCK_GAS_LIMIT, message);
+    }
+    let lower = message.to_lowercase();
+    let c = if lower.contains("nonce") && lower.contains("too low") {
+        code::NONCE_TOO_LOW
+    } else if lower.contains("nonce") && (lower.contains("too high") || lower.contains("overflow"))
+    {
+        code::NONCE_TOO_HIGH
+    } else if lower.contains("basefee") || lower.contains("base fee") {
+        code::BASE_FEE_TOO_LOW
+    } else if lower.contains("intrinsic") || lower.contains("floor") {
+        code::INTRINSIC_GAS
+    } else if lower.contains("lack of funds") || lower.contains("insufficient") {
+        code::INSUFFICIENT_FUNDS
+    } else {
+        code::INVALID_TX
+    };
+    sim_err(c, message)
+}
+
+impl RpcContext {
+    /// `eth_simulateV1(payload, block?)`.
+    pub(crate) async fn simulate_v1(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let payload: SimulatePayload = a.req(0, "payload")?;
+        let block = a.block(1, "block")?;
+        let calls: usize = payload.block_state_calls.iter().map(|b| b.calls.len()).sum();
+        if calls > MAX_CALLS {
+            return Err(sim_err(
+                code::CLIENT_LIMIT,
+                format!("too many calls: {calls} > {MAX_CALLS}"),
+            ));
+        }
+        if block == BlockRef::Pending {
+            return Err(invalid("pending is not supported for simulation"));
+        }
+        let ctx = self.clone();
+        self.pool.run(move || ctx.simulate_blocking(payload, block)).await
+    }
+
+    fn simulate_blocking(&self, payload: SimulatePayload, block: BlockRef) -> RpcResult<Raw> {
+        let started = Instant::now();
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let base = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let planned = plan(&base.0, payload.block_state_calls)?;
+        let mut state =
+            State::builder().with_database_ref(r.state_at(n)?).with_bundle_update().build();
+        let (mut parent, mut parent_hash) = (base.0.clone(), base.1);
+        let mut out = Vec::with_capacity(planned.len());
+        let mut gas_left = self.config.gas_cap;
+        for p in planned {
+            let timeout = self.config.call_timeout;
+            if started.elapsed() >= timeout {
+                return Err(RpcError::Timeout(timeout));
+            }
+            let (header, hash, block) = self.simulate_block(
+                &mut state,
+                &parent,
+                parent_hash,
+                p,
+                payload.validation,
+                payload.return_full_transactions,
+                &mut gas_left,
+            )?;
+            state.block_hashes.insert(header.number, hash);
+            out.push(block);
+            (parent, parent_hash) = (header, hash);
+        }
+        to_value(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn simulate_block(
+        &self,
+        state: &mut State<revm::database::WrapDatabaseRef<StateAt>>,
+        parent: &Header,
+        parent_hash: B256,
+        p: Planned,
+        validation: bool,
+        full: bool,
+        gas_left: &mut u64,
+    ) -> RpcResult<(Header, B256, SimBlockOut)> {
+        let spec = &self.spec;
+        let o = p.block.block_overrides.clone().unwrap_or_default();
+        let mut header = Header {
+            parent_hash,
+            ommers_hash: EMPTY_OMMER_ROOT_HASH,
+            beneficiary: o.coinbase.unwrap_or(parent.beneficiary),
+            difficulty: U256::ZERO,
+            number: p.number,
+            gas_limit: o.gas_limit.unwrap_or(parent.gas_limit),
+            timestamp: p.timestamp,
+            mix_hash: o.random.unwrap_or_default(),
+            ..Default::default()
+        };
+        if spec.is_london_active_at_block(p.number) {
+            header.base_fee_per_gas = Some(match o.base_fee {
+                Some(f) => {
+                    u64::try_from(f).map_err(|_| invalid("baseFeePerGas override too large"))?
+                }
+                None if validation => parent
+                    .next_block_base_fee(BaseFeeParams::ethereum())
+                    .unwrap_or(alloy_eips::eip1559::INITIAL_BASE_FEE),
+                None => 0,
+            });
+        }
+        if spec.is_shanghai_active_at_timestamp(p.timestamp) {
+            header.withdrawals_root = Some(alloy_consensus::EMPTY_ROOT_HASH);
+        }
+        let cancun = spec.is_cancun_active_at_timestamp(p.timestamp);
+        if cancun {
+            header.parent_beacon_block_root = Some(o.beacon_root.unwrap_or_default());
+            let excess = spec
+                .blob_params_at(parent.timestamp)
+                .filter(|_| spec.is_cancun_active_at_timestamp(parent.timestamp))
+                .and_then(|b| parent.next_block_excess_blob_gas(b))
+                .unwrap_or(0);
+            header.excess_blob_gas = Some(excess);
+        }
+        let mut env = block_env(spec, &header);
+        env.cfg_env.disable_nonce_check = !validation;
+        env.cfg_env.disable_base_fee = !validation;
+        env.cfg_env.disable_eip3607 = true;
+        env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
+        if let Some(fee) = o.blob_base_fee
+            && let Some(blob) = env.block_env.blob_excess_gas_and_price.as_mut()
+        {
+            blob.blob_gasprice = u128::try_from(fee).unwrap_or(u128::MAX);
+        }
+        let mut moves: Vec<(Address, Address)> = Vec::new();
+        if let Some(overrides) = p.block.state_overrides.clone() {
+            for (from, ov) in overrides.iter() {
+                if let Some(to) = ov.move_precompile_to {
+                    if to == *from {
+                        return Err(sim_err(
+                            -38022,
+                            format!(
+                                "MovePrecompileToAddress referenced itself in replacement: {from}"
+                            ),
+                        ));
+                    }
+                    if moves.iter().any(|(_, t)| *t == to) {
+                        return Err(sim_err(
+                            -38023,
+                            format!("multiple overrides moving precompiles to {to}"),
+                        ));
+                    }
+                    moves.push((*from, to));
+                }
+            }
+            apply_state_overrides(overrides, &mut *state).map_err(|e| invalid(e.to_string()))?;
+        }
+
+        let mut txs: Vec<TxEnvelope> = Vec::new();
+        let mut senders: Vec<Address> = Vec::new();
+        let mut results: Vec<SimCallResult> = Vec::new();
+        let withdrawals = spec.is_shanghai_active_at_timestamp(p.timestamp).then(Vec::new);
+        let (receipts, requests, gas_used, blob_gas_used) = {
+            let mut evm = EthEvmFactory::default().create_evm(&mut *state, env);
+            evm.precompiles_mut()
+                .move_precompiles(moves.iter().copied())
+                .map_err(|e| sim_err(code::INVALID_TX, e.to_string()))?;
+            let ctx = EthBlockExecutionCtx {
+                parent_hash,
+                parent_beacon_block_root: header.parent_beacon_block_root,
+                ommers: &[],
+                withdrawals: withdrawals.as_deref().map(Cow::Borrowed),
+                extra_data: Bytes::new(),
+                tx_count_hint: Some(p.block.calls.len()),
+                slot_number: None,
+            };
+            let mut executor =
+                EthBlockExecutor::new(evm, ctx, spec, AlloyReceiptBuilder::default());
+            executor
+                .apply_pre_execution_changes()
+                .map_err(|e| RpcError::Internal(format!("system calls: {e}")))?;
+            let mut used = 0u64;
+            for call in &p.block.calls {
+                let from = call.from.unwrap_or_default();
+                let nonce = match call.nonce {
+                    Some(n) => n,
+                    None => executor
+                        .evm_mut()
+                        .db_mut()
+                        .basic(from)
+                        .map_err(|e| RpcError::Internal(format!("state read: {e}")))?
+                        .map_or(0, |a| a.nonce),
+                };
+                let tx = self.sim_transaction(call, nonce, &header, used, gas_left)?;
+                let mut result = None;
+                let gas = executor
+                    .execute_transaction_with_result_closure(
+                        Recovered::new_unchecked(&tx, from),
+                        |r| {
+                            result = Some(r.result.result.clone());
+                        },
+                    )
+                    .map_err(tx_error)?;
+                let _ = gas;
+                let result = result.ok_or_else(|| RpcError::Internal("no result".into()))?;
+                let tx_gas = result.tx_gas_used();
+                used += tx_gas;
+                *gas_left = gas_left.saturating_sub(tx_gas);
+                results.push(call_result(&result));
+                txs.push(tx);
+                senders.push(from);
+            }
+            let (_evm, result) =
+                executor.finish().map_err(|e| RpcError::Internal(format!("block end: {e}")))?;
+            (result.receipts, result.requests, result.gas_used, result.blob_gas_used)
+        };
+        header.gas_used = gas_used;
+        if cancun {
+            header.blob_gas_used = Some(blob_gas_used);
+        }
+        if spec.is_prague_active_at_timestamp(p.timestamp) {
+            header.requests_hash = Some(if requests.is_empty() {
+                EMPTY_REQUESTS_HASH
+            } else {
+                requests.requests_hash()
+            });
+        }
+        header.transactions_root = calculate_transaction_root(&txs);
+        let with_bloom: Vec<_> = receipts.iter().map(ReceiptEnvelope::clone).collect();
+        header.receipts_root = calculate_receipt_root(&with_bloom);
+        header.logs_bloom = receipts.iter().fold(Bloom::ZERO, |acc, r| acc | r.bloom());
+        // Not computed yet: see the module docs.
+        header.state_root = B256::ZERO;
+        let hash = header.hash_slow();
+
+        // Logs carry their block, transaction and index.
+        let mut log_index = 0u64;
+        for (i, (res, tx)) in results.iter_mut().zip(&txs).enumerate() {
+            for l in &mut res.logs {
+                l.block_hash = Some(hash);
+                l.block_number = Some(header.number);
+                l.block_timestamp = Some(header.timestamp);
+                l.transaction_hash = Some(*tx.tx_hash());
+                l.transaction_index = Some(i as u64);
+                l.log_index = Some(log_index);
+                log_index += 1;
+            }
+        }
+        let stored: Vec<crate::storage::StoredTransaction> = txs
+            .iter()
+            .zip(&senders)
+            .enumerate()
+            .map(|(i, (tx, sender))| crate::storage::StoredTransaction {
+                sender: *sender,
+                tx: tx.clone(),
+                block: header.number,
+                index: i as u32,
+            })
+            .collect();
+        let body = BlockBody {
+            transactions: Vec::new(),
+            ommers: Vec::new(),
+            withdrawals: withdrawals.map(Into::into),
+        };
+        let block = rpc_block(header.clone(), hash, body, stored, full);
+        Ok((header, hash, SimulatedBlock { inner: block, calls: results }))
+    }
+
+    /// The transaction a call stands for (unsigned: zero signature), with geth's defaults.
+    fn sim_transaction(
+        &self,
+        call: &TransactionRequest,
+        nonce: u64,
+        header: &Header,
+        used: u64,
+        gas_left: &u64,
+    ) -> RpcResult<TxEnvelope> {
+        let mut req = call.clone();
+        req.nonce = Some(nonce);
+        let remaining = header.gas_limit.saturating_sub(used);
+        req.gas = Some(match req.gas {
+            Some(g) => g.min(*gas_left),
+            None => remaining.min(*gas_left),
+        });
+        match req.chain_id {
+            Some(id) if id != self.spec.chain_id() => {
+                return Err(sim_err(
+                    code::INVALID_TX,
+                    format!(
+                        "chainId does not match node's (have={id}, want={})",
+                        self.spec.chain_id()
+                    ),
+                ));
+            }
+            _ => req.chain_id = Some(self.spec.chain_id()),
+        }
+        if req.to.is_none() {
+            req.to = Some(alloy_primitives::TxKind::Create);
+        }
+        let legacy_priced = req.gas_price.is_some();
+        if header.base_fee_per_gas.is_none() || legacy_priced {
+            req.gas_price.get_or_insert(0);
+        } else {
+            req.max_fee_per_gas.get_or_insert(0);
+            req.max_priority_fee_per_gas.get_or_insert(0);
+        }
+        if req.blob_versioned_hashes.is_some() {
+            req.max_fee_per_blob_gas.get_or_insert(0);
+        }
+        if req.input.input().is_none() {
+            req.input = alloy_rpc_types_eth::TransactionInput::new(Bytes::new());
+        }
+        let typed = req
+            .build_typed_tx()
+            .map_err(|_| invalid("the call object does not make a transaction of any type"))?;
+        let sig = Signature::new(U256::ZERO, U256::ZERO, false);
+        Ok(match typed {
+            alloy_consensus::TypedTransaction::Legacy(t) => t.into_signed(sig).into(),
+            alloy_consensus::TypedTransaction::Eip2930(t) => t.into_signed(sig).into(),
+            alloy_consensus::TypedTransaction::Eip1559(t) => t.into_signed(sig).into(),
+            alloy_consensus::TypedTransaction::Eip4844(t) => {
+                let t: alloy_consensus::TxEip4844 = t.into();
+                TxEnvelope::Eip4844(t.into_signed(sig).convert())
+            }
+            alloy_consensus::TypedTransaction::Eip7702(t) => t.into_signed(sig).into(),
+        })
+    }
+}
+
+/// A call's outcome in geth's shape: output on success; on failure, `0x` and an error object
+/// (code 3 with the revert data, or -32015 with the halt).
+fn call_result(result: &ExecutionResult) -> SimCallResult {
+    let gas = result.gas();
+    let mut out = SimCallResult {
+        gas_used: result.tx_gas_used(),
+        max_used_gas: Some(gas.total_gas_spent()),
+        status: result.is_success(),
+        logs: result
+            .logs()
+            .iter()
+            .map(|l| Log { inner: l.clone(), ..Default::default() })
+            .collect(),
+        ..Default::default()
+    };
+    match result {
+        ExecutionResult::Success { output, .. } => out.return_data = output.data().clone(),
+        ExecutionResult::Revert { output, .. } => {
+            let reason = revert_reason(output);
+            out.error = Some(SimulateError {
+                code: code::REVERTED,
+                message: match reason {
+                    Some(r) => format!("execution reverted: {r}"),
+                    None => "execution reverted".into(),
+                },
+                data: Some(output.clone()),
+            });
+        }
+        ExecutionResult::Halt { reason, .. } => {
+            out.error = Some(SimulateError {
+                code: code::VM_ERROR,
+                message: halt_message(reason),
+                data: None,
+            });
+        }
+    }
+    out
+}
