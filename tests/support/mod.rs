@@ -18,7 +18,29 @@ pub struct Chain {
     pub db: Arc<Database>,
     pub spec: ChainSpec,
     pub dir: PathBuf,
-    _tmp: tempfile::TempDir,
+}
+
+/// This process's datadir for the shared chain. A static is never dropped, so a `TempDir` held
+/// by one would outlive every test process (18 MB each); instead the datadir is named after the
+/// process, and those of processes that have ended are removed here.
+fn process_datadir() -> PathBuf {
+    const PREFIX: &str = "loupe-test-fixture-chain-";
+    let base = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(pid) = name.strip_prefix(PREFIX).and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = base.join(format!("{PREFIX}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 /// Imports the fixture chain once per process.
@@ -27,14 +49,14 @@ pub fn chain() -> Option<&'static Chain> {
     CHAIN
         .get_or_init(|| {
             let fx = fixtures()?;
-            let tmp = tempfile::tempdir().expect("tempdir");
-            let db = Database::open(tmp.path()).expect("open db");
+            let datadir = process_datadir();
+            let db = Database::open(&datadir).expect("open db");
             let genesis = std::fs::read_to_string(fx.join("genesis.json")).expect("genesis");
             let (spec, _) = loupe::import::init_genesis(&db, &genesis).expect("init");
             let s =
                 loupe::import::import_files(&db, &spec, &[fx.join("chain.rlp")]).expect("import");
             assert_eq!(s.head, 54);
-            Some(Chain { db: Arc::new(db), spec, dir: fx, _tmp: tmp })
+            Some(Chain { db: Arc::new(db), spec, dir: fx })
         })
         .as_ref()
 }
