@@ -32,16 +32,8 @@ for _ in $(seq 50); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done
 post() { curl -s -H 'Content-Type: application/json' -d "$1" "$URL"; }
 
 # Lua script that POSTs a random body from a file of one JSON body per line.
-lua() { # $1 bodies file
-  cat > "$WORK/s.lua" <<LUA
-local bodies = {}
-for line in io.lines("$1") do bodies[#bodies + 1] = line end
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function() return wrk.format(nil, "/", nil, bodies[math.random(#bodies)]) end
-LUA
-  echo "$WORK/s.lua"
-}
+# shellcheck source=benches/common/wrk.sh
+source benches/common/wrk.sh
 
 run() { # $1 name, $2 bodies file, $3 concurrency
   local t=$(( $3 < 2 ? 1 : 2 ))

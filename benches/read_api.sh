@@ -49,16 +49,8 @@ whole "topic0 = Transfer" "{\"fromBlock\":\"0x0\",\"toBlock\":\"latest\",\"topic
 whole "address with no logs" "{\"fromBlock\":\"0x0\",\"toBlock\":\"latest\",\"address\":\"$NOBODY\"}"
 whole "no filter" "{\"fromBlock\":\"0x0\",\"toBlock\":\"latest\"}"
 
-lua() { # $1 bodies file
-  cat > "$WORK/s.lua" <<LUA
-local bodies = {}
-for line in io.lines("$1") do bodies[#bodies + 1] = line end
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function() return wrk.format(nil, "/", nil, bodies[math.random(#bodies)]) end
-LUA
-  echo "$WORK/s.lua"
-}
+# shellcheck source=benches/common/wrk.sh
+source benches/common/wrk.sh
 run() { # $1 name, $2 bodies file
   local out; out=$(wrk -t2 -c8 -d"${DUR}s" --latency -s "$(lua "$2")" "$URL")
   printf '| %s | 8 | %s | %s | %s |\n' "$1" "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \

@@ -44,6 +44,71 @@ fn receipt_logs(n: &Node, from: u64, to: u64) -> Vec<Value> {
     out
 }
 
+/// A server over its own database (the shared fixture node cannot grow), stopped when dropped.
+struct Served {
+    url: String,
+    server: Option<loupe::rpc::RpcServer>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Served {
+    fn start(
+        db: Arc<loupe::storage::Database>,
+        spec: loupe::chain::ChainSpec,
+        tweak: impl FnOnce(&mut loupe::rpc::RpcConfig),
+    ) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut config =
+            loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+        tweak(&mut config);
+        let server = rt.block_on(loupe::rpc::start(db, spec, config)).unwrap();
+        Self { url: format!("http://{}/", server.addr), server: Some(server), rt }
+    }
+
+    /// `Ok(result)` or `Err(error object)`.
+    fn try_call(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value = reqwest::blocking::Client::new()
+            .post(&self.url)
+            .json(&body)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        match v.get("error") {
+            Some(e) => Err(e.clone()),
+            None => Ok(v["result"].clone()),
+        }
+    }
+
+    /// A call that must succeed.
+    fn call(&self, method: &str, params: Value) -> Value {
+        self.try_call(method, params.clone()).unwrap_or_else(|e| panic!("{method} {params}: {e}"))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            self.rt.block_on(s.stop());
+        }
+    }
+}
+
+/// The dev chain with its sample history in a fresh datadir: database, spec, head.
+fn dev_chain(
+    tmp: &tempfile::TempDir,
+) -> (Arc<loupe::storage::Database>, loupe::chain::ChainSpec, u64) {
+    let db = loupe::storage::Database::open(tmp.path()).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
+    (Arc::new(db), spec, tip)
+}
+
 #[test]
 fn get_logs_equals_the_receipts_for_every_address_and_topic() {
     let Some(n) = node() else { return };
@@ -324,24 +389,8 @@ fn filters_report_blocks_and_logs_as_they_arrive() {
     for b in &fx.blocks[..20] {
         loupe::import::import_block(&db, &spec, &b.block, false).unwrap();
     }
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let config = loupe::rpc::RpcConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        max_filters: 3,
-        ..Default::default()
-    };
-    let server = rt.block_on(loupe::rpc::start(db.clone(), spec.clone(), config)).unwrap();
-    let url = format!("http://{}/", server.addr);
-    let call = |method: &str, params: Value| -> Result<Value, Value> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let v: Value =
-            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
-        match v.get("error") {
-            Some(e) => Err(e.clone()),
-            None => Ok(v["result"].clone()),
-        }
-    };
+    let node = Served::start(db.clone(), spec.clone(), |c| c.max_filters = 3);
+    let call = |m: &str, p: Value| node.try_call(m, p);
     let blocks = call("eth_newBlockFilter", json!([])).unwrap();
     let logs = call("eth_newFilter", json!([{}])).unwrap();
     assert_eq!(call("eth_getFilterChanges", json!([blocks])).unwrap(), json!([]));
@@ -368,7 +417,6 @@ fn filters_report_blocks_and_logs_as_they_arrive() {
     assert_eq!(call("eth_uninstallFilter", json!([blocks])).unwrap(), json!(false));
     let e = call("eth_getFilterChanges", json!([blocks])).unwrap_err();
     assert!(e["message"].as_str().unwrap().contains("filter not found"), "{e}");
-    rt.block_on(server.stop());
 }
 
 #[test]
@@ -425,21 +473,9 @@ fn move_precompile_to_address_moves_ecrecover_for_calls_and_traces() {
 #[test]
 fn dev_chain_block_sizes_are_their_rlp_lengths_and_genesis_lists_its_withdrawals() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = loupe::storage::Database::open(tmp.path()).unwrap();
-    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
-    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config =
-        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
-    let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
-    let url = format!("http://{}/", server.addr);
-    let call = |method: &str, params: Value| -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let v: Value =
-            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
-        v["result"].clone()
-    };
+    let (db, spec, tip) = dev_chain(&tmp);
+    let node = Served::start(db, spec, |_| {});
+    let call = |m: &str, p: Value| node.call(m, p);
     for b in 0..=tip {
         let tag = format!("{b:#x}");
         let block = call("eth_getBlockByNumber", json!([tag, false]));
@@ -448,28 +484,14 @@ fn dev_chain_block_sizes_are_their_rlp_lengths_and_genesis_lists_its_withdrawals
         // Shanghai from genesis: every block, genesis included, has a withdrawals list.
         assert!(block["withdrawals"].is_array(), "block {b}: {block}");
     }
-    rt.block_on(server.stop());
 }
 
 #[test]
 fn a_block_filter_after_a_reorg_reports_the_new_branch() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = Arc::new(loupe::storage::Database::open(tmp.path()).unwrap());
-    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
-    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config =
-        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
-    let server = rt.block_on(loupe::rpc::start(db.clone(), spec.clone(), config)).unwrap();
-    let url = format!("http://{}/", server.addr);
-    let call = |method: &str, params: Value| -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let v: Value =
-            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
-        assert!(v.get("error").is_none(), "{method}: {v}");
-        v["result"].clone()
-    };
+    let (db, spec, tip) = dev_chain(&tmp);
+    let node = Served::start(db.clone(), spec.clone(), |_| {});
+    let call = |m: &str, p: Value| node.call(m, p);
     let filter = call("eth_newBlockFilter", json!([]));
     let build = || loupe::dev::BlockBuilder::new(&db, &spec).build(Vec::new(), &[]).unwrap();
     let first = [build(), build()];
@@ -488,7 +510,6 @@ fn a_block_filter_after_a_reorg_reports_the_new_branch() {
     // tip-1, so it reports the whole new branch from block tip on.
     assert_eq!(call("eth_getFilterChanges", json!([filter])).as_array().unwrap(), &branch);
     assert_eq!(call("eth_getFilterChanges", json!([filter])), json!([]));
-    rt.block_on(server.stop());
 }
 
 /// `eth_simulateV1` replaying each dev-chain block's transactions as calls on its parent, with
@@ -498,22 +519,9 @@ fn a_block_filter_after_a_reorg_reports_the_new_branch() {
 #[test]
 fn simulating_a_stored_block_rebuilds_its_receipts_root() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = loupe::storage::Database::open(tmp.path()).unwrap();
-    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
-    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config =
-        loupe::rpc::RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
-    let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
-    let url = format!("http://{}/", server.addr);
-    let call = |method: &str, params: Value| -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let v: Value =
-            reqwest::blocking::Client::new().post(&url).json(&body).send().unwrap().json().unwrap();
-        assert!(v.get("error").is_none(), "{method} {params}: {v}");
-        v["result"].clone()
-    };
+    let (db, spec, tip) = dev_chain(&tmp);
+    let node = Served::start(db, spec, |_| {});
+    let call = |m: &str, p: Value| node.call(m, p);
     let mut checked = 0;
     for b in 1..=tip {
         let block = call("eth_getBlockByNumber", json!([format!("{b:#x}"), true]));
@@ -577,5 +585,4 @@ fn simulating_a_stored_block_rebuilds_its_receipts_root() {
         checked += 1;
     }
     assert!(checked >= 8, "only {checked} blocks simulated");
-    rt.block_on(server.stop());
 }

@@ -13,7 +13,8 @@ use serde_json::Value;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
+use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
+use crate::storage::StateAt;
 
 /// Fields a call object may carry; anything else is refused so that typos (`gasprice`) do not
 /// silently change the call.
@@ -128,12 +129,22 @@ impl RpcContext {
         self.pool.run(move || ctx.eth_call_blocking(req, block)).await
     }
 
-    fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Raw> {
+    /// `req` ready to run on the state after `block`, in that block's environment (`eth_call`,
+    /// `trace_call`, `debug_traceCall`).
+    pub(crate) fn prepared_call(
+        &self,
+        req: CallRequest,
+        block: BlockRef,
+    ) -> RpcResult<PreparedCall<StateAt>> {
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, block)?;
         let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
         let state = r.state_at(n)?;
-        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
+        Ok(prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?)
+    }
+
+    fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Raw> {
+        let mut call = self.prepared_call(req, block)?;
         let res = execute_call(&mut call, NoOpInspector, self.config.call_timeout)?;
         match res.result {
             ExecutionResult::Success { output, .. } => to_value(output.into_data()),

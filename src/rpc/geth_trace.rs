@@ -11,7 +11,7 @@
 //! per transaction: a block trace here gets one deadline for all its transactions).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy_consensus::TxEnvelope;
 use alloy_consensus::transaction::Recovered;
@@ -20,42 +20,18 @@ use alloy_rpc_types_trace::geth::{
     GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
     GethDebugTracingOptions, GethTrace, TraceResult,
 };
-use jsonrpsee::RpcModule;
-use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::types::Params;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use super::call::call_object;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
-use super::{RpcContext, RpcError, RpcResult, log_outcome};
-use crate::evm::{CallRequest, ReplayBlock, ReplayError, execute_call, prepare_call, replay_block};
+use super::{RpcContext, RpcError, RpcResult};
+use crate::evm::{CallRequest, ReplayBlock, ReplayError, execute_call, replay_block};
 use crate::storage::Reader;
 
 /// The tracers served, as named in requests (no tracer: the struct logger).
 const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flatCallTracer";
-
-/// Registers the `debug_trace*` methods: async, their EVM work on the worker pool.
-pub(crate) fn register(
-    m: &mut RpcModule<RpcContext>,
-) -> Result<(), jsonrpsee::server::RegisterMethodError> {
-    macro_rules! evm {
-        ($($name:literal => $f:ident),* $(,)?) => {$(
-            m.register_async_method($name, |p, ctx, _| async move {
-                let started = Instant::now();
-                let r = ctx.$f(p).await;
-                log_outcome($name, started, &r);
-                r.map_err(ErrorObjectOwned::from)
-            })?;
-        )*};
-    }
-    evm! {
-        "debug_traceTransaction" => debug_trace_transaction,
-        "debug_traceBlockByNumber" => debug_trace_block_by_number,
-        "debug_traceBlockByHash" => debug_trace_block_by_hash,
-        "debug_traceCall" => debug_trace_call,
-    }
-    Ok(())
-}
 
 /// Validated tracing options and the deadline they give.
 #[derive(Debug, Clone)]
@@ -176,11 +152,7 @@ impl RpcContext {
         block: BlockRef,
         opts: &TraceOptions,
     ) -> RpcResult<Raw> {
-        let r = self.db.begin_read()?;
-        let n = self.resolve_required(&r, block)?;
-        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
-        let state = r.state_at(n)?;
-        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
+        let mut call = self.prepared_call(req, block)?;
         let mut inspector = opts.inspector()?;
         let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
         let trace = inspector

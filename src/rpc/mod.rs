@@ -269,8 +269,11 @@ fn module(
         "eth_estimateGas" => estimate_gas,
         "eth_createAccessList" => create_access_list,
         "eth_simulateV1" => simulate_v1,
+        "debug_traceTransaction" => debug_trace_transaction,
+        "debug_traceBlockByNumber" => debug_trace_block_by_number,
+        "debug_traceBlockByHash" => debug_trace_block_by_hash,
+        "debug_traceCall" => debug_trace_call,
     }
-    geth_trace::register(&mut m)?;
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
             ctx.guard::<()>("loupe_testPanic", || panic!("test panic"))

@@ -15,7 +15,7 @@ use super::call::call_request;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::{CallRequest, execute_call, prepare_call};
+use crate::evm::{CallRequest, execute_call};
 
 impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
@@ -72,11 +72,7 @@ impl RpcContext {
         types: &HashSet<TraceType>,
         block: BlockRef,
     ) -> RpcResult<Raw> {
-        let r = self.db.begin_read()?;
-        let n = self.resolve_required(&r, block)?;
-        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
-        let state = r.state_at(n)?;
-        let mut call = prepare_call(&self.spec, &header.0, state, req, self.config.gas_cap)?;
+        let mut call = self.prepared_call(req, block)?;
         let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(types));
         let res = execute_call(&mut call, &mut tracer, self.config.call_timeout)?;
         let results = tracer
