@@ -40,6 +40,7 @@ use jsonrpsee::types::Params;
 use revm::Database;
 use revm::context::result::ExecutionResult;
 use revm::database::State;
+use revm::database::states::bundle_state::BundleRetention;
 
 use super::call::{halt_message, revert_reason};
 use super::convert::rpc_block;
@@ -47,7 +48,8 @@ use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::block_env;
-use crate::storage::StateAt;
+use crate::storage::{Reader, StateAt};
+use crate::trie::overlay_state_root;
 
 /// Most simulated blocks (gaps included) per request.
 pub(crate) const MAX_BLOCKS: u64 = 256;
@@ -195,6 +197,7 @@ impl RpcContext {
                 return Err(RpcError::Timeout(timeout));
             }
             let (header, hash, block) = self.simulate_block(
+                (&r, n),
                 &mut state,
                 &parent,
                 parent_hash,
@@ -213,6 +216,7 @@ impl RpcContext {
     #[allow(clippy::too_many_arguments)]
     fn simulate_block(
         &self,
+        (reader, base): (&Reader, u64),
         state: &mut State<revm::database::WrapDatabaseRef<StateAt>>,
         parent: &Header,
         parent_hash: B256,
@@ -365,8 +369,8 @@ impl RpcContext {
         let with_bloom: Vec<_> = receipts.iter().map(ReceiptEnvelope::clone).collect();
         header.receipts_root = calculate_receipt_root(&with_bloom);
         header.logs_bloom = receipts.iter().fold(Bloom::ZERO, |acc, r| acc | r.bloom());
-        // Not computed yet: see the module docs.
-        header.state_root = B256::ZERO;
+        state.merge_transitions(BundleRetention::PlainState);
+        header.state_root = overlay_state_root(reader, base, &state.bundle_state)?;
         let hash = header.hash_slow();
 
         // Logs carry their block, transaction and index.

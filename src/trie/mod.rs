@@ -9,6 +9,7 @@ mod codec;
 mod db;
 mod error;
 mod history;
+mod overlay;
 mod proof;
 mod root;
 #[cfg(test)]
@@ -17,6 +18,7 @@ mod verify;
 mod walk;
 
 pub use error::TrieError;
+pub use overlay::overlay_state_root;
 pub use proof::{AccountProof, StorageProof, prove_account};
 pub use root::{RootMode, build_state_root, update_state_root};
 pub use verify::{VerifyReport, verify};
