@@ -305,6 +305,7 @@ methods!(
     debug_getRawHeader,
     debug_getRawBlock,
     eth_getLogs,
+    eth_simulateV1,
     debug_traceTransaction,
     debug_traceBlockByNumber,
     debug_traceBlockByHash,

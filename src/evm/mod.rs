@@ -7,9 +7,11 @@ mod env;
 mod error;
 mod execute;
 mod replay;
+mod transfers;
 
 pub use call::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
 pub use env::block_env;
 pub use error::EvmError;
 pub use execute::{BlockOutcome, execute_block};
 pub use replay::{ReplayBlock, ReplayError, ReplayState, Traced, replay_block};
+pub use transfers::SimInspector;

@@ -47,7 +47,7 @@ use super::convert::rpc_block;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::block_env;
+use crate::evm::{SimInspector, block_env};
 use crate::storage::{Reader, StateAt};
 use crate::trie::overlay_state_root;
 
@@ -191,9 +191,11 @@ impl RpcContext {
         let (mut parent, mut parent_hash) = (base.0.clone(), base.1);
         let mut out = Vec::with_capacity(planned.len());
         let mut gas_left = self.config.gas_cap;
+        let timeout = self.config.call_timeout;
+        let mut inspector =
+            SimInspector::new(timeout.saturating_sub(started.elapsed()), payload.trace_transfers);
         for p in planned {
-            let timeout = self.config.call_timeout;
-            if started.elapsed() >= timeout {
+            if inspector.check_now() {
                 return Err(RpcError::Timeout(timeout));
             }
             let (header, hash, block) = self.simulate_block(
@@ -205,6 +207,7 @@ impl RpcContext {
                 payload.validation,
                 payload.return_full_transactions,
                 &mut gas_left,
+                &mut inspector,
             )?;
             state.block_hashes.insert(header.number, hash);
             out.push(block);
@@ -224,6 +227,7 @@ impl RpcContext {
         validation: bool,
         full: bool,
         gas_left: &mut u64,
+        inspector: &mut SimInspector,
     ) -> RpcResult<(Header, B256, SimBlockOut)> {
         let spec = &self.spec;
         let o = p.block.block_overrides.clone().unwrap_or_default();
@@ -301,7 +305,8 @@ impl RpcContext {
         let mut results: Vec<SimCallResult> = Vec::new();
         let withdrawals = spec.is_shanghai_active_at_timestamp(p.timestamp).then(Vec::new);
         let (receipts, requests, gas_used, blob_gas_used) = {
-            let mut evm = EthEvmFactory::default().create_evm(&mut *state, env);
+            let mut evm =
+                EthEvmFactory::default().create_evm_with_inspector(&mut *state, env, inspector);
             evm.precompiles_mut()
                 .move_precompiles(moves.iter().copied())
                 .map_err(|e| sim_err(code::INVALID_TX, e.to_string()))?;
@@ -342,11 +347,19 @@ impl RpcContext {
                     )
                     .map_err(tx_error)?;
                 let _ = gas;
+                if executor.evm().inspector().expired() {
+                    return Err(RpcError::Timeout(self.config.call_timeout));
+                }
                 let result = result.ok_or_else(|| RpcError::Internal("no result".into()))?;
                 let tx_gas = result.tx_gas_used();
                 used += tx_gas;
                 *gas_left = gas_left.saturating_sub(tx_gas);
-                results.push(call_result(&result));
+                let mut res = call_result(&result);
+                if let Some(logs) = executor.evm_mut().inspector_mut().take_logs() {
+                    res.logs =
+                        logs.into_iter().map(|inner| Log { inner, ..Default::default() }).collect();
+                }
+                results.push(res);
                 txs.push(tx);
                 senders.push(from);
             }
@@ -475,8 +488,8 @@ fn call_result(result: &ExecutionResult) -> SimCallResult {
         gas_used: result.tx_gas_used(),
         max_used_gas: Some(gas.total_gas_spent()),
         status: result.is_success(),
-        logs: result
-            .logs()
+        // A failed call keeps no logs (its receipt has none either).
+        logs: if result.is_success() { result.logs() } else { &[] }
             .iter()
             .map(|l| Log { inner: l.clone(), ..Default::default() })
             .collect(),
