@@ -305,6 +305,7 @@ impl RpcContext {
         let mut results: Vec<SimCallResult> = Vec::new();
         let withdrawals = spec.is_shanghai_active_at_timestamp(p.timestamp).then(Vec::new);
         let (receipts, requests, gas_used, blob_gas_used) = {
+            inspector.start_block();
             let mut evm =
                 EthEvmFactory::default().create_evm_with_inspector(&mut *state, env, inspector);
             evm.precompiles_mut()
@@ -356,8 +357,10 @@ impl RpcContext {
                 *gas_left = gas_left.saturating_sub(tx_gas);
                 let mut res = call_result(&result);
                 if let Some(logs) = executor.evm_mut().inspector_mut().take_logs() {
-                    res.logs =
-                        logs.into_iter().map(|inner| Log { inner, ..Default::default() }).collect();
+                    res.logs = logs
+                        .into_iter()
+                        .map(|(i, inner)| Log { inner, log_index: Some(i), ..Default::default() })
+                        .collect();
                 }
                 results.push(res);
                 txs.push(tx);
@@ -395,7 +398,8 @@ impl RpcContext {
                 l.block_timestamp = Some(header.timestamp);
                 l.transaction_hash = Some(*tx.tx_hash());
                 l.transaction_index = Some(i as u64);
-                l.log_index = Some(log_index);
+                // Traced transfers come numbered; other logs are numbered in order.
+                l.log_index = Some(l.log_index.unwrap_or(log_index));
                 log_index += 1;
             }
         }
@@ -486,7 +490,8 @@ fn call_result(result: &ExecutionResult) -> SimCallResult {
     let gas = result.gas();
     let mut out = SimCallResult {
         gas_used: result.tx_gas_used(),
-        max_used_gas: Some(gas.total_gas_spent()),
+        // Before refunds, but never below the EIP-7623 calldata floor (as geth counts it).
+        max_used_gas: Some(gas.total_gas_spent().max(result.tx_gas_used())),
         status: result.is_success(),
         // A failed call keeps no logs (its receipt has none either).
         logs: if result.is_success() { result.logs() } else { &[] }
