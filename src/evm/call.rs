@@ -76,7 +76,7 @@ pub struct PreparedCall<DB: DatabaseRef> {
     /// The transaction.
     pub tx: TxEnv,
     /// Precompiles moved by `movePrecompileToAddress` overrides: (from, to).
-    pub precompile_moves: Vec<(Address, Address)>,
+    pub precompile_moves: Vec<PrecompileMove>,
 }
 
 fn db_err(e: impl std::fmt::Display) -> CallError {
@@ -107,22 +107,9 @@ where
     if let Some(overrides) = req.block_overrides {
         apply_block_overrides(overrides, &mut state, &mut env.block_env);
     }
-    let mut precompile_moves: Vec<(Address, Address)> = Vec::new();
+    let mut precompile_moves = Vec::new();
     if let Some(overrides) = req.state_overrides {
-        for (from, o) in overrides.iter() {
-            let Some(to) = o.move_precompile_to else { continue };
-            if to == *from {
-                return Err(CallError::InvalidRequest(format!(
-                    "movePrecompileToAddress of {from} names the account itself"
-                )));
-            }
-            if precompile_moves.iter().any(|(_, t)| *t == to) {
-                return Err(CallError::InvalidRequest(format!(
-                    "movePrecompileToAddress: two precompiles moved to {to}"
-                )));
-            }
-            precompile_moves.push((*from, to));
-        }
+        precompile_moves = precompile_moves_of(&overrides);
         apply_state_overrides(overrides, &mut state)
             .map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     }
@@ -191,9 +178,8 @@ where
         );
         // `movePrecompileToAddress`: the precompile answers at its new address; the old one is
         // an ordinary account (with the code an override gave it).
-        evm.precompiles_mut()
-            .move_precompiles(call.precompile_moves.iter().copied())
-            .map_err(|e| CallError::InvalidRequest(e.to_string()))?;
+        move_precompiles(evm.precompiles_mut(), &call.precompile_moves)
+            .map_err(CallError::InvalidRequest)?;
         evm.transact(call.tx.clone())
     };
     if deadline.expired() {
@@ -260,4 +246,46 @@ impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Deadline {
         }
         interp.halt(InstructionResult::OutOfGas);
     }
+}
+
+/// One `movePrecompileToAddress` of a state override set.
+#[derive(Debug, Clone, Copy)]
+pub struct PrecompileMove {
+    /// The precompile's address.
+    pub from: Address,
+    /// Where it answers instead.
+    pub to: Address,
+    /// Whether the same override set also overrides the destination.
+    pub to_overridden: bool,
+}
+
+/// The precompile moves of an override set, in its order.
+pub fn precompile_moves_of(
+    overrides: &alloy_rpc_types_eth::state::StateOverride,
+) -> Vec<PrecompileMove> {
+    overrides
+        .iter()
+        .filter_map(|(from, o)| {
+            let to = o.move_precompile_to?;
+            Some(PrecompileMove { from: *from, to, to_overridden: overrides.contains_key(&to) })
+        })
+        .collect()
+}
+
+/// Applies `moves` to an EVM's precompiles, refusing as geth does: a source that is not a
+/// precompile of the block's fork, or a destination the same override set also overrides
+/// (the account itself included). Two precompiles moved to one address: the later one wins.
+pub fn move_precompiles(
+    precompiles: &mut alloy_evm::precompiles::PrecompilesMap,
+    moves: &[PrecompileMove],
+) -> Result<(), String> {
+    for m in moves {
+        if precompiles.get(&m.from).is_none() {
+            return Err(format!("account {} is not a precompile", m.from));
+        }
+        if m.to_overridden {
+            return Err(format!("account {} is already overridden", m.to));
+        }
+    }
+    precompiles.move_precompiles(moves.iter().map(|m| (m.from, m.to))).map_err(|e| e.to_string())
 }

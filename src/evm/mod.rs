@@ -9,7 +9,10 @@ mod execute;
 mod replay;
 mod transfers;
 
-pub use call::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
+pub use call::{
+    CallError, CallRequest, PrecompileMove, PreparedCall, execute_call, move_precompiles,
+    precompile_moves_of, prepare_call,
+};
 pub use env::block_env;
 pub use error::EvmError;
 pub use execute::{BlockOutcome, execute_block};

@@ -47,7 +47,7 @@ use super::convert::rpc_block;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::{SimInspector, block_env};
+use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
 use crate::storage::{Reader, StateAt};
 use crate::trie::overlay_state_root;
 
@@ -276,27 +276,9 @@ impl RpcContext {
         {
             blob.blob_gasprice = u128::try_from(fee).unwrap_or(u128::MAX);
         }
-        let mut moves: Vec<(Address, Address)> = Vec::new();
+        let mut moves = Vec::new();
         if let Some(overrides) = p.block.state_overrides.clone() {
-            for (from, ov) in overrides.iter() {
-                if let Some(to) = ov.move_precompile_to {
-                    if to == *from {
-                        return Err(sim_err(
-                            -38022,
-                            format!(
-                                "MovePrecompileToAddress referenced itself in replacement: {from}"
-                            ),
-                        ));
-                    }
-                    if moves.iter().any(|(_, t)| *t == to) {
-                        return Err(sim_err(
-                            -38023,
-                            format!("multiple overrides moving precompiles to {to}"),
-                        ));
-                    }
-                    moves.push((*from, to));
-                }
-            }
+            moves = precompile_moves_of(&overrides);
             apply_state_overrides(overrides, &mut *state).map_err(|e| invalid(e.to_string()))?;
         }
 
@@ -308,9 +290,8 @@ impl RpcContext {
             inspector.start_block();
             let mut evm =
                 EthEvmFactory::default().create_evm_with_inspector(&mut *state, env, inspector);
-            evm.precompiles_mut()
-                .move_precompiles(moves.iter().copied())
-                .map_err(|e| sim_err(code::INVALID_TX, e.to_string()))?;
+            move_precompiles(evm.precompiles_mut(), &moves)
+                .map_err(|e| sim_err(code::INVALID_TX, e))?;
             let ctx = EthBlockExecutionCtx {
                 parent_hash,
                 parent_beacon_block_root: header.parent_beacon_block_root,
