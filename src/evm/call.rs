@@ -10,13 +10,18 @@ use alloy_consensus::Header;
 use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use alloy_evm::rpc::TryIntoTxEnv;
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
+use alloy_primitives::map::AddressSet;
 use alloy_primitives::{Address, U256};
 use alloy_rpc_types_eth::state::StateOverride;
 use alloy_rpc_types_eth::{BlockOverrides, TransactionRequest};
 use revm::context::TxEnv;
 use revm::context::result::{EVMError, InvalidTransaction, ResultAndState};
+use revm::context::{ContextTr, JournalTr};
 use revm::database::{DatabaseRef, State, WrapDatabaseRef};
-use revm::interpreter::{InstructionResult, Interpreter, InterpreterTypes};
+use revm::interpreter::{
+    CallInputs, CallOutcome, CreateInputs, CreateOutcome, InstructionResult, Interpreter,
+    InterpreterTypes,
+};
 use revm::{Database, Inspector};
 
 use super::block_env;
@@ -174,11 +179,11 @@ where
         let mut evm = EthEvmFactory::default().create_evm_with_inspector(
             &mut call.state,
             call.env.clone(),
-            (&mut deadline, inspector),
+            ((&mut deadline, WarmPrecompiles::default()), inspector),
         );
         // `movePrecompileToAddress`: the precompile answers at its new address; the old one is
         // an ordinary account (with the code an override gave it).
-        move_precompiles(evm.precompiles_mut(), &call.precompile_moves)
+        evm.inspector_mut().0.1 = move_precompiles(evm.precompiles_mut(), &call.precompile_moves)
             .map_err(CallError::InvalidRequest)?;
         evm.transact(call.tx.clone())
     };
@@ -259,26 +264,34 @@ pub struct PrecompileMove {
     pub to_overridden: bool,
 }
 
-/// The precompile moves of an override set, in its order.
-pub fn precompile_moves_of(
-    overrides: &alloy_rpc_types_eth::state::StateOverride,
-) -> Vec<PrecompileMove> {
-    overrides
+/// The precompile moves of an override set, by source address (the set itself is unordered;
+/// sorting makes the first refusal reported the same every time).
+pub fn precompile_moves_of(overrides: &StateOverride) -> Vec<PrecompileMove> {
+    let mut moves: Vec<PrecompileMove> = overrides
         .iter()
         .filter_map(|(from, o)| {
             let to = o.move_precompile_to?;
             Some(PrecompileMove { from: *from, to, to_overridden: overrides.contains_key(&to) })
         })
-        .collect()
+        .collect();
+    moves.sort_by_key(|m| m.from);
+    moves
 }
 
 /// Applies `moves` to an EVM's precompiles, refusing as geth does: a source that is not a
 /// precompile of the block's fork, or a destination the same override set also overrides
 /// (the account itself included). Two precompiles moved to one address: the later one wins.
+///
+/// Returns the fork's own precompile addresses when anything moved: geth keeps those warm
+/// (EIP-2929) and leaves a destination cold, so [`WarmPrecompiles`] restores that set.
 pub fn move_precompiles(
     precompiles: &mut alloy_evm::precompiles::PrecompilesMap,
     moves: &[PrecompileMove],
-) -> Result<(), String> {
+) -> Result<WarmPrecompiles, String> {
+    if moves.is_empty() {
+        return Ok(WarmPrecompiles(None));
+    }
+    let original: AddressSet = precompiles.addresses().copied().collect();
     for m in moves {
         if precompiles.get(&m.from).is_none() {
             return Err(format!("account {} is not a precompile", m.from));
@@ -287,5 +300,35 @@ pub fn move_precompiles(
             return Err(format!("account {} is already overridden", m.to));
         }
     }
-    precompiles.move_precompiles(moves.iter().map(|m| (m.from, m.to))).map_err(|e| e.to_string())
+    precompiles
+        .move_precompiles(moves.iter().map(|m| (m.from, m.to)))
+        .map_err(|e| e.to_string())?;
+    Ok(WarmPrecompiles(Some(original)))
+}
+
+/// Makes a transaction start with these addresses warm as precompiles, instead of the
+/// addresses the (moved) precompile map answers at.
+#[derive(Debug, Clone, Default)]
+pub struct WarmPrecompiles(Option<AddressSet>);
+
+impl<CTX: ContextTr, INTR: InterpreterTypes> Inspector<CTX, INTR> for WarmPrecompiles {
+    fn call(&mut self, context: &mut CTX, _inputs: &mut CallInputs) -> Option<CallOutcome> {
+        self.warm(context);
+        None
+    }
+
+    fn create(&mut self, context: &mut CTX, _inputs: &mut CreateInputs) -> Option<CreateOutcome> {
+        self.warm(context);
+        None
+    }
+}
+
+impl WarmPrecompiles {
+    fn warm<CTX: ContextTr>(&self, context: &mut CTX) {
+        if let Some(set) = &self.0
+            && context.journal().depth() == 0
+        {
+            context.journal_mut().warm_precompiles(set);
+        }
+    }
 }

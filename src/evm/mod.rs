@@ -10,8 +10,8 @@ mod replay;
 mod transfers;
 
 pub use call::{
-    CallError, CallRequest, PrecompileMove, PreparedCall, execute_call, move_precompiles,
-    precompile_moves_of, prepare_call,
+    CallError, CallRequest, PrecompileMove, PreparedCall, WarmPrecompiles, execute_call,
+    move_precompiles, precompile_moves_of, prepare_call,
 };
 pub use env::block_env;
 pub use error::EvmError;

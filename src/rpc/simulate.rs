@@ -25,6 +25,7 @@ use alloy_consensus::{
 };
 use alloy_eips::eip1559::BaseFeeParams;
 use alloy_eips::eip7685::EMPTY_REQUESTS_HASH;
+use alloy_evm::FromRecoveredTx;
 use alloy_evm::block::{BlockExecutionError, BlockExecutor, BlockValidationError};
 use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
@@ -38,9 +39,12 @@ use alloy_rpc_types_eth::simulate::{
 use alloy_rpc_types_eth::{Log, TransactionRequest};
 use jsonrpsee::types::Params;
 use revm::Database;
+use revm::DatabaseCommit;
+use revm::context::TxEnv;
 use revm::context::result::ExecutionResult;
-use revm::database::State;
+use revm::context::result::InvalidTransaction;
 use revm::database::states::bundle_state::BundleRetention;
+use revm::database::{State, WrapDatabaseRef};
 
 use super::call::{halt_message, revert_reason};
 use super::convert::rpc_block;
@@ -70,6 +74,7 @@ mod code {
     pub(super) const TIMESTAMP_ORDER: i32 = -38021;
     pub(super) const CLIENT_LIMIT: i32 = -38026;
     pub(super) const INVALID_TX: i32 = -32000;
+    pub(super) const INTERNAL: i32 = -32603;
     pub(super) const VM_ERROR: i32 = -32015;
     pub(super) const REVERTED: i32 = 3;
 }
@@ -133,31 +138,83 @@ fn plan(
     Ok(out)
 }
 
-/// The error a call's failed pre-execution checks give the whole request.
-fn tx_error(e: BlockExecutionError) -> RpcError {
-    let message = e.to_string();
-    if let BlockExecutionError::Validation(
-        BlockValidationError::TransactionGasLimitMoreThanAvailableBlockGas { .. },
-    ) = &e
-    {
-        return sim_err(code::BLOCK_GAS_LIMIT, message);
-    }
-    let lower = message.to_lowercase();
-    let c = if lower.contains("nonce") && lower.contains("too low") {
-        code::NONCE_TOO_LOW
-    } else if lower.contains("nonce") && (lower.contains("too high") || lower.contains("overflow"))
-    {
-        code::NONCE_TOO_HIGH
-    } else if lower.contains("basefee") || lower.contains("base fee") {
-        code::BASE_FEE_TOO_LOW
-    } else if lower.contains("intrinsic") || lower.contains("floor") {
-        code::INTRINSIC_GAS
-    } else if lower.contains("lack of funds") || lower.contains("insufficient") {
-        code::INSUFFICIENT_FUNDS
-    } else {
-        code::INVALID_TX
+/// The error a call's failed pre-execution checks give the whole request, with geth's code
+/// and wording (`err: … (supplied gas N)`).
+fn tx_error(e: BlockExecutionError, from: Address, tx: &TxEnvelope, base_fee: u64) -> RpcError {
+    use alloy_consensus::Transaction;
+    let gas = tx.gas_limit();
+    let wrap =
+        |code: i32, message: String| sim_err(code, format!("err: {message} (supplied gas {gas})"));
+    let invalid = match &e {
+        BlockExecutionError::Validation(
+            BlockValidationError::TransactionGasLimitMoreThanAvailableBlockGas { .. },
+        ) => return sim_err(code::BLOCK_GAS_LIMIT, e.to_string()),
+        BlockExecutionError::Validation(BlockValidationError::InvalidTx { error, .. }) => {
+            error.as_invalid_tx_err()
+        }
+        _ => None,
     };
-    sim_err(c, message)
+    let Some(invalid) = invalid else { return sim_err(code::INVALID_TX, e.to_string()) };
+    match invalid {
+        InvalidTransaction::NonceTooLow { tx, state } => wrap(
+            code::NONCE_TOO_LOW,
+            format!("nonce too low: address {from}, tx: {tx} state: {state}"),
+        ),
+        InvalidTransaction::NonceTooHigh { tx, state } => wrap(
+            code::NONCE_TOO_HIGH,
+            format!("nonce too high: address {from}, tx: {tx} state: {state}"),
+        ),
+        InvalidTransaction::NonceOverflowInTransaction => wrap(
+            code::INTERNAL,
+            format!("nonce has max value: address {from}, nonce: {}", u64::MAX),
+        ),
+        InvalidTransaction::GasPriceLessThanBasefee => wrap(
+            code::BASE_FEE_TOO_LOW,
+            format!(
+                "max fee per gas less than block base fee: address {from}, maxFeePerGas: {}, \
+                 baseFee: {base_fee}",
+                tx.max_fee_per_gas()
+            ),
+        ),
+        InvalidTransaction::LackOfFundForMaxFee { fee, balance } => wrap(
+            code::INSUFFICIENT_FUNDS,
+            format!(
+                "insufficient funds for gas * price + value: address {from} have {balance} want {fee}"
+            ),
+        ),
+        InvalidTransaction::CallGasCostMoreThanGasLimit { initial_gas, gas_limit } => wrap(
+            code::INTRINSIC_GAS,
+            format!("intrinsic gas too low: have {gas_limit}, want {initial_gas}"),
+        ),
+        InvalidTransaction::GasFloorMoreThanGasLimit { gas_floor, gas_limit } => wrap(
+            code::INTRINSIC_GAS,
+            format!("insufficient gas for floor data gas cost: have {gas_limit}, want {gas_floor}"),
+        ),
+        other => wrap(code::INVALID_TX, other.to_string()),
+    }
+}
+
+/// geth's checks that come before any other with `validation` (its order: nonces first).
+fn nonce_check(from: Address, tx: u64, state: u64, gas: u64) -> Result<(), RpcError> {
+    let wrap =
+        |code: i32, message: String| sim_err(code, format!("err: {message} (supplied gas {gas})"));
+    if state == u64::MAX {
+        return Err(wrap(
+            code::INTERNAL,
+            format!("nonce has max value: address {from}, nonce: {state}"),
+        ));
+    }
+    match tx.cmp(&state) {
+        std::cmp::Ordering::Less => Err(wrap(
+            code::NONCE_TOO_LOW,
+            format!("nonce too low: address {from}, tx: {tx} state: {state}"),
+        )),
+        std::cmp::Ordering::Greater => Err(wrap(
+            code::NONCE_TOO_HIGH,
+            format!("nonce too high: address {from}, tx: {tx} state: {state}"),
+        )),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
 }
 
 impl RpcContext {
@@ -220,7 +277,7 @@ impl RpcContext {
     fn simulate_block(
         &self,
         (reader, base): (&Reader, u64),
-        state: &mut State<revm::database::WrapDatabaseRef<StateAt>>,
+        state: &mut State<WrapDatabaseRef<StateAt>>,
         parent: &Header,
         parent_hash: B256,
         p: Planned,
@@ -235,7 +292,8 @@ impl RpcContext {
             parent_hash,
             ommers_hash: EMPTY_OMMER_ROOT_HASH,
             beneficiary: o.coinbase.unwrap_or(parent.beneficiary),
-            difficulty: U256::ZERO,
+            // The parent's (zero after the merge), as geth builds it.
+            difficulty: o.difficulty.unwrap_or(parent.difficulty),
             number: p.number,
             gas_limit: o.gas_limit.unwrap_or(parent.gas_limit),
             timestamp: p.timestamp,
@@ -290,7 +348,7 @@ impl RpcContext {
             inspector.start_block();
             let mut evm =
                 EthEvmFactory::default().create_evm_with_inspector(&mut *state, env, inspector);
-            move_precompiles(evm.precompiles_mut(), &moves)
+            evm.inspector_mut().warm = move_precompiles(evm.precompiles_mut(), &moves)
                 .map_err(|e| sim_err(code::INVALID_TX, e))?;
             let ctx = EthBlockExecutionCtx {
                 parent_hash,
@@ -309,26 +367,40 @@ impl RpcContext {
             let mut used = 0u64;
             for call in &p.block.calls {
                 let from = call.from.unwrap_or_default();
-                let nonce = match call.nonce {
-                    Some(n) => n,
-                    None => executor
-                        .evm_mut()
-                        .db_mut()
-                        .basic(from)
-                        .map_err(|e| RpcError::Internal(format!("state read: {e}")))?
-                        .map_or(0, |a| a.nonce),
-                };
+                let sender = executor
+                    .evm_mut()
+                    .db_mut()
+                    .basic(from)
+                    .map_err(|e| RpcError::Internal(format!("state read: {e}")))?
+                    .unwrap_or_default();
+                let nonce = call.nonce.unwrap_or(sender.nonce);
                 let tx = self.sim_transaction(call, nonce, &header, used, gas_left)?;
+                if validation {
+                    nonce_check(
+                        from,
+                        nonce,
+                        sender.nonce,
+                        alloy_consensus::Transaction::gas_limit(&tx),
+                    )?;
+                }
+                let mut tx_env = TxEnv::from_recovered_tx(&tx, from);
+                if !validation {
+                    // Unchecked nonces may sit at u64::MAX, which revm refuses even then.
+                    tx_env.nonce = 0;
+                }
                 let mut result = None;
-                let gas = executor
+                executor
                     .execute_transaction_with_result_closure(
-                        Recovered::new_unchecked(&tx, from),
+                        (tx_env, Recovered::new_unchecked(&tx, from)),
                         |r| {
                             result = Some(r.result.result.clone());
                         },
                     )
-                    .map_err(tx_error)?;
-                let _ = gas;
+                    .map_err(|e| tx_error(e, from, &tx, header.base_fee_per_gas.unwrap_or(0)))?;
+                if !validation && sender.nonce == u64::MAX {
+                    // geth's unchecked nonce wraps to 0; revm's stays at the maximum.
+                    wrap_nonce(executor.evm_mut().db_mut(), from)?;
+                }
                 if executor.evm().inspector().expired() {
                     return Err(RpcError::Timeout(self.config.call_timeout));
                 }
@@ -448,10 +520,15 @@ impl RpcContext {
         if req.input.input().is_none() {
             req.input = alloy_rpc_types_eth::TransactionInput::new(Bytes::new());
         }
+        let sig = Signature::new(U256::ZERO, U256::ZERO, false);
+        // A blob call carries hashes, never the blobs: a type-3 transaction without sidecar.
+        if req.blob_versioned_hashes.is_some() && req.sidecar.is_none() {
+            let t = req.build_4844_without_sidecar().map_err(|e| invalid(e.to_string()))?;
+            return Ok(TxEnvelope::Eip4844(t.into_signed(sig).convert()));
+        }
         let typed = req
             .build_typed_tx()
             .map_err(|_| invalid("the call object does not make a transaction of any type"))?;
-        let sig = Signature::new(U256::ZERO, U256::ZERO, false);
         Ok(match typed {
             alloy_consensus::TypedTransaction::Legacy(t) => t.into_signed(sig).into(),
             alloy_consensus::TypedTransaction::Eip2930(t) => t.into_signed(sig).into(),
@@ -503,4 +580,17 @@ fn call_result(result: &ExecutionResult) -> SimCallResult {
         }
     }
     out
+}
+
+/// Sets `address`'s nonce to 0 (after a transaction at nonce u64::MAX without validation).
+fn wrap_nonce(db: &mut State<WrapDatabaseRef<StateAt>>, address: Address) -> RpcResult<()> {
+    let info = db
+        .basic(address)
+        .map_err(|e| RpcError::Internal(format!("state read: {e}")))?
+        .unwrap_or_default();
+    let mut account = revm::state::Account::from(info);
+    account.info.nonce = 0;
+    account.mark_touch();
+    db.commit(std::iter::once((address, account)).collect());
+    Ok(())
 }
