@@ -9,9 +9,10 @@
 //! At most [`MAX_BLOCKS`] blocks and [`MAX_CALLS`] calls per request, all under one
 //! `--rpc.evm-timeout` deadline.
 //!
-//! Not yet as geth: the simulated blocks' `stateRoot` is zero (the state root of an overlay on
-//! an archived block is not computed), so their hashes differ from geth's; `traceTransfers`
-//! logs are not produced.
+//! Each block's `stateRoot` is the incremental walk over the trie at the base block with the
+//! simulation's changes laid over it (`trie::overlay_state_root`), so block hashes are geth's.
+//! Pre-execution failures give geth's codes (-38010…-38015) and wording; with `validation`
+//! nonces are checked first, as geth does.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -18,13 +18,14 @@ use super::walk::{LeafFn, LeafSource, NoNodes, PrefixSet, walk};
 use crate::storage::{HashedAccount, Reader, StoredAccount};
 
 /// New leaf values by hashed key (RLP-encoded); `None` deletes the leaf.
-type Overlay = BTreeMap<B256, Option<Vec<u8>>>;
+pub(super) type Overlay = BTreeMap<B256, Option<Vec<u8>>>;
 
 /// A leaf source with an overlay merged in: overlay keys replace or delete stored ones.
-struct Merged<'o, L> {
+pub(super) struct Merged<'o, L> {
     /// The stored leaves; `None` when there are none to read (a wiped storage).
-    base: Option<L>,
-    over: &'o Overlay,
+    pub(super) base: Option<L>,
+    /// The new leaves.
+    pub(super) over: &'o Overlay,
 }
 
 impl<L: LeafSource> LeafSource for Merged<'_, L> {
