@@ -75,6 +75,12 @@ pub struct RpcArgs {
     /// Seconds after which a filter nobody polls is removed.
     #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
     pub filter_timeout: u64,
+    /// Most blocks one trace_filter covers.
+    #[arg(long = "trace.max-filter-range", default_value_t = 10_000)]
+    pub max_trace_filter_range: u64,
+    /// Most traces one trace_filter returns (page with `after` and `count`).
+    #[arg(long = "trace.max-filter-results", default_value_t = 10_000)]
+    pub max_trace_filter_results: usize,
 }
 
 impl RpcArgs {
@@ -99,6 +105,8 @@ impl RpcArgs {
             max_logs: self.max_logs,
             max_filters: self.max_filters,
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
+            max_trace_filter_range: self.max_trace_filter_range.max(1),
+            max_trace_filter_results: self.max_trace_filter_results.max(1),
             ..Default::default()
         };
         if let Some(w) = self.trace_workers {

@@ -100,6 +100,22 @@ where
     DB: DatabaseRef,
     DB::Error: std::fmt::Display,
 {
+    prepare_call_on(spec, header, State::builder().with_database_ref(db).build(), req, gas_cap)
+}
+
+/// [`prepare_call`] on a state that may already hold changes (calls after calls:
+/// `trace_callMany` commits each call's changes before preparing the next).
+pub fn prepare_call_on<DB>(
+    spec: &ChainSpec,
+    header: &Header,
+    mut state: State<WrapDatabaseRef<DB>>,
+    req: CallRequest,
+    gas_cap: u64,
+) -> Result<PreparedCall<DB>, CallError>
+where
+    DB: DatabaseRef,
+    DB::Error: std::fmt::Display,
+{
     let mut env = block_env(spec, header);
     env.cfg_env.disable_block_gas_limit = true;
     env.cfg_env.disable_eip3607 = true;
@@ -108,7 +124,6 @@ where
     env.cfg_env.tx_gas_limit_cap = Some(u64::MAX);
     env.cfg_env.memory_limit = u64::from(u32::MAX);
 
-    let mut state = State::builder().with_database_ref(db).build();
     if let Some(overrides) = req.block_overrides {
         apply_block_overrides(overrides, &mut state, &mut env.block_env);
     }

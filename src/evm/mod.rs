@@ -11,7 +11,7 @@ mod transfers;
 
 pub use call::{
     CallError, CallRequest, PrecompileMove, PreparedCall, WarmPrecompiles, execute_call,
-    move_precompiles, precompile_moves_of, prepare_call,
+    move_precompiles, precompile_moves_of, prepare_call, prepare_call_on,
 };
 pub use env::block_env;
 pub use error::EvmError;

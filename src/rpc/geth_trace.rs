@@ -13,8 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use alloy_consensus::TxEnvelope;
-use alloy_consensus::transaction::Recovered;
 use alloy_primitives::B256;
 use alloy_rpc_types_trace::geth::{
     GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
@@ -27,7 +25,7 @@ use super::call::call_object;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::{CallRequest, ReplayBlock, ReplayError, execute_call, replay_block};
+use crate::evm::{CallRequest, execute_call};
 use crate::storage::Reader;
 
 /// The tracers served, as named in requests (no tracer: the struct logger).
@@ -98,7 +96,7 @@ impl RpcContext {
                     BlockRef::Number(n) => RpcError::NotTraceable(format!("block #{n} not found")),
                     _ => RpcError::HeaderNotFound,
                 })?;
-                ctx.trace_block(&r, n, &opts)
+                ctx.geth_trace_block(&r, n, &opts)
             })
             .await
     }
@@ -118,7 +116,7 @@ impl RpcContext {
                 let Some(n) = r.block_number(&hash)? else {
                     return Err(RpcError::NotTraceable(format!("block {hash} not found")));
                 };
-                ctx.trace_block(&r, n, &opts)
+                ctx.geth_trace_block(&r, n, &opts)
             })
             .await
     }
@@ -162,7 +160,7 @@ impl RpcContext {
     }
 
     /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.
-    fn trace_block(&self, r: &Reader, n: u64, opts: &TraceOptions) -> RpcResult<Raw> {
+    fn geth_trace_block(&self, r: &Reader, n: u64, opts: &TraceOptions) -> RpcResult<Raw> {
         let traces = self.replay(r, n, Target::All, opts)?;
         let out: Vec<TraceResult> = traces
             .into_iter()
@@ -179,44 +177,27 @@ impl RpcContext {
         target: Target,
         opts: &TraceOptions,
     ) -> RpcResult<Vec<(B256, GethTrace)>> {
-        if n == 0 {
-            return Err(RpcError::NotTraceable("genesis is not traceable".into()));
-        }
-        let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
-        let (header, block_hash) = (&entry.0, entry.1);
-        let transactions: Vec<Recovered<TxEnvelope>> = r
-            .transactions(n)?
-            .into_iter()
-            .map(|t| Recovered::new_unchecked(t.tx, t.sender))
-            .collect();
+        let block = self.stored_block(r, n)?;
         let traced = match target {
             Target::One(i) => i..i.saturating_add(1),
-            Target::All => 0..transactions.len(),
+            Target::All => 0..block.transactions.len(),
         };
         let mut inspector = opts.inspector()?;
-        let block = ReplayBlock { header, transactions: &transactions };
-        let state = r.state_at(n - 1)?;
-        let traces =
-            replay_block(&self.spec, state, block, traced, &mut inspector, opts.timeout, |t| {
-                let hash = *transactions[t.index].tx_hash();
-                let context = TransactionContext {
-                    block_hash: Some(block_hash),
-                    tx_index: Some(t.index),
-                    tx_hash: Some(hash),
-                };
-                let trace = t
-                    .inspector
-                    .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
-                    .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
-                let trace = geth_shape(trace);
-                t.inspector.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
-                Ok((hash, trace))
-            })
-            .map_err(|e| match e {
-                ReplayError::Timeout(d) => RpcError::Timeout(d),
-                other => RpcError::Internal(format!("replay of block {n}: {other}")),
-            })?;
-        traces.into_iter().collect()
+        self.replay_stored(r, &block, traced, &mut inspector, opts.timeout, |t| {
+            let hash = *block.transactions[t.index].tx_hash();
+            let context = TransactionContext {
+                block_hash: Some(block.hash),
+                tx_index: Some(t.index),
+                tx_hash: Some(hash),
+            };
+            let trace = t
+                .inspector
+                .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
+                .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+            let trace = geth_shape(trace);
+            t.inspector.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+            Ok((hash, trace))
+        })
     }
 
     /// The tracing options at argument `i` (absent: the struct logger with geth's defaults).

@@ -19,8 +19,10 @@ mod logs;
 mod params;
 mod pool;
 mod proof;
+mod replay;
 mod simulate;
 mod trace;
+mod trace_replay;
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -71,6 +73,10 @@ pub struct RpcConfig {
     pub max_filters: usize,
     /// A filter not polled for this long is removed.
     pub filter_idle: Duration,
+    /// Most blocks one `trace_filter` covers.
+    pub max_trace_filter_range: u64,
+    /// Most traces one `trace_filter` returns.
+    pub max_trace_filter_results: usize,
     /// Register `loupe_testPanic`, a method that panics (tests only).
     pub test_panic_method: bool,
     /// Progress against an upstream, when following one (`eth_syncing`, `GET /health`,
@@ -97,6 +103,8 @@ impl Default for RpcConfig {
             max_logs: 20_000,
             max_filters: 1024,
             filter_idle: Duration::from_secs(300),
+            max_trace_filter_range: 10_000,
+            max_trace_filter_results: 10_000,
             test_panic_method: false,
             sync: Arc::default(),
         }
@@ -273,6 +281,14 @@ fn module(
         "debug_traceBlockByNumber" => debug_trace_block_by_number,
         "debug_traceBlockByHash" => debug_trace_block_by_hash,
         "debug_traceCall" => debug_trace_call,
+        "trace_callMany" => trace_call_many,
+        "trace_rawTransaction" => trace_raw_transaction,
+        "trace_replayTransaction" => trace_replay_transaction,
+        "trace_replayBlockTransactions" => trace_replay_block_transactions,
+        "trace_transaction" => trace_transaction,
+        "trace_get" => trace_get,
+        "trace_block" => trace_block,
+        "trace_filter" => trace_filter,
     }
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {

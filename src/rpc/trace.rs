@@ -1,6 +1,17 @@
-//! `trace_call`: a simulated call with its OpenEthereum-shape trace and state diff.
+//! `trace_call`, `trace_callMany` and `trace_rawTransaction`: simulated calls with their
+//! OpenEthereum-shape traces and state diffs. Nothing is stored; `trace_callMany` carries each
+//! call's changes to the next in memory.
 
 use std::sync::Arc;
+use std::time::Instant;
+
+use alloy_consensus::TxEnvelope;
+use alloy_consensus::transaction::{Recovered, SignerRecoverable};
+use alloy_eips::eip2718::Decodable2718;
+use alloy_rpc_types_eth::TransactionRequest;
+use revm::DatabaseCommit;
+use revm::database::State;
+use serde_json::Value;
 
 use alloy_primitives::map::HashSet;
 use alloy_primitives::{Bytes, KECCAK256_EMPTY, U64};
@@ -11,11 +22,14 @@ use revm::primitives::hardfork::SpecId;
 use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
-use super::call::call_request;
+use super::call::{call_object, call_request};
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::evm::{CallRequest, execute_call};
+use crate::evm::{CallRequest, execute_call, prepare_call_on};
+
+/// Most calls one `trace_callMany` takes.
+const MAX_CALL_MANY: usize = 1000;
 
 impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
@@ -46,7 +60,7 @@ impl RpcContext {
         Ok((req, types, block))
     }
 
-    fn trace_types(&self, a: &Args, i: usize) -> RpcResult<HashSet<TraceType>> {
+    pub(super) fn trace_types(&self, a: &Args, i: usize) -> RpcResult<HashSet<TraceType>> {
         let names: Vec<String> = a.req(i, "traceTypes")?;
         let mut types = HashSet::default();
         for name in names {
@@ -64,6 +78,101 @@ impl RpcContext {
             });
         }
         Ok(types)
+    }
+
+    /// `trace_callMany([[call, traceTypes], ...], block?)`: each call sees the changes of the
+    /// ones before it.
+    pub(crate) async fn trace_call_many(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let pairs: Vec<Value> = a.req(0, "calls")?;
+        if pairs.len() > MAX_CALL_MANY {
+            return Err(RpcError::Limit(format!(
+                "trace_callMany takes at most {MAX_CALL_MANY} calls, got {}",
+                pairs.len()
+            )));
+        }
+        let mut calls = Vec::with_capacity(pairs.len());
+        for (k, pair) in pairs.iter().enumerate() {
+            let at = |e: RpcError| match e {
+                RpcError::InvalidParams(m) => invalid(format!("calls[{k}]: {m}")),
+                other => other,
+            };
+            let Value::Array(items) = pair else {
+                return Err(invalid(format!(
+                    "invalid argument 0 (calls): calls[{k}] must be [call, traceTypes]"
+                )));
+            };
+            let text = Value::Array(items.clone()).to_string();
+            let pa = Args::new(&Params::new(Some(&text)), 2).map_err(at)?;
+            let tx = call_object(&pa, 0).map_err(at)?;
+            let types = self.trace_types(&pa, 1).map_err(at)?;
+            calls.push((tx, types));
+        }
+        let block = a.block(1, "block")?;
+        if block == BlockRef::Pending {
+            return Err(invalid("pending is not supported for tracing"));
+        }
+        let ctx = self.clone();
+        self.pool.run(move || to_value(ctx.trace_call_many_blocking(calls, block)?)).await
+    }
+
+    /// `trace_rawTransaction(rawTx, traceTypes)`: the signed transaction's fields traced as
+    /// one call at the latest block (as `trace_callMany` with that one call).
+    pub(crate) async fn trace_raw_transaction(
+        self: Arc<Self>,
+        p: Params<'static>,
+    ) -> RpcResult<Raw> {
+        let a = Args::new(&p, 2)?;
+        let raw: Bytes = a.req(0, "rawTransaction")?;
+        let types = self.trace_types(&a, 1)?;
+        let tx = TxEnvelope::decode_2718_exact(&raw).map_err(|e| {
+            invalid(format!("invalid argument 0 (rawTransaction): not a transaction: {e}"))
+        })?;
+        let from = tx.recover_signer().map_err(|e| {
+            invalid(format!("invalid argument 0 (rawTransaction): bad signature: {e}"))
+        })?;
+        let req =
+            TransactionRequest::from_recovered_transaction(Recovered::new_unchecked(tx, from));
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let mut out = ctx.trace_call_many_blocking(vec![(req, types)], BlockRef::Latest)?;
+                to_value(out.pop())
+            })
+            .await
+    }
+
+    fn trace_call_many_blocking(
+        &self,
+        calls: Vec<(TransactionRequest, HashSet<TraceType>)>,
+        block: BlockRef,
+    ) -> RpcResult<Vec<TraceResults>> {
+        let started = Instant::now();
+        let timeout = self.config.call_timeout;
+        let r = self.db.begin_read()?;
+        let n = self.resolve_required(&r, block)?;
+        let header = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+        let mut state = State::builder().with_database_ref(r.state_at(n)?).build();
+        let mut out = Vec::with_capacity(calls.len());
+        for (tx, types) in calls {
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(RpcError::Timeout(timeout));
+            }
+            let req = CallRequest { tx, ..Default::default() };
+            let mut call = prepare_call_on(&self.spec, &header.0, state, req, self.config.gas_cap)?;
+            let mut tracer =
+                TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
+            let res = execute_call(&mut call, &mut tracer, left)?;
+            let results = tracer
+                .into_parity_builder()
+                .into_trace_results_with_state(&res, &types, &call.state)
+                .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
+            out.push(normalize(results, &res.state, &call.state, call.env.cfg_env.spec)?);
+            call.state.commit(res.state);
+            state = call.state;
+        }
+        Ok(out)
     }
 
     fn trace_call_blocking(
@@ -92,7 +201,7 @@ impl RpcContext {
 /// (Spurious Dragon on), so it died and gets `-` for balance, nonce and code
 /// (`tests/trace_golden.rs`, `touched_empty_account_dies_under_eip161`). Its slots cannot be
 /// listed: a `DatabaseRef` cannot enumerate storage, and the removed account implies them.
-fn normalize<DB: DatabaseRef>(
+pub(super) fn normalize<DB: DatabaseRef>(
     mut results: TraceResults,
     post: &EvmState,
     pre: &DB,

@@ -73,6 +73,11 @@ impl Node {
     /// Starts a node; `tweak` adjusts the default config (the port is always 0).
     pub fn start(tweak: impl FnOnce(&mut RpcConfig)) -> Option<Self> {
         let chain = chain()?;
+        Some(Self::serve(chain.db.clone(), chain.spec.clone(), tweak))
+    }
+
+    /// Serves any database (the dev chain, a chain a test builds).
+    pub fn serve(db: Arc<Database>, spec: ChainSpec, tweak: impl FnOnce(&mut RpcConfig)) -> Self {
         let mut config = RpcConfig { test_panic_method: true, ..RpcConfig::default() };
         tweak(&mut config);
         config.addr = "127.0.0.1:0".parse().unwrap();
@@ -81,12 +86,10 @@ impl Node {
             .enable_all()
             .build()
             .unwrap();
-        let server = rt
-            .block_on(loupe::rpc::start(chain.db.clone(), chain.spec.clone(), config))
-            .expect("start server");
+        let server = rt.block_on(loupe::rpc::start(db, spec, config)).expect("start server");
         let url = format!("http://{}/", server.addr);
         let client = reqwest::blocking::Client::new();
-        Some(Self { url, client, server: Some(server), rt })
+        Self { url, client, server: Some(server), rt }
     }
 
     /// POSTs a raw body with `Content-Type: application/json`; returns (status, body text).
@@ -127,4 +130,12 @@ impl Drop for Node {
             self.rt.block_on(s.stop());
         }
     }
+}
+
+/// The dev chain with its sample history in `dir`: database, spec, head.
+pub fn dev_chain(dir: &std::path::Path) -> (Arc<Database>, ChainSpec, u64) {
+    let db = Database::open(dir).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+    let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
+    (Arc::new(db), spec, tip)
 }
