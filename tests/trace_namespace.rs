@@ -535,3 +535,42 @@ fn trace_filter_limits_are_named_and_the_node_keeps_serving() {
         assert!(c.head() > 0);
     }
 }
+
+#[test]
+fn the_trace_address_index_covers_every_traced_address_and_unwinds_with_its_block() {
+    for c in chains(|_| {}) {
+        let head = c.head();
+        let r = c.db.begin_read().unwrap();
+        assert_eq!(r.trace_index_from().unwrap(), Some(0), "{}", c.name);
+        let mut named: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for b in 0..=head {
+            for t in c.ok("trace_block", json!([tag(b)])).as_array().unwrap() {
+                let (from, to) = ends(t);
+                for a in [from, to].into_iter().flatten() {
+                    named.entry(a).or_default().push(b);
+                }
+            }
+        }
+        assert!(named.len() >= 5, "{}: {} addresses", c.name, named.len());
+        for (a, blocks) in &named {
+            let address: alloy_primitives::Address = a.parse().unwrap();
+            let indexed = r.blocks_touching(&address, 0, head).unwrap();
+            for b in blocks {
+                assert!(indexed.contains(b), "{}: {a} traced in block {b}, not indexed", c.name);
+            }
+        }
+        drop(r);
+        if c.name != "dev" {
+            continue;
+        }
+        // Unwinding the head takes its index rows with it.
+        let last = named.iter().find(|(_, b)| b.contains(&head)).map(|(a, _)| a.clone());
+        let last: alloy_primitives::Address =
+            last.expect("the head block has traces").parse().unwrap();
+        let mut w = c.db.begin_write().unwrap();
+        w.unwind_head().unwrap();
+        w.commit(true).unwrap();
+        let r = c.db.begin_read().unwrap();
+        assert!(!r.blocks_touching(&last, head, head).unwrap().contains(&head));
+    }
+}

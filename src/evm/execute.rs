@@ -31,6 +31,10 @@ pub struct BlockOutcome {
     pub blob_gas_used: u64,
     /// The state changes of the whole block, rewards and withdrawals included.
     pub changes: StateChangeset,
+    /// Every account the block's execution loaded (senders, callees, created and destroyed
+    /// accounts, precompiles called, the author, ommer authors, withdrawal recipients), sorted:
+    /// a superset of the addresses its traces name.
+    pub touched: Vec<alloy_primitives::Address>,
 }
 
 /// Executes `block` (whose senders are `senders`) on top of `parent_state`.
@@ -88,6 +92,8 @@ where
     }
     let (evm, result) = executor.finish().map_err(|e| EvmError::Block(e.to_string()))?;
     drop(evm);
+    let mut touched: Vec<_> = state.cache.accounts.keys().copied().collect();
+    touched.sort_unstable();
     state.merge_transitions(BundleRetention::Reverts);
     let bundle = state.take_bundle();
     let known = if pre_byzantium { OriginalValuesKnown::No } else { OriginalValuesKnown::Yes };
@@ -98,5 +104,6 @@ where
         gas_used: result.gas_used,
         blob_gas_used: result.blob_gas_used,
         changes,
+        touched,
     })
 }

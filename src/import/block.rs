@@ -250,6 +250,7 @@ where
 
     let before_block = started.elapsed();
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
+    writer.index_trace_addresses(number, &outcome.touched)?;
     writer.set_head(number)?;
     timings.block = started.elapsed() - before_block;
     Ok(timings)

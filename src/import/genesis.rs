@@ -168,6 +168,8 @@ fn store_genesis_block(
     let block =
         Block::<TxEnvelope> { header, body: BlockBody { withdrawals, ..Default::default() } };
     writer.insert_block(&block, hash, &[], &[])?;
+    // Genesis executes nothing; indexing it (empty) starts the trace-address index here.
+    writer.index_trace_addresses(0, &[])?;
     let n = block.header.number;
     writer.set_markers(n, n, n)?;
     Ok(())

@@ -8,7 +8,9 @@
 //! Pre-merge blocks end with `reward` traces for the block's author and each ommer's, as
 //! OpenEthereum gives them. Every method runs on the tracing pool under one deadline.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use alloy_consensus::TxEnvelope;
 use alloy_eips::BlockNumHash;
@@ -16,7 +18,7 @@ use alloy_evm::block::calc::{base_block_reward, block_reward, ommer_reward};
 use alloy_primitives::map::HashSet;
 use alloy_primitives::{B256, U256};
 use alloy_rpc_types_eth::TransactionInfo;
-use alloy_rpc_types_trace::filter::TraceFilter;
+use alloy_rpc_types_trace::filter::{TraceFilter, TraceFilterMode};
 use alloy_rpc_types_trace::parity::{
     LocalizedTransactionTrace, RewardAction, RewardType, TraceResults,
     TraceResultsWithTransactionHash, TraceType,
@@ -126,7 +128,7 @@ impl RpcContext {
                 let r = ctx.db.begin_read()?;
                 let Some(n) = ctx.resolve_traceable(&r, block)? else { return to_value(()) };
                 let b = ctx.stored_block(&r, n)?;
-                to_value(ctx.block_traces(&r, &b)?)
+                to_value(ctx.block_traces(&r, &b, ctx.config.call_timeout)?)
             })
             .await
     }
@@ -174,7 +176,7 @@ impl RpcContext {
         let r = self.db.begin_read()?;
         let Some((block, index)) = self.locate(&r, hash)? else { return Ok(None) };
         let i = index as usize;
-        let mut out = self.localized(&r, &block, i..i + 1)?;
+        let mut out = self.localized(&r, &block, i..i + 1, self.config.call_timeout)?;
         Ok(out.pop())
     }
 
@@ -183,11 +185,12 @@ impl RpcContext {
         &self,
         r: &Reader,
         b: &StoredBlock,
+        timeout: Duration,
     ) -> RpcResult<Vec<LocalizedTransactionTrace>> {
         let mut out: Vec<LocalizedTransactionTrace> = if b.number() == 0 {
             Vec::new()
         } else {
-            self.localized(r, b, 0..b.transactions.len())?.into_iter().flatten().collect()
+            self.localized(r, b, 0..b.transactions.len(), timeout)?.into_iter().flatten().collect()
         };
         out.extend(self.rewards(b));
         Ok(out)
@@ -199,10 +202,11 @@ impl RpcContext {
         r: &Reader,
         b: &StoredBlock,
         range: std::ops::Range<usize>,
+        timeout: Duration,
     ) -> RpcResult<Vec<Vec<LocalizedTransactionTrace>>> {
         let config = TracingInspectorConfig::default_parity();
         let mut inspector = TracingInspector::new(config);
-        self.replay_stored(r, b, range, &mut inspector, self.config.call_timeout, |t| {
+        self.replay_stored(r, b, range, &mut inspector, timeout, |t| {
             let tx: &TxEnvelope = &b.transactions[t.index];
             let info = TransactionInfo {
                 hash: Some(*tx.tx_hash()),
@@ -270,6 +274,7 @@ impl RpcContext {
         out
     }
 
+    /// `trace_filter` over `from..=to`: only the blocks that may match are replayed.
     fn filter_traces(&self, from: BlockRef, to: BlockRef, filter: &TraceFilter) -> RpcResult<Raw> {
         let r = self.db.begin_read()?;
         let from = self.resolve_required(&r, from)?;
@@ -292,15 +297,22 @@ impl RpcContext {
         let want = filter.count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let cap = self.config.max_trace_filter_results;
         let mut out = Vec::new();
-        for n in from..=to {
+        // One deadline for the whole filter.
+        let started = Instant::now();
+        let timeout = self.config.call_timeout;
+        for n in candidate_blocks(&r, filter, from, to)? {
             if out.len() >= want {
                 break;
+            }
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(RpcError::Timeout(timeout));
             }
             let b = self.stored_block(&r, n)?;
             if b.transactions.is_empty() && base_block_reward(&self.spec, n).is_none() {
                 continue;
             }
-            for trace in self.block_traces(&r, &b)? {
+            for trace in self.block_traces(&r, &b, left)? {
                 if !matcher.matches(&trace.trace) {
                     continue;
                 }
@@ -322,4 +334,35 @@ impl RpcContext {
         }
         to_value(out)
     }
+}
+
+/// The blocks of `from..=to` that can hold a trace matching `filter`: with addresses, those the
+/// trace-address index lists for them (every block before the index starts, too); without,
+/// all. Both sets given in intersection mode: blocks touching one of each.
+fn candidate_blocks(r: &Reader, filter: &TraceFilter, from: u64, to: u64) -> RpcResult<Vec<u64>> {
+    if filter.from_address.is_empty() && filter.to_address.is_empty() {
+        return Ok((from..=to).collect());
+    }
+    let indexed = r.trace_index_from()?.unwrap_or(u64::MAX).max(from);
+    let touching = |addresses: &[alloy_primitives::Address]| -> RpcResult<BTreeSet<u64>> {
+        let mut set = BTreeSet::new();
+        if indexed <= to {
+            for a in addresses {
+                set.extend(r.blocks_touching(a, indexed, to)?);
+            }
+        }
+        Ok(set)
+    };
+    let both = !filter.from_address.is_empty() && !filter.to_address.is_empty();
+    let mut blocks: BTreeSet<u64> = if both && filter.mode == TraceFilterMode::Intersection {
+        let f = touching(&filter.from_address)?;
+        let t = touching(&filter.to_address)?;
+        f.intersection(&t).copied().collect()
+    } else {
+        let mut all = filter.from_address.clone();
+        all.extend(&filter.to_address);
+        touching(&all)?
+    };
+    blocks.extend(from..indexed.min(to.saturating_add(1)));
+    Ok(blocks.into_iter().collect())
 }

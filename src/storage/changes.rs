@@ -7,7 +7,7 @@
 //! block walks that list: each history row puts its value back into the current table and is
 //! removed, which leaves every table exactly as it was before the block.
 
-use alloy_primitives::keccak256;
+use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::codec::u64_value;
@@ -31,16 +31,20 @@ pub enum ChangeKind {
     AccountTrie = 4,
     /// Storage-trie keys (65 bytes) with a row in [`tables::STORAGE_TRIE_HISTORY`].
     StorageTrie = 5,
+    /// Addresses (20 bytes) with a row in [`tables::TRACE_ADDRESSES`] (an index, not history:
+    /// unwinding removes the rows).
+    TraceAddresses = 6,
 }
 
 impl ChangeKind {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Accounts,
         Self::Storage,
         Self::HashedAccounts,
         Self::HashedStorage,
         Self::AccountTrie,
         Self::StorageTrie,
+        Self::TraceAddresses,
     ];
 
     /// Width of one key of this kind.
@@ -52,6 +56,7 @@ impl ChangeKind {
             Self::HashedStorage => 64,
             Self::AccountTrie => 33,
             Self::StorageTrie => 65,
+            Self::TraceAddresses => 20,
         }
     }
 }
@@ -193,8 +198,22 @@ impl Writer {
                 lists.push(keys.unwrap_or_default());
             }
         }
-        let [accounts, storage, hashed_accounts, hashed_storage, account_trie, storage_trie] =
-            <[Vec<u8>; 6]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
+        let [
+            accounts,
+            storage,
+            hashed_accounts,
+            hashed_storage,
+            account_trie,
+            storage_trie,
+            trace_addresses,
+        ] = <[Vec<u8>; 7]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
+        {
+            let mut index = txn.open_table(tables::TRACE_ADDRESSES)?;
+            for a in trace_addresses.chunks_exact(20) {
+                let key = super::codec::account_history_key(&Address::from_slice(a), head);
+                index.remove(&key)?;
+            }
+        }
         restore_accounts(
             &mut txn.open_table(tables::ACCOUNTS)?,
             &mut txn.open_table(tables::ACCOUNT_HISTORY)?,

@@ -142,6 +142,8 @@ pub(crate) fn storage_key(address: &Address, slot: &U256) -> [u8; 52] {
     k
 }
 
+/// `address ++ block BE`: the key of [`super::tables::ACCOUNT_HISTORY`] and of
+/// [`super::tables::TRACE_ADDRESSES`].
 pub(crate) fn account_history_key(address: &Address, block: u64) -> [u8; 28] {
     let mut k = [0u8; 28];
     k[..20].copy_from_slice(address.as_slice());

@@ -172,6 +172,34 @@ impl Reader {
         Vec::<ReceiptEnvelope>::decode(&mut v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
+    /// The first block of the trace-address index (`None`: nothing indexed yet).
+    pub fn trace_index_from(&self) -> StorageResult<Option<u64>> {
+        let Some(v) = self.snap.meta.get(super::tables::meta::TRACE_INDEX_FROM)? else {
+            return Ok(None);
+        };
+        super::codec::u64_value("meta", v.value()).map(Some)
+    }
+
+    /// The indexed blocks in `from..=to` whose execution touched `address`, in order. Cost
+    /// grows with the number of such blocks, not with the range.
+    pub fn blocks_touching(
+        &self,
+        address: &Address,
+        from: u64,
+        to: u64,
+    ) -> StorageResult<Vec<u64>> {
+        let lo = super::codec::account_history_key(address, from);
+        let hi = super::codec::account_history_key(address, to);
+        let mut out = Vec::new();
+        for item in self.snap.trace_addresses.range::<&[u8; 28]>(&lo..=&hi)? {
+            let (k, _) = item?;
+            let mut n = [0u8; 8];
+            n.copy_from_slice(&k.value()[20..]);
+            out.push(u64::from_be_bytes(n));
+        }
+        Ok(out)
+    }
+
     /// The hashed-state and trie tables of this snapshot (for the trie layer).
     pub fn trie_tables(&self) -> &super::TrieTables {
         &self.snap.trie

@@ -27,6 +27,7 @@ pub(crate) struct Snapshot {
     pub(crate) account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
     pub(crate) storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub(crate) trace_addresses: ReadOnlyTable<&'static [u8; 28], ()>,
     pub(crate) trie: TrieTables,
 }
 
@@ -89,6 +90,7 @@ impl Snapshot {
             account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
             storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
             meta: meta_table,
+            trace_addresses: txn.open_table(tables::TRACE_ADDRESSES)?,
             trie: TrieTables {
                 accounts: txn.open_table(tables::ACCOUNTS)?,
                 storage: txn.open_table(tables::STORAGE)?,

@@ -104,6 +104,13 @@ pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
 pub const BLOCK_CHANGES: TableDefinition<'_, &[u8; 9], &[u8]> =
     TableDefinition::new("block_changes");
 
+/// `address ++ block BE → ()`: the blocks whose execution touched an address (every account
+/// the EVM loaded, the author, ommer authors and withdrawal recipients: a superset of the
+/// `from`/`to` of the block's Parity traces). `trace_filter` replays only those blocks. Blocks
+/// before [`meta::TRACE_INDEX_FROM`] (imported by an older version) are not indexed.
+pub const TRACE_ADDRESSES: TableDefinition<'_, &[u8; 28], ()> =
+    TableDefinition::new("trace_addresses");
+
 /// Named values: `genesis` (the genesis.json the database was initialised with, its `alloc`
 /// left out: the allocation is in the state tables), `alloc_digest`, `head`, `safe`,
 /// `finalized` (block numbers, u64 BE), `schema` (format version).
@@ -124,6 +131,8 @@ pub mod meta {
     /// Order-independent digest of the genesis allocation (32 bytes), to recognise the same
     /// genesis again without rebuilding its state.
     pub const ALLOC_DIGEST: &str = "alloc_digest";
+    /// First block indexed in [`super::TRACE_ADDRESSES`] (u64 BE); absent: none yet.
+    pub const TRACE_INDEX_FROM: &str = "trace_index_from";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].

@@ -64,6 +64,7 @@ impl Writer {
         self.txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?;
         self.txn.open_table(tables::STORAGE_TRIE_HISTORY)?;
         self.txn.open_table(tables::BLOCK_CHANGES)?;
+        self.txn.open_table(tables::TRACE_ADDRESSES)?;
         let mut m = self.txn.open_table(tables::META)?;
         let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
         match found {
@@ -221,6 +222,26 @@ impl Writer {
         receipts.to_vec().encode(&mut buf);
         self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
         Ok(())
+    }
+
+    /// Records that `block`'s execution touched `addresses` ([`tables::TRACE_ADDRESSES`]), in
+    /// the change index too so that unwinding removes them. The first block indexed becomes
+    /// [`meta::TRACE_INDEX_FROM`].
+    pub fn index_trace_addresses(&self, block: u64, addresses: &[Address]) -> StorageResult<()> {
+        {
+            let mut m = self.txn.open_table(tables::META)?;
+            if m.get(meta::TRACE_INDEX_FROM)?.is_none() {
+                m.insert(meta::TRACE_INDEX_FROM, block.to_be_bytes().as_slice())?;
+            }
+        }
+        let mut t = self.txn.open_table(tables::TRACE_ADDRESSES)?;
+        let mut keys = Vec::with_capacity(addresses.len() * 20);
+        for a in addresses {
+            t.insert(&super::codec::account_history_key(a, block), ())?;
+            keys.extend_from_slice(a.as_slice());
+        }
+        drop(t);
+        super::record_changes(&self.txn, block, super::ChangeKind::TraceAddresses, &keys)
     }
 
     /// Applies revm's changeset for `block` to the current state, first recording in the
