@@ -64,6 +64,7 @@ fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
         ACCOUNT_TRIE_HISTORY,
         STORAGE_TRIE_HISTORY,
         BLOCK_CHANGES,
+        TRACE_ADDRESSES,
         META,
     );
     let codes = txn.open_table(tables::BYTECODES).unwrap();
