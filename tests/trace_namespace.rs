@@ -574,3 +574,32 @@ fn the_trace_address_index_covers_every_traced_address_and_unwinds_with_its_bloc
         assert!(!r.blocks_touching(&last, head, head).unwrap().contains(&head));
     }
 }
+
+#[test]
+fn a_block_replayed_on_several_cores_traces_as_on_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("gen");
+    let mut config = loupe::dev::generate::GenerateConfig::new(&out, 200, 4);
+    config.txs_per_block = Some(40);
+    config.quiet = true;
+    loupe::dev::generate::generate(&config).unwrap();
+    let db = Database::open(&tmp.path().join("db")).unwrap();
+    let genesis = std::fs::read_to_string(out.join("genesis.json")).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &genesis).unwrap();
+    loupe::import::import_files(&db, &spec, &[out.join("chain.rlp")]).unwrap();
+    let db = Arc::new(db);
+    // Four workers, one busy with the request: the block splits into up to four parts.
+    let split = Node::serve(db.clone(), spec.clone(), |c| c.workers = 4);
+    let single = Node::serve(db, spec, |c| c.workers = 1);
+    for b in 1..=4u64 {
+        let block = single.call("eth_getBlockByNumber", json!([tag(b), false])).unwrap();
+        assert!(block["transactions"].as_array().unwrap().len() >= 32, "block {b}");
+        for (m, p) in [
+            ("trace_block", json!([tag(b)])),
+            ("trace_replayBlockTransactions", json!([tag(b), ["trace", "stateDiff"]])),
+        ] {
+            let one = single.call(m, p.clone()).unwrap();
+            assert_eq!(split.call(m, p).unwrap(), one, "{m} block {b}");
+        }
+    }
+}

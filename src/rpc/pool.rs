@@ -21,6 +21,8 @@ const SPIN: Duration = Duration::from_micros(50);
 pub(crate) struct TracePool {
     admission: Arc<Semaphore>,
     jobs: Mutex<Sender<Job>>,
+    workers: usize,
+    places: usize,
 }
 
 impl TracePool {
@@ -37,7 +39,14 @@ impl TracePool {
                 tracing::error!(target: "rpc", %e, "cannot start an EVM worker thread");
             }
         }
-        Self { admission: Arc::new(Semaphore::new(workers + queue)), jobs: Mutex::new(tx) }
+        let places = workers + queue;
+        Self { admission: Arc::new(Semaphore::new(places)), jobs: Mutex::new(tx), workers, places }
+    }
+
+    /// Workers with no call to run right now (a call may use them to split its work).
+    pub(crate) fn idle_workers(&self) -> usize {
+        let in_flight = self.places.saturating_sub(self.admission.available_permits());
+        self.workers.saturating_sub(in_flight)
     }
 
     /// Runs `f` on a worker thread, or refuses when the queue is full.

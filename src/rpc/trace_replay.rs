@@ -205,8 +205,8 @@ impl RpcContext {
         timeout: Duration,
     ) -> RpcResult<Vec<Vec<LocalizedTransactionTrace>>> {
         let config = TracingInspectorConfig::default_parity();
-        let mut inspector = TracingInspector::new(config);
-        self.replay_stored(r, b, range, &mut inspector, timeout, |t| {
+        let make = || TracingInspector::new(config);
+        self.replay_stored_par(r, b, range, make, timeout, |t| {
             let tx: &TxEnvelope = &b.transactions[t.index];
             let info = TransactionInfo {
                 hash: Some(*tx.tx_hash()),
@@ -231,8 +231,8 @@ impl RpcContext {
     ) -> RpcResult<Vec<TraceResultsWithTransactionHash>> {
         let config = TracingInspectorConfig::from_parity_config(types);
         let spec: SpecId = block_env(&self.spec, &b.header).cfg_env.spec;
-        let mut inspector = TracingInspector::new(config);
-        self.replay_stored(r, b, range, &mut inspector, self.config.call_timeout, |t| {
+        let make = || TracingInspector::new(config);
+        self.replay_stored_par(r, b, range, make, self.config.call_timeout, |t| {
             let used = std::mem::replace(t.inspector, TracingInspector::new(config));
             let results: TraceResults = used
                 .into_parity_builder()
