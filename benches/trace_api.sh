@@ -85,8 +85,10 @@ run "trace_transaction (random transaction)" "$WORK/tt.txt"
 last=$(printf '0x%x' "$BLOCKS")
 fa="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"trace_filter\",\"params\":[{\"fromBlock\":\"0x1\",\"toBlock\":\"$last\",\"fromAddress\":[\"$ACCOUNT\"]}]}"
 ta="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"trace_filter\",\"params\":[{\"fromBlock\":\"0x1\",\"toBlock\":\"$last\",\"toAddress\":[\"$TOKEN\"],\"count\":1000}]}"
+na="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"trace_filter\",\"params\":[{\"fromBlock\":\"0x1\",\"toBlock\":\"$last\",\"toAddress\":[\"0x00000000000000000000000000000000000000aa\"]}]}"
 echo
 echo "| trace_filter over blocks 1..$BLOCKS | traces | median latency (5 runs) |"
 echo "|---|---|---|"
 echo "| fromAddress = one account ($ACCOUNT) | $(count "$fa") | $(median "$fa" 5) ms |"
 echo "| toAddress = Token, count 1000 (Token is in every block) | $(count "$ta") | $(median "$ta" 5) ms |"
+echo "| toAddress = an address no block touches | $(count "$na") | $(median "$na" 5) ms |"

@@ -37,9 +37,9 @@ impl StoredBlock {
 
 /// Cost of executing a transaction untraced, relative to tracing it (measured: BENCHMARKS.md,
 /// "Parallel block replay"); sets where a split block's parts start.
-const UNTRACED_COST: f64 = 0.25;
+const UNTRACED_COST: f64 = 0.7;
 /// Fewest traced transactions worth splitting across threads.
-const SPLIT_MIN: usize = 8;
+const SPLIT_MIN: usize = 64;
 
 /// Splits `range` into at most `parts` consecutive ranges of equal cost, where a part starting
 /// `x` transactions into the range first executes those `x` untraced. With `e` the untraced
