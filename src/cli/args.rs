@@ -75,6 +75,10 @@ pub struct RpcArgs {
     /// Seconds after which a filter nobody polls is removed.
     #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
     pub filter_timeout: u64,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9001), on a listener of their
+    /// own. Off when not given.
+    #[arg(long = "metrics", value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Most blocks one trace_filter covers.
     #[arg(long = "trace.max-filter-range", default_value_t = 10_000)]
     pub max_trace_filter_range: u64,
@@ -105,6 +109,7 @@ impl RpcArgs {
             max_logs: self.max_logs,
             max_filters: self.max_filters,
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
+            metrics: self.metrics,
             max_trace_filter_range: self.max_trace_filter_range.max(1),
             max_trace_filter_results: self.max_trace_filter_results.max(1),
             ..Default::default()

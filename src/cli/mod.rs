@@ -1,6 +1,7 @@
 //! Command line: `loupe [node|init|import|export|dev|verify|generate]`, logging set-up.
 
 mod args;
+mod metrics;
 
 use std::path::PathBuf;
 
@@ -324,6 +325,9 @@ pub fn serve(
     let runtime = builder.enable_all().build()?;
     runtime.block_on(async move {
         let head = db.begin_read()?.head()?.unwrap_or(0);
+        if let Some(addr) = config.metrics {
+            metrics::start(addr, db.clone(), config.sync.clone())?;
+        }
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
         if let Some(banner) = banner {

@@ -336,6 +336,8 @@ impl Follower {
         )?;
         writer.set_markers(new_head, safe, finalized)?;
         writer.commit(true)?;
+        metrics::counter!("loupe_follow_reorgs_total").increment(1);
+        metrics::counter!("loupe_follow_reorged_blocks_total").increment(depth);
         tracing::warn!(
             target: "follow",
             depth,

@@ -252,6 +252,10 @@ where
     writer.insert_block(block, hash, &senders, &outcome.receipts)?;
     writer.index_trace_addresses(number, &outcome.touched)?;
     writer.set_head(number)?;
+    // Throughput, for import and follow alike (`rate()` of these in Prometheus).
+    metrics::counter!("loupe_import_blocks_total").increment(1);
+    metrics::counter!("loupe_import_transactions_total").increment(senders.len() as u64);
+    metrics::counter!("loupe_import_gas_total").increment(outcome.gas_used);
     timings.block = started.elapsed() - before_block;
     Ok(timings)
 }

@@ -73,6 +73,8 @@ pub struct RpcConfig {
     pub max_filters: usize,
     /// A filter not polled for this long is removed.
     pub filter_idle: Duration,
+    /// Where Prometheus metrics are served (`--metrics`); the CLI installs the exporter.
+    pub metrics: Option<SocketAddr>,
     /// Most blocks one `trace_filter` covers.
     pub max_trace_filter_range: u64,
     /// Most traces one `trace_filter` returns.
@@ -103,6 +105,7 @@ impl Default for RpcConfig {
             max_logs: 20_000,
             max_filters: 1024,
             filter_idle: Duration::from_secs(300),
+            metrics: None,
             max_trace_filter_range: 10_000,
             max_trace_filter_results: 10_000,
             test_panic_method: false,
@@ -143,11 +146,20 @@ impl RpcContext {
     }
 }
 
+/// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
+/// `loupe_rpc_request_duration_seconds`, each labelled `method`).
 fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
-    let micros = started.elapsed().as_micros() as u64;
+    let elapsed = started.elapsed();
+    let micros = elapsed.as_micros() as u64;
+    metrics::counter!("loupe_rpc_requests_total", "method" => method).increment(1);
+    metrics::histogram!("loupe_rpc_request_duration_seconds", "method" => method)
+        .record(elapsed.as_secs_f64());
     match result {
         Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
-        Err(e) => tracing::debug!(target: "rpc", method, micros, error = %e, "error"),
+        Err(e) => {
+            metrics::counter!("loupe_rpc_errors_total", "method" => method).increment(1);
+            tracing::debug!(target: "rpc", method, micros, error = %e, "error");
+        }
     }
 }
 

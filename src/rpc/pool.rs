@@ -43,6 +43,11 @@ impl TracePool {
         Self { admission: Arc::new(Semaphore::new(places)), jobs: Mutex::new(tx), workers, places }
     }
 
+    /// Sets the busy-worker and queue-depth gauges.
+    fn report(&self) {
+        report(&self.admission, self.workers, self.places);
+    }
+
     /// Workers with no call to run right now (a call may use them to split its work).
     pub(crate) fn idle_workers(&self) -> usize {
         let in_flight = self.places.saturating_sub(self.admission.available_permits());
@@ -55,11 +60,14 @@ impl TracePool {
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
         let Ok(admitted) = self.admission.clone().try_acquire_owned() else {
+            metrics::counter!("loupe_rpc_pool_rejections_total").increment(1);
             return Err(RpcError::Busy);
         };
+        self.report();
+        let gauges = (self.admission.clone(), self.workers, self.places);
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
-            let _admitted = admitted;
+            let _admitted = Released { admitted: Some(admitted), gauges };
             if tx.is_closed() {
                 return; // the client went away while the call was queued
             }
@@ -78,6 +86,28 @@ impl TracePool {
             return Err(RpcError::Internal("EVM workers stopped".into()));
         }
         rx.await.map_err(|_| RpcError::Internal("EVM worker dropped the call".into()))?
+    }
+}
+
+/// `loupe_rpc_pool_busy_workers` and `loupe_rpc_pool_queue_depth` from the admitted calls.
+fn report(admission: &Semaphore, workers: usize, places: usize) {
+    let in_flight = places.saturating_sub(admission.available_permits());
+    let busy = in_flight.min(workers);
+    metrics::gauge!("loupe_rpc_pool_busy_workers").set(busy as f64);
+    metrics::gauge!("loupe_rpc_pool_queue_depth").set((in_flight - busy) as f64);
+}
+
+/// A call's admission, released (and the gauges updated) when its job ends.
+struct Released {
+    admitted: Option<tokio::sync::OwnedSemaphorePermit>,
+    gauges: (Arc<Semaphore>, usize, usize),
+}
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        drop(self.admitted.take());
+        let (admission, workers, places) = &self.gauges;
+        report(admission, *workers, *places);
     }
 }
 

@@ -56,6 +56,8 @@ fn create_atomically(datadir: &Path, path: &Path) -> StorageResult<()> {
 #[derive(Debug)]
 pub struct Database {
     db: redb::Database,
+    /// The database file.
+    path: std::path::PathBuf,
     cache: std::sync::Arc<cache::BlockCache>,
     /// The shared snapshot and the commit generation it was taken at.
     snapshot: std::sync::RwLock<(u64, std::sync::Arc<snapshot::Snapshot>)>,
@@ -79,7 +81,12 @@ impl Database {
         w.commit(true)?;
         let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?)?);
         let generation = cache.generation();
-        Ok(Self { db, cache, snapshot: std::sync::RwLock::new((generation, snap)) })
+        Ok(Self { db, path, cache, snapshot: std::sync::RwLock::new((generation, snap)) })
+    }
+
+    /// Size of the database file in bytes (0 if it cannot be read).
+    pub fn file_size(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
     }
 
     /// Starts a read snapshot.

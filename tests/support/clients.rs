@@ -4,7 +4,8 @@
 //! - npm: [`NPM_PACKAGES`] (ethers v6, viem, foundry's cast 1.7.1, the same release as the anvil
 //!   of `anvil.rs`) into `$LOUPE_TOOLS/clients/node_modules`, a prefix of its own: `npm install`
 //!   prunes packages it was not asked for, so sharing `anvil.rs`'s prefix would remove anvil;
-//! - PyPI: [`WEB3_PY`] into a virtual environment, `$LOUPE_TOOLS/py`.
+//! - PyPI: [`PY_PACKAGES`] (web3.py, and prometheus_client's text-format parser for
+//!   `tests/metrics.rs`) into a virtual environment, `$LOUPE_TOOLS/py`.
 //!
 //! Each install runs under a lock file (one at a time across the test processes nextest
 //! starts) and ends by writing a marker naming what it installed; a marker that names other
@@ -22,8 +23,8 @@ use std::time::{Duration, Instant};
 pub const NPM_PACKAGES: [&str; 3] =
     ["ethers@6.17.0", "viem@2.57.20", "@foundry-rs/cast-linux-amd64@1.7.1"];
 
-/// The PyPI requirement, pinned.
-pub const WEB3_PY: &str = "web3==8.0.0";
+/// The PyPI requirements, pinned (one `pip install`).
+pub const PY_PACKAGES: [&str; 2] = ["web3==8.0.0", "prometheus-client==0.21.1"];
 
 /// Debian packages that provide node, npm and a Python with `venv` (bookworm: nodejs 18,
 /// npm 9, python3.11-venv).
@@ -218,8 +219,8 @@ fn install_npm() -> Result<NodeTools, String> {
     Ok(tools)
 }
 
-/// The Python of a virtual environment with [`WEB3_PY`], made on first use; `None` (outside CI)
-/// when it cannot be.
+/// The Python of a virtual environment with [`PY_PACKAGES`], made on first use; `None`
+/// (outside CI) when it cannot be.
 pub fn web3_python() -> Option<PathBuf> {
     match install_web3() {
         Ok(p) => Some(p),
@@ -231,7 +232,8 @@ fn install_web3() -> Result<PathBuf, String> {
     let venv = tools_dir().join("py");
     let python = venv.join("bin/python");
     let marker = venv.join(".installed");
-    let done = || std::fs::read_to_string(&marker).is_ok_and(|m| m == WEB3_PY);
+    let want = PY_PACKAGES.join(" ");
+    let done = || std::fs::read_to_string(&marker).is_ok_and(|m| m == want);
     if done() {
         return Ok(python);
     }
@@ -267,16 +269,14 @@ fn install_web3() -> Result<PathBuf, String> {
         }
     }
     let out = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", WEB3_PY])
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args(PY_PACKAGES)
         .output()
-        .map_err(|e| format!("pip (to install {WEB3_PY}): {e}"))?;
+        .map_err(|e| format!("pip (to install {want}): {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "pip install {WEB3_PY} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("pip install {want} failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    std::fs::write(&marker, WEB3_PY).map_err(|e| e.to_string())?;
+    std::fs::write(&marker, &want).map_err(|e| e.to_string())?;
     Ok(python)
 }
 
