@@ -2,14 +2,18 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// mimalloc: the request paths allocate a lot of small, short-lived objects (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = loupe::cli::Cli::parse();
+    let cli = match loupe::cli::Cli::parse_with_config() {
+        Ok(cli) => cli,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     loupe::cli::init_logging(&cli.log);
     match cli.run() {
         Ok(()) => ExitCode::SUCCESS,

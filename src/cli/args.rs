@@ -75,6 +75,10 @@ pub struct RpcArgs {
     /// Seconds after which a filter nobody polls is removed.
     #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
     pub filter_timeout: u64,
+    /// Namespaces served, comma-separated (of eth, net, web3, trace, debug); a method outside
+    /// them gets -32601.
+    #[arg(long = "http.api", value_delimiter = ',', default_value = "eth,net,web3,trace,debug")]
+    pub http_api: Vec<String>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9001), on a listener of their
     /// own. Off when not given.
     #[arg(long = "metrics", value_name = "ADDR:PORT")]
@@ -93,6 +97,14 @@ impl RpcArgs {
         if !(self.evm_timeout > 0.0 && self.evm_timeout.is_finite()) {
             eyre::bail!("--rpc.evm-timeout must be a positive number of seconds");
         }
+        for api in &self.http_api {
+            if !crate::rpc::NAMESPACES.contains(&api.as_str()) {
+                eyre::bail!(
+                    "--http.api: unknown namespace {api:?} (known: {})",
+                    crate::rpc::NAMESPACES.join(", ")
+                );
+            }
+        }
         let mut c = crate::rpc::RpcConfig {
             addr: std::net::SocketAddr::new(self.addr, self.port),
             max_request_body: self.max_request_size,
@@ -110,6 +122,7 @@ impl RpcArgs {
             max_filters: self.max_filters,
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
             metrics: self.metrics,
+            apis: self.http_api.clone(),
             max_trace_filter_range: self.max_trace_filter_range.max(1),
             max_trace_filter_results: self.max_trace_filter_results.max(1),
             ..Default::default()

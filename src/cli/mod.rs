@@ -1,6 +1,8 @@
 //! Command line: `loupe [node|init|import|export|dev|verify|generate]`, logging set-up.
 
 mod args;
+mod config;
+pub use config::ConfigError;
 mod metrics;
 
 use std::path::PathBuf;
@@ -23,6 +25,9 @@ pub struct Cli {
     /// Logging options.
     #[command(flatten)]
     pub log: LogArgs,
+    /// A TOML file of flag values (keys are the flags' long names); flags given here win.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Subcommands.

@@ -73,6 +73,8 @@ pub struct RpcConfig {
     pub max_filters: usize,
     /// A filter not polled for this long is removed.
     pub filter_idle: Duration,
+    /// Namespaces served (`--http.api`, of [`NAMESPACES`]); other methods get -32601.
+    pub apis: Vec<String>,
     /// Where Prometheus metrics are served (`--metrics`); the CLI installs the exporter.
     pub metrics: Option<SocketAddr>,
     /// Most blocks one `trace_filter` covers.
@@ -105,6 +107,7 @@ impl Default for RpcConfig {
             max_logs: 20_000,
             max_filters: 1024,
             filter_idle: Duration::from_secs(300),
+            apis: NAMESPACES.iter().map(|s| s.to_string()).collect(),
             metrics: None,
             max_trace_filter_range: 10_000,
             max_trace_filter_results: 10_000,
@@ -207,11 +210,15 @@ impl RpcServer {
     }
 }
 
+/// The namespaces `--http.api` chooses from (a method's namespace is its name up to `_`).
+pub const NAMESPACES: [&str; 5] = ["eth", "net", "web3", "trace", "debug"];
+
 /// Builds the method table.
 fn module(
     ctx: RpcContext,
 ) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
     let test_panic = ctx.config.test_panic_method;
+    let apis = ctx.config.apis.clone();
     let mut m = RpcModule::new(ctx);
     macro_rules! read {
         ($($name:literal => $f:ident),* $(,)?) => {$(
@@ -301,6 +308,17 @@ fn module(
         "trace_get" => trace_get,
         "trace_block" => trace_block,
         "trace_filter" => trace_filter,
+    }
+    // `--http.api`: a method outside the namespaces chosen is not registered (-32601).
+    let unserved: Vec<&'static str> = m
+        .method_names()
+        .filter(|name| {
+            let ns = name.split('_').next().unwrap_or("");
+            NAMESPACES.contains(&ns) && !apis.iter().any(|a| a == ns)
+        })
+        .collect();
+    for name in unserved {
+        m.remove_method(name);
     }
     if test_panic {
         m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
