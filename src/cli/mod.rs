@@ -344,7 +344,10 @@ pub fn serve(
             e = watch_follower(&mut follower) => Some(e),
         };
         tracing::info!(target: "rpc", "shutting down");
-        server.stop().await;
+        // Stop accepting; requests in flight get up to SHUTDOWN_GRACE to be answered.
+        if tokio::time::timeout(SHUTDOWN_GRACE, server.stop()).await.is_err() {
+            tracing::warn!(target: "rpc", grace = ?SHUTDOWN_GRACE, "requests still open at shutdown were dropped");
+        }
         if let Some(f) = follower {
             // Stopping joins the thread, which may be inside a block's import: off the reactor.
             tokio::task::spawn_blocking(move || f.stop()).await.ok();
@@ -355,6 +358,39 @@ pub fn serve(
         }
     })
 }
+
+/// A flag set on the first SIGTERM or SIGINT (logged). The handlers are registered before this
+/// returns, so a signal that arrives afterwards is never the default (fatal) one.
+fn stop_on_signal() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    #[cfg(unix)]
+    let (mut term, mut int) = rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    })?;
+    std::thread::Builder::new().name("loupe-signals".into()).spawn(move || {
+        rt.block_on(async {
+            #[cfg(unix)]
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+        });
+        tracing::info!(target: "import", "stopping after the block being imported");
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    })?;
+    Ok(stop)
+}
+
+/// How long a shutdown waits for requests in flight (the EVM deadline is 5 s by default).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Resolves with the follower's error if it stops because the upstream is not usable at all
 /// (another chain, a bad URL); never resolves otherwise.
@@ -462,12 +498,14 @@ impl InitCmd {
 
 impl ImportCmd {
     fn run(self) -> Result<()> {
+        let stop = stop_on_signal()?;
         let db = Database::open(&self.datadir.datadir)?;
         let spec = match &self.genesis {
             Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
         };
-        let options = crate::import::ImportOptions { sync_every: self.sync_every.max(1) };
+        let options =
+            crate::import::ImportOptions { sync_every: self.sync_every.max(1), stop: Some(stop) };
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
         Ok(())

@@ -39,10 +39,15 @@ pub struct ImportSummary {
     pub head: u64,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// The run was stopped before the end of its files ([`ImportOptions::stop`]).
+    pub interrupted: bool,
 }
 
 impl std::fmt::Display for ImportSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.interrupted {
+            write!(f, "stopped by a signal after the last whole block: ")?;
+        }
         if self.imported == 0 {
             return write!(
                 f,
@@ -68,9 +73,13 @@ impl std::fmt::Display for ImportSummary {
     }
 }
 
-/// How an import commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How an import commits, and when it stops early.
+#[derive(Debug, Clone)]
 pub struct ImportOptions {
+    /// Checked before each block: once set, the import stops there (the blocks before it are
+    /// committed, durably) and reports itself interrupted. `loupe import` sets it on SIGTERM
+    /// and SIGINT.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Make every Nth block's commit durable (fsync); the ones between are committed without
     /// fsync and become durable with the next durable one. After a crash the head is the last
     /// durable block: never a half-stored one. 1 = every block.
@@ -80,9 +89,16 @@ pub struct ImportOptions {
 /// Default of [`ImportOptions::sync_every`] (BENCHMARKS.md, "import commit grouping").
 pub const DEFAULT_SYNC_EVERY: u64 = 128;
 
+impl ImportOptions {
+    /// The default commit grouping, never stopped early.
+    pub fn new() -> Self {
+        Self { stop: None, sync_every: DEFAULT_SYNC_EVERY }
+    }
+}
+
 impl Default for ImportOptions {
     fn default() -> Self {
-        Self { sync_every: DEFAULT_SYNC_EVERY }
+        Self::new()
     }
 }
 
@@ -93,7 +109,7 @@ pub fn import_files(
     spec: &ChainSpec,
     paths: &[impl AsRef<Path>],
 ) -> Result<ImportSummary, ImportError> {
-    import_files_with(db, spec, paths, ImportOptions::default())
+    import_files_with(db, spec, paths, ImportOptions::new())
 }
 
 /// Imports every block of the RLP files in `paths`, in order, into `db`.
@@ -110,8 +126,10 @@ pub fn import_files_with(
     let started = Instant::now();
     let mut summary = ImportSummary::default();
     let mut progress = Progress::new("importing");
+    let stopped =
+        || options.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     let result = (|| {
-        for path in paths {
+        'files: for path in paths {
             let path = path.as_ref();
             let file = std::fs::File::open(path)
                 .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
@@ -124,6 +142,10 @@ pub fn import_files_with(
                     Some(n) => n + 1,
                     None => db.begin_read()?.head()?.map_or(0, |h| h + 1),
                 };
+                if stopped() {
+                    summary.interrupted = true;
+                    break 'files;
+                }
                 let Some(next) = reader.next_block() else { break };
                 let (offset, block) = next.map_err(|error| ImportError::Source {
                     path: path.display().to_string(),
