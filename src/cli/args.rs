@@ -79,6 +79,18 @@ pub struct RpcArgs {
     /// them gets -32601.
     #[arg(long = "http.api", value_delimiter = ',', default_value = "eth,net,web3,trace,debug")]
     pub http_api: Vec<String>,
+    /// Serve JSON-RPC over WebSocket too (with eth_subscribe), on --ws.addr:--ws.port.
+    #[arg(long = "ws")]
+    pub ws: bool,
+    /// WebSocket listen address.
+    #[arg(long = "ws.addr", default_value = "127.0.0.1")]
+    pub ws_addr: std::net::IpAddr,
+    /// WebSocket listen port (0 picks a free one).
+    #[arg(long = "ws.port", default_value_t = 8546)]
+    pub ws_port: u16,
+    /// Most subscriptions one WebSocket connection may hold.
+    #[arg(long = "ws.max-subscriptions", default_value_t = 64)]
+    pub ws_max_subscriptions: u32,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9001), on a listener of their
     /// own. Off when not given.
     #[arg(long = "metrics", value_name = "ADDR:PORT")]
@@ -123,6 +135,8 @@ impl RpcArgs {
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
             metrics: self.metrics,
             apis: self.http_api.clone(),
+            ws: self.ws.then(|| std::net::SocketAddr::new(self.ws_addr, self.ws_port)),
+            ws_max_subscriptions: self.ws_max_subscriptions.max(1),
             max_trace_filter_range: self.max_trace_filter_range.max(1),
             max_trace_filter_results: self.max_trace_filter_results.max(1),
             ..Default::default()

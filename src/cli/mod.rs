@@ -335,6 +335,9 @@ pub fn serve(
         }
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
+        if let Some(ws) = server.ws_addr {
+            tracing::info!(target: "rpc", url = %format!("ws://{ws}"), "serving JSON-RPC over WebSocket");
+        }
         if let Some(banner) = banner {
             banner(server.addr);
         }

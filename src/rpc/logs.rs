@@ -80,6 +80,15 @@ const REMEMBERED: usize = 128;
 
 const FILTER_FIELDS: &[&str] = &["fromBlock", "toBlock", "blockHash", "address", "topics"];
 
+/// The address and topic filter of a `logs` subscription (block bounds are not used: a
+/// subscription follows the head).
+pub(crate) fn subscription_filter(a: &Args, i: usize) -> RpcResult<LogFilter> {
+    if a.get(i).is_none_or(serde_json::Value::is_null) {
+        return Ok(LogFilter::default());
+    }
+    Ok(parse_query(a, i)?.filter)
+}
+
 fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
     let bad = |msg: String| invalid(format!("invalid argument {i} (filter): {msg}"));
     let Some(v) = a.get(i) else {
@@ -231,7 +240,7 @@ impl RpcContext {
         Ok(out)
     }
 
-    fn block_matches(
+    pub(crate) fn block_matches(
         &self,
         r: &Reader,
         f: &LogFilter,

@@ -23,6 +23,7 @@ mod replay;
 mod simulate;
 mod trace;
 mod trace_replay;
+mod ws;
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -75,6 +76,12 @@ pub struct RpcConfig {
     pub filter_idle: Duration,
     /// Namespaces served (`--http.api`, of [`NAMESPACES`]); other methods get -32601.
     pub apis: Vec<String>,
+    /// WebSocket listen address (`--ws`); `None`: no WebSocket server, no subscriptions.
+    pub ws: Option<SocketAddr>,
+    /// Most subscriptions one WebSocket connection may hold.
+    pub ws_max_subscriptions: u32,
+    /// Interval of the WebSocket pings; a connection that misses three is closed.
+    pub ws_ping: Duration,
     /// Where Prometheus metrics are served (`--metrics`); the CLI installs the exporter.
     pub metrics: Option<SocketAddr>,
     /// Most blocks one `trace_filter` covers.
@@ -108,6 +115,9 @@ impl Default for RpcConfig {
             max_filters: 1024,
             filter_idle: Duration::from_secs(300),
             apis: NAMESPACES.iter().map(|s| s.to_string()).collect(),
+            ws: None,
+            ws_max_subscriptions: 64,
+            ws_ping: Duration::from_secs(10),
             metrics: None,
             max_trace_filter_range: 10_000,
             max_trace_filter_results: 10_000,
@@ -130,6 +140,8 @@ pub struct RpcContext {
     tip_cache: std::sync::Mutex<Option<(alloy_primitives::B256, u128)>>,
     /// Installed polling filters (`logs.rs`).
     filters: logs::Filters,
+    /// The stored head, watched for WebSocket subscriptions (`ws.rs`); `None` without `--ws`.
+    heads: Option<ws::Heads>,
 }
 
 impl RpcContext {
@@ -185,6 +197,7 @@ impl RpcContext {
             upstream: std::sync::OnceLock::new(),
             tip_cache: std::sync::Mutex::new(None),
             filters: logs::Filters::default(),
+            heads: None,
         }
     }
 }
@@ -194,13 +207,20 @@ impl RpcContext {
 pub struct RpcServer {
     /// The bound address (useful with port 0).
     pub addr: SocketAddr,
+    /// The WebSocket server's bound address, with `--ws`.
+    pub ws_addr: Option<SocketAddr>,
     handle: ServerHandle,
+    ws_handle: Option<ServerHandle>,
 }
 
 impl RpcServer {
-    /// Stops accepting requests and waits for the server to finish.
+    /// Stops accepting requests and waits for the servers to finish.
     pub async fn stop(self) {
         let _ = self.handle.stop();
+        if let Some(ws) = &self.ws_handle {
+            let _ = ws.stop();
+            ws.clone().stopped().await;
+        }
         self.handle.stopped().await;
     }
 
@@ -219,6 +239,7 @@ fn module(
 ) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
     let test_panic = ctx.config.test_panic_method;
     let apis = ctx.config.apis.clone();
+    let subscriptions = ctx.heads.is_some();
     let mut m = RpcModule::new(ctx);
     macro_rules! read {
         ($($name:literal => $f:ident),* $(,)?) => {$(
@@ -309,6 +330,9 @@ fn module(
         "trace_block" => trace_block,
         "trace_filter" => trace_filter,
     }
+    if subscriptions {
+        ws::register(&mut m)?;
+    }
     // `--http.api`: a method outside the namespaces chosen is not registered (-32601).
     let unserved: Vec<&'static str> = m
         .method_names()
@@ -353,8 +377,46 @@ pub async fn start(
         .build(config.addr)
         .await?;
     let addr = server.local_addr()?;
-    let ctx = RpcContext::new(db, spec, config);
+    let ws_addr = config.ws;
+    let ws_config = ServerConfig::builder()
+        .ws_only()
+        .max_request_body_size(config.max_request_body)
+        .max_response_body_size(config.max_response_body)
+        .max_connections(config.max_connections)
+        .max_subscriptions_per_connection(config.ws_max_subscriptions)
+        .set_message_buffer_capacity(WS_BUFFER)
+        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
+        .enable_ws_ping(
+            jsonrpsee::server::PingConfig::new()
+                .ping_interval(config.ws_ping)
+                .inactive_limit(config.ws_ping * 3)
+                .max_failures(3),
+        )
+        .set_tcp_no_delay(true)
+        .build();
+    let mut ctx = RpcContext::new(db.clone(), spec, config);
+    if ws_addr.is_some() {
+        ctx.heads = Some(ws::watch_heads(db));
+    }
     let module = module(ctx).map_err(std::io::Error::other)?;
+    let ws = match ws_addr {
+        Some(at) => {
+            let ws_server =
+                jsonrpsee::server::Server::builder().set_config(ws_config).build(at).await?;
+            let bound = ws_server.local_addr()?;
+            Some((bound, ws_server.start(module.clone())))
+        }
+        None => None,
+    };
     let handle = server.start(module);
-    Ok(RpcServer { addr, handle })
+    Ok(RpcServer {
+        addr,
+        ws_addr: ws.as_ref().map(|(a, _)| *a),
+        handle,
+        ws_handle: ws.map(|(_, h)| h),
+    })
 }
+
+/// Messages buffered per WebSocket connection before the server stops reading its requests
+/// (jsonrpsee's back-pressure); subscriptions give up after `ws::SEND_TIMEOUT` on top.
+const WS_BUFFER: u32 = 256;

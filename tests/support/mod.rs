@@ -64,6 +64,8 @@ pub fn chain() -> Option<&'static Chain> {
 /// A server on 127.0.0.1:0 over the shared chain, with its own runtime.
 pub struct Node {
     pub url: String,
+    /// `ws://` URL when the config enabled WebSocket.
+    pub ws_url: Option<String>,
     pub client: reqwest::blocking::Client,
     server: Option<RpcServer>,
     rt: tokio::runtime::Runtime,
@@ -88,8 +90,9 @@ impl Node {
             .unwrap();
         let server = rt.block_on(loupe::rpc::start(db, spec, config)).expect("start server");
         let url = format!("http://{}/", server.addr);
+        let ws_url = server.ws_addr.map(|a| format!("ws://{a}"));
         let client = reqwest::blocking::Client::new();
-        Self { url, client, server: Some(server), rt }
+        Self { url, ws_url, client, server: Some(server), rt }
     }
 
     /// POSTs a raw body with `Content-Type: application/json`; returns (status, body text).
