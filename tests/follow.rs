@@ -7,6 +7,8 @@
 
 #[path = "support/anvil.rs"]
 mod anvil;
+#[path = "support/clients.rs"]
+mod clients;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -679,4 +681,48 @@ mod fixtures;
 
 fn common_fixtures() -> Option<PathBuf> {
     fixtures::fixtures()
+}
+
+#[test]
+fn viem_over_websocket_gets_new_heads_for_every_block_the_followed_anvil_mines() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let Some(tools) = clients::node_tools() else { return };
+    let ws_port = anvil::free_port();
+    let (loupe, _log) = anvil::start_follower(
+        &up.datadir,
+        &up.anvil.url,
+        &["--ws", "--ws.port", &ws_port.to_string()],
+    );
+    let dir = clients::node_script_dir(&tools, &["viem_ws.mjs"]);
+    const HEADS: u64 = 8;
+    let mut child = std::process::Command::new("node")
+        .arg(dir.path().join("viem_ws.mjs"))
+        .arg(format!("ws://127.0.0.1:{ws_port}"))
+        .arg(HEADS.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let ready = lines.next().unwrap().unwrap();
+    assert_eq!(ready, r#"{"ready":true}"#, "{ready}");
+    let start = anvil::block_number(&loupe.url);
+    // Blocks one at a time, then several at once (between two of the follower's polls).
+    for _ in 0..4 {
+        rpc(&up.anvil.url, "evm_mine", json!([]));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    rpc(&up.anvil.url, "anvil_mine", json!(["0x4"]));
+    let line = lines.next().unwrap().unwrap();
+    let heads: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert!(child.wait().unwrap().success(), "viem: {line}");
+    let heads = heads.as_array().unwrap_or_else(|| panic!("viem: {heads}"));
+    assert_eq!(heads.len() as u64, HEADS);
+    for (k, h) in heads.iter().enumerate() {
+        let n = start + 1 + k as u64;
+        assert_eq!(h["number"], json!(format!("{n:#x}")), "{heads:?}");
+        let theirs = rpc(&up.anvil.url, "eth_getBlockByNumber", json!([format!("{n:#x}"), false]));
+        assert_eq!(h["hash"], theirs["hash"], "block {n}");
+    }
+    drop(loupe);
 }

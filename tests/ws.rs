@@ -47,6 +47,13 @@ fn new_heads_arrive_for_every_block_in_order_through_a_reorg() {
     let mut sub: Subscription<Value> = rt
         .block_on(client.subscribe("eth_subscribe", rpc_params!["newHeads"], "eth_unsubscribe"))
         .unwrap();
+    // Subscription ids are strings as geth makes them (viem, for one, needs a string).
+    match sub.kind() {
+        jsonrpsee::core::client::SubscriptionKind::Subscription(
+            jsonrpsee::types::SubscriptionId::Str(id),
+        ) => assert!(id.starts_with("0x") && id.len() == 34, "{id}"),
+        other => panic!("subscription id {other:?}"),
+    }
     let head = |n: &Node| {
         let h = n.call("eth_blockNumber", json!([])).unwrap();
         u64::from_str_radix(h.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()

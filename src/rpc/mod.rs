@@ -385,6 +385,7 @@ pub async fn start(
         .max_connections(config.max_connections)
         .max_subscriptions_per_connection(config.ws_max_subscriptions)
         .set_message_buffer_capacity(WS_BUFFER)
+        .set_id_provider(ws::HexIds::new())
         .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
         .enable_ws_ping(
             jsonrpsee::server::PingConfig::new()

@@ -59,6 +59,36 @@ pub(crate) fn watch_heads(db: Arc<Database>) -> Heads {
     rx
 }
 
+/// Subscription ids as geth makes them: `0x` and 32 hex digits (clients such as viem expect
+/// a string; jsonrpsee's default is a number). Unique per process: a counter mixed with the
+/// start time through keccak, so ids are not guessable from one another.
+#[derive(Debug)]
+pub(crate) struct HexIds {
+    seed: [u8; 16],
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl HexIds {
+    pub(crate) fn new() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self { seed: now.to_be_bytes(), next: std::sync::atomic::AtomicU64::new(0) }
+    }
+}
+
+impl jsonrpsee::core::traits::IdProvider for HexIds {
+    fn next_id(&self) -> jsonrpsee::types::SubscriptionId<'static> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut input = self.seed.to_vec();
+        input.extend_from_slice(&n.to_be_bytes());
+        let hash = alloy_primitives::keccak256(&input);
+        jsonrpsee::types::SubscriptionId::Str(
+            format!("0x{}", alloy_primitives::hex::encode(&hash[..16])).into(),
+        )
+    }
+}
+
 /// What a subscription sends.
 enum Kind {
     NewHeads,
