@@ -140,49 +140,41 @@ fn config_args(path: &Path, command: &str) -> Result<Vec<OsString>, ConfigError>
                 command: command.into(),
             });
         }
-        // An array is one comma-separated value (`--http.api eth,trace`): repeating the flag
-        // would keep only its last occurrence.
-        let value = match value {
-            toml::Value::Array(items) => {
-                let mut parts = Vec::with_capacity(items.len());
-                for item in items {
-                    parts.push(match item {
-                        toml::Value::String(s) => s,
-                        toml::Value::Integer(i) => i.to_string(),
-                        _ => {
-                            return Err(ConfigError::BadValue {
-                                key,
-                                path: path.to_path_buf(),
-                                what: "an array of other than strings or integers",
-                            });
-                        }
-                    });
-                }
-                toml::Value::String(parts.join(","))
+        let bad = |what| ConfigError::BadValue { key: key.clone(), path: path.to_path_buf(), what };
+        let text = match value {
+            toml::Value::Boolean(true) => {
+                out.push(format!("--{key}").into());
+                continue;
             }
-            other => other,
+            toml::Value::Boolean(false) => continue,
+            // An array is one comma-separated value (`--http.api eth,trace`): repeating the
+            // flag would keep only its last occurrence.
+            toml::Value::Array(items) => items
+                .into_iter()
+                .map(|item| {
+                    scalar(item).map_err(|_| bad("an array of other than strings or numbers"))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .join(","),
+            other => scalar(other).map_err(bad)?,
         };
-        for v in [value] {
-            let bad =
-                |what| ConfigError::BadValue { key: key.clone(), path: path.to_path_buf(), what };
-            let text = match v {
-                toml::Value::Boolean(true) => {
-                    out.push(format!("--{key}").into());
-                    continue;
-                }
-                toml::Value::Boolean(false) => continue,
-                toml::Value::String(s) => s,
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Datetime(_) => return Err(bad("a date")),
-                toml::Value::Array(_) => return Err(bad("an array")),
-                toml::Value::Table(_) => return Err(bad("a table")),
-            };
-            out.push(format!("--{key}").into());
-            out.push(text.into());
-        }
+        out.push(format!("--{key}").into());
+        out.push(text.into());
     }
     Ok(out)
+}
+
+/// A string or number as flag text; otherwise what it is, for the error.
+fn scalar(value: toml::Value) -> Result<String, &'static str> {
+    match value {
+        toml::Value::String(s) => Ok(s),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(_) => Err("a boolean"),
+        toml::Value::Datetime(_) => Err("a date"),
+        toml::Value::Array(_) => Err("an array"),
+        toml::Value::Table(_) => Err("a table"),
+    }
 }
 
 /// Dotted keys and their values: `[http]` with `port = 1` gives `http.port`.
