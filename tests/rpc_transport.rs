@@ -511,7 +511,8 @@ fn cors_header_only_when_configured() {
 
 /// `eth_syncing`, `GET /health` and `eth_sendRawTransaction` read the shared `SyncStatus`:
 /// a node that follows nothing is healthy, never syncing, and refuses to send; a follower
-/// behind its upstream reports its progress and is unhealthy past the lag limit.
+/// behind its upstream reports its progress and is unhealthy past the lag limit, and then
+/// refuses requests that carry the health-gate header.
 #[test]
 fn sync_status_drives_eth_syncing_health_and_transaction_forwarding() {
     let status = std::sync::Arc::new(loupe::chain::SyncStatus::new());
@@ -541,9 +542,30 @@ fn sync_status_drives_eth_syncing_health_and_transaction_forwarding() {
     let (code, why) = health();
     assert_eq!(code, 503);
     assert!(why.contains("46 blocks behind"), "{why}");
+    // A request marked with the health gate (what the nginx config sends) gets the same 503
+    // and reason; an unmarked one is answered.
+    let chain_id = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    let gated = |gate: bool| {
+        let mut req = reqwest::blocking::Client::new()
+            .post(&node.url)
+            .header("content-type", "application/json")
+            .body(chain_id);
+        if gate {
+            req = req.header(loupe::rpc::HEALTH_GATE, "1");
+        }
+        let r = req.send().unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    assert_eq!(gated(true), (503, why));
+    let (code, body) = gated(false);
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""result":"0x"#), "{body}");
     // Within the lag limit: healthy, still syncing.
     status.update(|s| s.upstream_head = Some(60));
     assert_eq!(health().0, 200);
+    let (code, body) = gated(true);
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""result":"0x"#), "{body}");
     assert_eq!(node.call("eth_syncing", json!([])).unwrap()["highestBlock"], json!("0x3c"));
     // Upstream unreachable, or following stopped: unhealthy, with the reason.
     status.update(|s| s.upstream_ok = false);

@@ -1,5 +1,6 @@
-//! Command line: `loupe [node|init|import|export|dev|verify|generate]`, logging set-up.
+//! Command line: `loupe [node|init|import|export|dev|verify|generate|follow|db]`, logging set-up.
 
+mod admin;
 mod args;
 mod config;
 pub use config::ConfigError;
@@ -51,6 +52,47 @@ pub enum Command {
     /// Follow an upstream node: fetch, verify and store its blocks through reorgs, and serve
     /// JSON-RPC (every flag of `node`).
     Follow(FollowCmd),
+    /// Database maintenance.
+    #[command(subcommand)]
+    Db(DbCmd),
+}
+
+/// `loupe db …`.
+#[derive(Debug, Subcommand)]
+pub enum DbCmd {
+    /// Write a consistent copy of a datadir to a new one, even while a loupe serves it (the
+    /// copy is then taken by that process, through its admin socket `<datadir>/loupe.sock`).
+    /// A new replica starts from the copy.
+    Snapshot(SnapshotCmd),
+}
+
+/// `loupe db snapshot`.
+#[derive(Debug, clap::Args)]
+pub struct SnapshotCmd {
+    /// Data directory to copy.
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+    /// New data directory to write (must not hold a database yet).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+impl SnapshotCmd {
+    fn run(self) -> Result<()> {
+        let started = std::time::Instant::now();
+        let copy = admin::snapshot(&self.datadir.datadir, &self.out)?;
+        let head = copy.head.map_or_else(|| "none".to_string(), |h| format!("#{h}"));
+        println!(
+            "snapshot of {} at head {head} written to {}: {} tables, {} entries, {} bytes in {:.2}s",
+            self.datadir.datadir.display(),
+            copy.file.display(),
+            copy.tables,
+            copy.entries,
+            copy.bytes,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
 }
 
 /// `loupe verify`.
@@ -333,6 +375,8 @@ pub fn serve(
         if let Some(addr) = config.metrics {
             metrics::start(addr, db.clone(), config.sync.clone())?;
         }
+        #[cfg(unix)]
+        let _admin = admin::listen(db.clone())?;
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
         if let Some(ws) = server.ws_addr {
@@ -476,6 +520,7 @@ impl Cli {
             Some(Command::Verify(cmd)) => cmd.run(),
             Some(Command::Generate(cmd)) => cmd.run(),
             Some(Command::Follow(cmd)) => cmd.run(),
+            Some(Command::Db(DbCmd::Snapshot(cmd))) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

@@ -1,5 +1,5 @@
-//! HTTP-level middleware: JSON-RPC at `/`, `GET /health` for load balancers, 404 elsewhere;
-//! optional CORS.
+//! HTTP-level middleware: JSON-RPC at `/`, `GET /health` for load balancers (and the same
+//! check on requests a load balancer marks with [`HEALTH_GATE`]), 404 elsewhere; optional CORS.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,6 +16,14 @@ use crate::storage::Database;
 /// What [`PathsLayer`] needs to answer `/health`: the database (local head) and the sync
 /// status.
 pub(crate) type HealthSource = (Arc<Database>, Arc<SyncStatus>);
+
+/// A request header (any value) asking for an answer only from a healthy node: when `/health`
+/// would answer 503, so does the request, with the same reason, before any JSON-RPC work.
+///
+/// open-source nginx cannot poll `/health` (active checks are NGINX Plus), so the shipped
+/// configuration (`deploy/nginx/loupe.conf`) sets this header on every proxied request and
+/// retries a 503 on the next replica: each request is a health check.
+pub const HEALTH_GATE: &str = "x-loupe-healthy-only";
 
 /// Passes `/` on to JSON-RPC, answers `GET /health` (200 `OK`, or 503 with the reason: see
 /// [`SyncStatus::health`]), and 404 for any other path.
@@ -76,6 +84,12 @@ where
         if req.uri().path() == "/health" && req.method() == http::Method::GET {
             let resp = health(&self.health);
             return Box::pin(async move { Ok(resp) });
+        }
+        if req.headers().contains_key(HEALTH_GATE) {
+            let resp = health(&self.health);
+            if resp.status() != http::StatusCode::OK {
+                return Box::pin(async move { Ok(resp) });
+            }
         }
         if req.uri().path() != "/" {
             let mut resp =

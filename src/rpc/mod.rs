@@ -35,6 +35,7 @@ use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 pub use error::{RpcError, RpcResult, codes};
+pub use http::HEALTH_GATE;
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;

@@ -8,6 +8,7 @@
 mod cache;
 mod changes;
 mod codec;
+mod copy;
 mod error;
 mod read;
 mod snapshot;
@@ -25,6 +26,7 @@ pub use codec::{
     HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
     hashed_storage_key,
 };
+pub use copy::CopySummary;
 pub use error::{StorageError, StorageResult};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
@@ -82,6 +84,11 @@ impl Database {
         let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?)?);
         let generation = cache.generation();
         Ok(Self { db, path, cache, snapshot: std::sync::RwLock::new((generation, snap)) })
+    }
+
+    /// The database file (inside its datadir).
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Size of the database file in bytes (0 if it cannot be read).
