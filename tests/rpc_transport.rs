@@ -581,3 +581,37 @@ fn sync_status_drives_eth_syncing_health_and_transaction_forwarding() {
     status.update(|s| s.upstream_head = Some(54));
     assert_eq!(node.call("eth_syncing", json!([])).unwrap(), json!(false));
 }
+
+/// `rpc::InProcess` (the fuzzers' way in) is the server's request path: for good, bad, batched,
+/// oversized and misdirected requests it gives the status and body the socket server gives.
+#[test]
+fn the_in_process_request_path_answers_as_the_server_does() {
+    let Some(chain) = support::chain() else { return };
+    let config = || loupe::rpc::RpcConfig { max_request_body: 4096, ..Default::default() };
+    let node = support::Node::serve(chain.db.clone(), chain.spec.clone(), |c| *c = config());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let local = loupe::rpc::InProcess::new(chain.db.clone(), chain.spec.clone(), config()).unwrap();
+    let cases: Vec<(&str, &str, String)> = vec![
+        ("POST", "/", r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x2",true]}"#.into()),
+        ("POST", "/", r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"nope"}]"#.into()),
+        ("POST", "/", r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x12"]}"#.into()),
+        ("POST", "/", r#"{"jsonrpc":"2.0","id":1,"method":"trace_block","params":["0x3"]}"#.into()),
+        ("POST", "/", "{not json".into()),
+        ("POST", "/", format!(r#"{{"jsonrpc":"2.0","id":1,"method":"web3_sha3","params":["0x{}"]}}"#, "ab".repeat(3000))),
+        ("POST", "/elsewhere", "{}".into()),
+        ("GET", "/health", String::new()),
+    ];
+    let http = reqwest::blocking::Client::new();
+    for (method, path, body) in cases {
+        let url = format!("{}{}", node.url.trim_end_matches('/'), path);
+        let r = http
+            .request(method.parse().unwrap(), &url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .unwrap();
+        let want = (r.status().as_u16(), r.text().unwrap());
+        let (status, got) = rt.block_on(local.request(method, path, body.into_bytes()));
+        assert_eq!((status, String::from_utf8(got).unwrap()), want, "{method} {path}");
+    }
+}

@@ -53,6 +53,12 @@ impl Upstream {
         Ok(Self { client, url: url.to_string(), raw_blocks: None })
     }
 
+    /// Fixes how blocks are fetched (`debug_getRawBlock` or `eth_getBlockByNumber`) instead of
+    /// probing the upstream on first use (tests and fuzzing).
+    pub fn set_raw_blocks(&mut self, raw: bool) {
+        self.raw_blocks = Some(raw);
+    }
+
     /// The upstream's URL.
     pub fn url(&self) -> &str {
         &self.url

@@ -42,6 +42,17 @@ pub enum ImportError {
         /// Value loupe computed.
         got: String,
     },
+    /// A header breaks a rule checked against its parent (gas limit bounds,
+    /// timestamp, extra data, proof-of-stake fields).
+    #[error("block #{number} ({hash}): invalid header: {rule}")]
+    InvalidHeader {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// The rule broken, with the values.
+        rule: String,
+    },
     /// A block arrived out of order.
     #[error("block #{number} ({hash}) is out of order: expected block #{expected} next")]
     OutOfOrder {

@@ -15,6 +15,7 @@ mod forward;
 mod geth_trace;
 mod guard;
 mod http;
+mod in_process;
 mod logs;
 mod params;
 mod pool;
@@ -36,6 +37,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 pub use error::{RpcError, RpcResult, codes};
 pub use http::HEALTH_GATE;
+pub use in_process::InProcess;
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -353,28 +355,52 @@ fn module(
     Ok(m)
 }
 
-/// Starts the HTTP JSON-RPC server on `config.addr`.
-pub async fn start(
-    db: Arc<Database>,
-    spec: ChainSpec,
-    config: RpcConfig,
-) -> std::io::Result<RpcServer> {
-    let server_config = ServerConfig::builder()
+/// The HTTP server's limits (jsonrpsee's side of them).
+fn http_server_config(config: &RpcConfig) -> ServerConfig {
+    ServerConfig::builder()
         .http_only()
         .max_request_body_size(config.max_request_body)
         .max_response_body_size(config.max_response_body)
         .max_connections(config.max_connections)
         .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
         .set_tcp_no_delay(true)
-        .build();
+        .build()
+}
+
+/// The HTTP middleware's layers (see [`http_middleware`]).
+type HttpLayers = tower::layer::util::Stack<
+    guard::JsonRpcGuardLayer,
+    tower::layer::util::Stack<
+        http::PathsLayer,
+        tower::layer::util::Stack<
+            tower::util::Either<tower_http::cors::CorsLayer, tower::layer::util::Identity>,
+            tower::layer::util::Identity,
+        >,
+    >,
+>;
+
+/// The HTTP middleware in front of the methods.
+type HttpMiddleware = tower::ServiceBuilder<HttpLayers>;
+
+/// CORS, then paths (`/health`, 404s, the health gate), then the JSON-RPC guard (body limits,
+/// batch limits, panics).
+fn http_middleware(db: &Arc<Database>, config: &RpcConfig) -> std::io::Result<HttpMiddleware> {
     let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
     let guard =
         guard::JsonRpcGuardLayer { max_body: config.max_request_body, max_batch: config.max_batch };
     let paths = http::PathsLayer { health: Some((db.clone(), config.sync.clone())) };
-    let middleware = tower::ServiceBuilder::new().option_layer(cors).layer(paths).layer(guard);
+    Ok(tower::ServiceBuilder::new().option_layer(cors).layer(paths).layer(guard))
+}
+
+/// Starts the HTTP JSON-RPC server on `config.addr`.
+pub async fn start(
+    db: Arc<Database>,
+    spec: ChainSpec,
+    config: RpcConfig,
+) -> std::io::Result<RpcServer> {
     let server = jsonrpsee::server::Server::builder()
-        .set_config(server_config)
-        .set_http_middleware(middleware)
+        .set_config(http_server_config(&config))
+        .set_http_middleware(http_middleware(&db, &config)?)
         .build(config.addr)
         .await?;
     let addr = server.local_addr()?;

@@ -152,6 +152,16 @@ impl Writer {
         Ok(t.get(number)?.map(|v| B256::from(*v.value())))
     }
 
+    /// Header of block `number` as seen inside this transaction.
+    pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
+        let t = self.txn.open_table(tables::HEADERS)?;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        let header = <Header as alloy_rlp::Decodable>::decode(&mut v.value()).map_err(|e| {
+            super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
+        })?;
+        Ok(Some(header))
+    }
+
     /// Head block number as seen inside this transaction.
     pub fn head(&self) -> StorageResult<Option<u64>> {
         let t = self.txn.open_table(tables::META)?;

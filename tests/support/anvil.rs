@@ -200,7 +200,9 @@ pub fn start_anvil(bin: &Path, state: &Path, port: u16, extra: &[&str]) -> Proc 
 /// `--follow.poll-ms`; `extra` adds flags.
 pub fn start_follower(datadir: &Path, upstream: &str, extra: &[&str]) -> (Proc, Receiver) {
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
+    // Tests have the binary's path; examples (the soak) do not start followers this way.
+    let bin = option_env!("CARGO_BIN_EXE_loupe").unwrap_or("loupe");
+    let mut child = Command::new(bin)
         .args(["follow", "--datadir"])
         .arg(datadir)
         .args(["--upstream", upstream, "--http.port", &port.to_string()])
