@@ -375,8 +375,12 @@ pub fn serve(
         if let Some(addr) = config.metrics {
             metrics::start(addr, db.clone(), config.sync.clone())?;
         }
+        // Without the socket the node still serves; only `loupe db snapshot` must then wait for
+        // it to stop (a datadir path too long for a Unix socket, a read-only directory).
         #[cfg(unix)]
-        let _admin = admin::listen(db.clone())?;
+        let _admin = admin::listen(db.clone())
+            .inspect_err(|e| tracing::warn!(target: "admin", "no admin socket: {e:#}"))
+            .ok();
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
         if let Some(ws) = server.ws_addr {
