@@ -6,7 +6,7 @@
 //! write transaction, the same `store_block` as `import_block`); the transaction is then
 //! dropped. The committed chain never changes. A block other than the stored one may import
 //! only if its body is the stored block's and its header differs in fields the consensus layer
-//! chooses, which execution cannot check (FUZZING.md: `prevRandao`, `extraData`…).
+//! chooses within the header rules (FUZZING.md: `prevRandao`, `extraData`, gas limit, timestamp).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -54,12 +54,25 @@ fuzz_target!(
                     let txs = reader.transactions(n).expect("stored transactions");
                     body.transactions = txs.into_iter().map(|t| t.tx).collect();
                     assert_eq!(body, block.body, "another body imported as #{n}");
-                    // Only what the consensus layer chooses may differ: prevRandao, and
-                    // extraData within its 32 bytes.
+                    // Only what the consensus layer chooses may differ, within the header
+                    // rules: prevRandao, extraData within its 32 bytes, the gas limit within
+                    // 1/1024 of the parent's (and not below the gas used), and a timestamp not
+                    // before the parent's. The roots catch any effect on execution.
                     let mut header = reader.header(n).ok().flatten().expect("stored header");
-                    header.mix_hash = block.header.mix_hash;
-                    if block.header.extra_data.len() <= 32 {
-                        header.extra_data = block.header.extra_data.clone();
+                    let parent = reader.header(n - 1).ok().flatten().expect("stored parent");
+                    let theirs = &block.header;
+                    header.mix_hash = theirs.mix_hash;
+                    if theirs.extra_data.len() <= 32 {
+                        header.extra_data = theirs.extra_data.clone();
+                    }
+                    let step = parent.gas_limit / 1024;
+                    if theirs.gas_limit.abs_diff(parent.gas_limit) < step
+                        && theirs.gas_limit >= theirs.gas_used.max(5000)
+                    {
+                        header.gas_limit = theirs.gas_limit;
+                    }
+                    if theirs.timestamp >= parent.timestamp {
+                        header.timestamp = theirs.timestamp;
                     }
                     assert_eq!(header, block.header, "an invalid header imported as #{n}");
                 }
