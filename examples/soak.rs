@@ -33,6 +33,8 @@ enum Want {
     Ok,
     /// This JSON-RPC error code.
     Code(i64),
+    /// An error, with whatever code the upstream chose (a forwarded request).
+    AnyError,
 }
 
 #[derive(Default)]
@@ -66,7 +68,7 @@ fn requests(r: &Refs, contract: &str, i: u64) -> (Value, Want) {
     let call = json!({"from": a0, "to": contract, "data": format!("0x{:064x}", i)});
     let transfer = json!({"from": a0, "to": a3, "value": "0x1"});
     let one = |m: &str, p: Value| json!({"jsonrpc": "2.0", "id": i, "method": m, "params": p});
-    use Want::{Code, Ok};
+    use Want::{AnyError, Code, Ok};
     let all = [
         (one("eth_blockNumber", json!([])), Ok),
         (one("eth_chainId", json!([])), Ok),
@@ -130,6 +132,27 @@ fn requests(r: &Refs, contract: &str, i: u64) -> (Value, Want) {
         (one("debug_traceBlockByNumber", json!(["latest", {"tracer": "prestateTracer"}])), Ok),
         (one("debug_traceCall", json!([call, "latest", {}])), Ok),
         (one("debug_getRawBlock", json!([n])), Ok),
+        (one("debug_getRawHeader", json!([n])), Ok),
+        (one("debug_getRawTransaction", json!([r.tx])), Ok),
+        (one("eth_getRawTransactionByHash", json!([r.tx])), Ok),
+        (one("debug_traceBlockByHash", json!([r.block_hash, {"tracer": "callTracer"}])), Ok),
+        (one("eth_accounts", json!([])), Ok),
+        (one("eth_baseFee", json!([])), Ok),
+        (one("eth_capabilities", json!([])), Ok),
+        (one("eth_config", json!([])), Ok),
+        (one("net_listening", json!([])), Ok),
+        (one("net_peerCount", json!([])), Ok),
+        (one("web3_sha3", json!(["0x68656c6c6f"])), Ok),
+        (one("eth_getBlockTransactionCountByHash", json!([r.block_hash])), Ok),
+        (one("eth_getBlockTransactionCountByNumber", json!([n])), Ok),
+        (one("eth_getTransactionByBlockHashAndIndex", json!([r.block_hash, "0x0"])), Ok),
+        (one("eth_getStorageValues", json!([{ contract: ["0x0", "0x1"] }, n])), Ok),
+        (one("eth_getUncleByBlockHashAndIndex", json!([r.block_hash, "0x0"])), Ok),
+        (one("eth_getUncleByBlockNumberAndIndex", json!([n, "0x0"])), Ok),
+        (one("eth_getUncleCountByBlockHash", json!([r.block_hash])), Ok),
+        (one("eth_getUncleCountByBlockNumber", json!([n])), Ok),
+        // Forwarded to anvil, which refuses bytes that are no transaction.
+        (one("eth_sendRawTransaction", json!(["0x02"])), AnyError),
         (one("debug_getRawReceipts", json!([n])), Ok),
         (
             json!([
@@ -174,7 +197,9 @@ fn check(
         c.unexpected.fetch_add(1, Relaxed);
         let mut l = log.lock().unwrap();
         if l.len() < 20 {
-            l.push(format!("{why}\n  request: {}", &text[..text.len().min(300)]));
+            let line = format!("{why}\n  request: {}", &text[..text.len().min(300)]);
+            eprintln!("unexpected: {line}");
+            l.push(line);
         }
     };
     let answer = match outcome {
@@ -198,6 +223,9 @@ fn check(
                 c.shed.fetch_add(1, Relaxed);
             }
             (Want::Code(w), Some(got)) if w == got => {
+                c.bad.fetch_add(1, Relaxed);
+            }
+            (Want::AnyError, Some(_)) => {
                 c.bad.fetch_add(1, Relaxed);
             }
             _ => unexpected(format!(
@@ -435,6 +463,26 @@ fn main() {
                 let r = refs.read().unwrap().clone();
                 let (body, want) = requests(&r, &contract, i);
                 check(&http, &url, &body, want, &c, &log);
+                // Log filters: install, read whole, uninstall.
+                if i.is_multiple_of(50) {
+                    let recent = hex(r.head.saturating_sub(50));
+                    let filter = json!([{"fromBlock": recent, "address": contract}]);
+                    let id = anvil::try_rpc(&url, "eth_newFilter", filter);
+                    let logs = id
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .and_then(|id| anvil::try_rpc(&url, "eth_getFilterLogs", json!([id])));
+                    let removed = id
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .and_then(|id| anvil::try_rpc(&url, "eth_uninstallFilter", json!([id])));
+                    if logs.as_ref().is_ok_and(Value::is_array) && removed == Ok(json!(true)) {
+                        c.good.fetch_add(3, Relaxed);
+                    } else {
+                        c.unexpected.fetch_add(1, Relaxed);
+                        log.lock().unwrap().push(format!("log filter: {logs:?} {removed:?}"));
+                    }
+                }
                 // Polling filters: install, poll, uninstall.
                 if i.is_multiple_of(50) {
                     let id = anvil::try_rpc(&url, "eth_newBlockFilter", json!([]));

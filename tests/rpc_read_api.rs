@@ -365,7 +365,14 @@ fn storage_values_equal_storage_at_and_small_methods_answer() {
             let one = n.call("eth_getStorageAt", json!([contract, s, b])).unwrap();
             assert_eq!(got[contract][i], one, "slot {s} at {b}");
         }
+        // Slots written short, as clients write them for eth_getStorageAt (found by the soak).
+        let short: Vec<String> = (0..5).map(|i| format!("{i:#x}")).collect();
+        let got_short = n.call("eth_getStorageValues", json!([{contract: short}, b])).unwrap();
+        assert_eq!(got_short, got, "short slots at {b}");
     }
+    let e = n.call("eth_getStorageValues", json!([{contract: ["0xzz"]}, "latest"])).unwrap_err();
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("\"0xzz\""), "{e}");
     let data = Bytes::from_static(b"loupe");
     assert_eq!(n.call("web3_sha3", json!([data])).unwrap(), json!(keccak256(&data)));
     assert_eq!(n.call("eth_accounts", json!([])).unwrap(), json!([]));

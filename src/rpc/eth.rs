@@ -264,7 +264,7 @@ impl RpcContext {
     /// snapshot. At most [`MAX_STORAGE_VALUES`] slots per call.
     pub(crate) fn storage_values(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2)?;
-        let request: std::collections::BTreeMap<Address, Vec<B256>> = a.req(0, "requests")?;
+        let request: std::collections::BTreeMap<Address, Vec<String>> = a.req(0, "requests")?;
         if request.is_empty() {
             return Err(invalid("empty request"));
         }
@@ -282,7 +282,7 @@ impl RpcContext {
         for (address, keys) in request {
             let mut values = Vec::with_capacity(keys.len());
             for k in keys {
-                let v = state.storage_value(&address, &U256::from_be_bytes(k.0))?;
+                let v = state.storage_value(&address, &super::params::storage_key(&k)?)?;
                 values.push(serde_json::to_value(B256::from(v)).unwrap_or_default());
             }
             out.insert(format!("{address:#x}"), serde_json::Value::Array(values));

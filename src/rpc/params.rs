@@ -143,16 +143,22 @@ impl Args {
         let Value::String(s) = v else {
             return Err(invalid(format!("invalid argument {i} ({name}): expected a hex string")));
         };
-        let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
-        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid(format!("invalid hex in storage key: {v}")));
-        }
-        if digits.len() > 64 {
-            return Err(invalid(format!("storage key too long (want at most 32 bytes): {v}")));
-        }
-        U256::from_str_radix(if digits.is_empty() { "0" } else { digits }, 16)
-            .map_err(|_| invalid(format!("invalid hex in storage key: {v}")))
+        storage_key(s)
     }
+}
+
+/// A storage slot as the methods taking slots accept it: hex of up to 32 bytes, leading
+/// zeros optional (`0x0` is slot 0), as clients send it for `eth_getStorageAt`.
+pub(crate) fn storage_key(s: &str) -> RpcResult<U256> {
+    let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid(format!("invalid hex in storage key: \"{s}\"")));
+    }
+    if digits.len() > 64 {
+        return Err(invalid(format!("storage key too long (want at most 32 bytes): \"{s}\"")));
+    }
+    U256::from_str_radix(if digits.is_empty() { "0" } else { digits }, 16)
+        .map_err(|_| invalid(format!("invalid hex in storage key: \"{s}\"")))
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> RpcError {
