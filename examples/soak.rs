@@ -5,8 +5,10 @@
 //! when the trace pool sheds load, counted apart), a bad one its specific error. The node's
 //! RSS and open files are sampled; the run ends with a markdown record for BENCHMARKS.md.
 //!
-//! `cargo build --release && cargo run --release --example soak -- [MINUTES] [CLIENTS]`
-//! (defaults 10 and 16; LOUPE_BIN picks the binary, default target/release/loupe).
+//! `cargo build --release && cargo run --release --example soak -- [MINUTES] [CLIENTS] [WARMUP]`
+//! (defaults 10, 16 and 2: WARMUP minutes of the same load come before the MINUTES whose first
+//! and last minute are compared; LOUPE_BIN picks the binary, default target/release/loupe;
+//! SOAK_LOUPE_ARGS adds flags to `loupe follow`, e.g. `--db.cache-mb 8`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -344,6 +346,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let minutes: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10.0);
     let clients: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(16);
+    let warmup_minutes: f64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(2.0);
     let bin = std::env::var_os("LOUPE_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/loupe"));
@@ -406,6 +409,7 @@ fn main() {
         .arg(&genesis)
         .args(["--upstream", &up.url, "--follow.poll-ms", "200", "--log.filter", "warn"])
         .args(["--http.port", &port.to_string(), "--ws", "--ws.port", &ws_port.to_string()])
+        .args(std::env::var("SOAK_LOUPE_ARGS").unwrap_or_default().split_whitespace())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("loupe.log")).unwrap())
         .spawn()
@@ -529,12 +533,18 @@ fn main() {
         }));
     }
 
-    // Sample every 10 s.
+    // Sample every 10 s. The first `warmup_minutes` run the same load (its answers are checked
+    // like the rest) while allocator arenas and buffers reach their working size; the RSS and
+    // open-file comparison covers the measured minutes after it.
     let started = Instant::now();
-    let total = Duration::from_secs_f64(minutes * 60.0);
+    let warmup = warmup_minutes * 60.0;
+    let total = Duration::from_secs_f64(warmup + minutes * 60.0);
+    let db_file = dir.join("loupe").join(loupe::storage::DB_FILE);
     let mut samples: Vec<(f64, u64, usize, u64)> = Vec::new();
-    println!("| t (s) | RSS (MiB) | open files | requests answered | unexpected | head |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| t (s) | phase | RSS (MiB) | open files | database (MiB) | requests answered | unexpected | head |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     while started.elapsed() < total {
         std::thread::sleep(Duration::from_secs(10));
         refresh(&refs);
@@ -543,8 +553,10 @@ fn main() {
             counts.good.load(Relaxed) + counts.bad.load(Relaxed) + counts.shed.load(Relaxed);
         let t = started.elapsed().as_secs_f64();
         samples.push((t, rss, fds, answered));
+        let db_mib = std::fs::metadata(&db_file).map_or(0.0, |m| m.len() as f64 / 1048576.0);
         println!(
-            "| {t:.0} | {:.1} | {fds} | {answered} | {} | {} |",
+            "| {t:.0} | {} | {:.1} | {fds} | {db_mib:.1} | {answered} | {} | {} |",
+            if t <= warmup { "warm-up" } else { "measured" },
             rss as f64 / 1024.0,
             counts.unexpected.load(Relaxed),
             refs.read().unwrap().head
@@ -571,13 +583,13 @@ fn main() {
         )
     };
     let end = samples.last().map_or(0.0, |s| s.0);
-    let (rss_first, fds_first) = window(0.0, 60.0);
+    let (rss_first, fds_first) = window(warmup, warmup + 60.0);
     let (rss_last, fds_last) = window(end - 60.0, end);
     let secs = started.elapsed().as_secs_f64();
     let c = &counts;
     println!();
     println!(
-        "duration {secs:.0} s, {clients} HTTP clients, 4 WebSocket readers, 1 non-reading subscriber at a time"
+        "duration {secs:.0} s ({warmup:.0} s warm-up), {clients} HTTP clients, 4 WebSocket readers, 1 non-reading subscriber at a time"
     );
     println!(
         "answered: {} good, {} bad with the right error, {} shed (-32005); {:.0} req/s",
@@ -598,7 +610,7 @@ fn main() {
     }
     let rss_change = (rss_last - rss_first) / rss_first * 100.0;
     println!(
-        "RSS first minute {:.1} MiB, last minute {:.1} MiB ({rss_change:+.1}%); open files {fds_first:.1} -> {fds_last:.1}",
+        "RSS first measured minute {:.1} MiB, last minute {:.1} MiB ({rss_change:+.1}%); open files {fds_first:.1} -> {fds_last:.1}",
         rss_first / 1024.0,
         rss_last / 1024.0
     );

@@ -41,9 +41,12 @@ max-filter-range = 50
 
 [log]
 filter = "debug"
+
+[db]
+cache-mb = 64
 "#;
 
-const FLAGS: [&str; 20] = [
+const FLAGS: [&str; 22] = [
     "--datadir",
     "/tmp/loupe-config-test",
     "--metrics",
@@ -64,6 +67,8 @@ const FLAGS: [&str; 20] = [
     "--trace.max-filter-range",
     "50",
     "--log.filter=debug",
+    "--db.cache-mb",
+    "64",
 ];
 
 #[test]
@@ -85,6 +90,7 @@ fn a_config_file_sets_what_the_same_flags_set_and_flags_win() {
     let debug = format!("{:?}", over.command);
     assert!(debug.contains("port: 7777"), "{debug}");
     assert!(debug.contains("gas_cap: 1000000"), "{debug}");
+    assert!(debug.contains("cache_mb: 64"), "{debug}");
 }
 
 #[test]
@@ -99,6 +105,9 @@ fn unknown_keys_and_bad_values_are_refused_by_name() {
     let (_d, path) = file("[http]\nport = \"eighty\"\n");
     let e = parse(&["node", "--datadir", "/tmp/x", "--config", &path]).unwrap_err().to_string();
     assert!(e.contains("--http.port") && e.contains("eighty"), "{e}");
+    let (_d, path) = file("[db]\ncache-mb = 0\n");
+    let e = parse(&["node", "--datadir", "/tmp/x", "--config", &path]).unwrap_err().to_string();
+    assert!(e.contains("--db.cache-mb") && e.contains('0'), "{e}");
     let (_d, path) = file("[http\nport = 1\n");
     let e = parse(&["node", "--config", &path]).unwrap_err().to_string();
     assert!(e.contains("not valid TOML"), "{e}");

@@ -8,6 +8,19 @@ pub struct DatadirArgs {
     /// Data directory holding the archive database.
     #[arg(long, value_name = "DIR")]
     pub datadir: PathBuf,
+    /// Memory for the database's page cache, in MiB (it fills with the pages read and written,
+    /// up to this size).
+    #[arg(long = "db.cache-mb", value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub cache_mb: u64,
+}
+
+impl DatadirArgs {
+    /// Opens the database with the page cache asked for.
+    pub fn open(&self) -> crate::storage::StorageResult<crate::storage::Database> {
+        let bytes = usize::try_from(self.cache_mb << 20).unwrap_or(usize::MAX);
+        crate::storage::Database::open_with_cache(&self.datadir, bytes)
+    }
 }
 
 /// Logging.

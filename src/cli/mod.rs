@@ -105,7 +105,7 @@ pub struct VerifyCmd {
 
 impl VerifyCmd {
     fn run(self) -> Result<()> {
-        let db = Database::open(&self.datadir.datadir)?;
+        let db = self.datadir.open()?;
         let started = std::time::Instant::now();
         let report = crate::trie::verify(&db.begin_read()?)
             .wrap_err_with(|| format!("verify failed for {}", self.datadir.datadir.display()))?;
@@ -204,7 +204,7 @@ pub struct ExportCmd {
 impl ExportCmd {
     fn run(self) -> Result<()> {
         use std::io::Write;
-        let db = Database::open(&self.datadir.datadir)?;
+        let db = self.datadir.open()?;
         let head = db.begin_read()?.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
         let to = self.to.unwrap_or(head).min(head);
         let file = std::fs::File::create(&self.file)
@@ -311,7 +311,7 @@ pub struct NodeCmd {
 
 impl NodeCmd {
     fn run(self) -> Result<()> {
-        let db = Database::open(&self.datadir.datadir)?;
+        let db = self.datadir.open()?;
         let spec = load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
         let config = self.rpc.to_config()?;
         serve(std::sync::Arc::new(db), spec, config, None, None)
@@ -337,7 +337,7 @@ pub struct FollowCmd {
 
 impl FollowCmd {
     fn run(self) -> Result<()> {
-        let db = std::sync::Arc::new(Database::open(&self.datadir.datadir)?);
+        let db = std::sync::Arc::new(self.datadir.open()?);
         let spec = match &self.genesis {
             Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
@@ -532,7 +532,7 @@ impl Cli {
 
 impl InitCmd {
     fn run(self) -> Result<()> {
-        let db = Database::open(&self.datadir.datadir)?;
+        let db = self.datadir.open()?;
         let (spec, created) = init_genesis_file(&db, &self.genesis)?;
         if created {
             println!(
@@ -551,7 +551,7 @@ impl InitCmd {
 impl ImportCmd {
     fn run(self) -> Result<()> {
         let stop = stop_on_signal()?;
-        let db = Database::open(&self.datadir.datadir)?;
+        let db = self.datadir.open()?;
         let spec = match &self.genesis {
             Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,

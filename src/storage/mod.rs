@@ -36,6 +36,8 @@ pub use write::Writer;
 
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";
+/// The page cache [`Database::open`] gives the database: 256 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Creates an empty database file under a temporary name and renames it into place, so that a
 /// kill while redb writes a new file's header (magic number last) can never leave a `DB_FILE`
@@ -70,13 +72,20 @@ impl Database {
     /// do not exist yet. After a crash, redb repairs the file here and the database opens at its
     /// last durable commit.
     pub fn open(datadir: &Path) -> StorageResult<Self> {
+        Self::open_with_cache(datadir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`Database::open`] with a page cache of `cache_bytes` (redb keeps up to that many bytes
+    /// of the file's pages in memory; the node's RSS grows with the pages read and written
+    /// until the cache is full).
+    pub fn open_with_cache(datadir: &Path, cache_bytes: usize) -> StorageResult<Self> {
         std::fs::create_dir_all(datadir)
             .map_err(|error| StorageError::Io { path: datadir.display().to_string(), error })?;
         let path = datadir.join(DB_FILE);
         if !path.exists() {
             create_atomically(datadir, &path)?;
         }
-        let db = redb::Database::builder().set_cache_size(256 * 1024 * 1024).create(&path)?;
+        let db = redb::Database::builder().set_cache_size(cache_bytes).create(&path)?;
         let cache = std::sync::Arc::new(cache::BlockCache::default());
         let w = Writer::new(db.begin_write()?, cache.clone());
         w.create_tables()?;
