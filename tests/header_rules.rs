@@ -37,6 +37,8 @@ fn header_rules_are_checked_against_the_parent() {
         ("before the parent's", Box::new(move |h| h.timestamp = parent.timestamp - 1)),
         ("gas limit", Box::new(|h| h.gas_limit += h.gas_limit / 1024)),
         ("above the gas limit", Box::new(|h| h.gas_used = h.gas_limit + 1)),
+        // Fuzzing found this one too: the blob base fee was taken from the header unchecked.
+        ("excess blob gas", Box::new(|h| h.excess_blob_gas = Some(20))),
     ];
     for (rule, mutate) in cases {
         let mut h = header.clone();

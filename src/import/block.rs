@@ -201,6 +201,17 @@ fn check_header(
     // The EIP-1559 base fee is not checked: anvil, a supported upstream, breaks the formula
     // after its reorgs. A block runs with the base fee its header states, so the roots still
     // catch a fee that changes what the block does (FUZZING.md).
+    // EIP-4844: the excess blob gas follows from the parent's (0 at the fork block). Blob gas
+    // used is checked against execution; the excess only shows in the blob base fee.
+    if let Some(params) = spec.blob_params_at(header.timestamp) {
+        let expected = parent.next_block_excess_blob_gas(params).unwrap_or(0);
+        if header.excess_blob_gas != Some(expected) {
+            return invalid(format!(
+                "excess blob gas {:?} is not the {expected} the parent's blob gas gives",
+                header.excess_blob_gas
+            ));
+        }
+    }
     // EIP-3675: after the merge (a parent without difficulty on a chain with a terminal total
     // difficulty, or a block without one), no difficulty, nonce or ommers.
     let merged = spec.is_paris_active_at_block(number)
