@@ -8,7 +8,8 @@
 //! `cargo build --release && cargo run --release --example soak -- [MINUTES] [CLIENTS] [WARMUP]`
 //! (defaults 10, 16 and 2: WARMUP minutes of the same load come before the MINUTES whose first
 //! and last minute are compared; LOUPE_BIN picks the binary, default target/release/loupe;
-//! SOAK_LOUPE_ARGS adds flags to `loupe follow`, e.g. `--db.cache-mb 8`).
+//! SOAK_LOUPE_ARGS adds flags to `loupe follow`, e.g. `--db.cache-mb 8`; SOAK_SAMPLES=FILE
+//! writes the 1-s samples as CSV; MIMALLOC_SHOW_STATS=1 prints the allocator's exit report).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -331,15 +332,46 @@ fn non_reader(addr: &str, c: &Counts, stop: &AtomicBool) {
     }
 }
 
-fn proc_stat(pid: u32) -> (u64, usize) {
+/// One reading of the node's `/proc` status.
+#[derive(Clone, Copy)]
+struct Sample {
+    t: f64,
+    /// VmRSS, RssAnon and RssFile in KiB.
+    rss: u64,
+    anon: u64,
+    file: u64,
+    threads: u64,
+    fds: usize,
+}
+
+fn proc_stat(pid: u32, t: f64) -> Sample {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
-    (rss, fds)
+    Sample {
+        t,
+        rss: field("VmRSS:"),
+        anon: field("RssAnon:"),
+        file: field("RssFile:"),
+        threads: field("Threads:"),
+        fds,
+    }
+}
+
+/// The median of `values` (0 when empty).
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let m = values.len() / 2;
+    if values.len() % 2 == 1 { values[m] } else { (values[m - 1] + values[m]) / 2.0 }
 }
 
 fn main() {
@@ -533,31 +565,53 @@ fn main() {
         }));
     }
 
-    // Sample every 10 s. The first `warmup_minutes` run the same load (its answers are checked
-    // like the rest) while allocator arenas and buffers reach their working size; the RSS and
-    // open-file comparison covers the measured minutes after it.
+    // Sample every second and print a row every 10 s (medians of its 10 samples). The first
+    // `warmup_minutes` run the same load (its answers are checked like the rest) while allocator
+    // arenas and buffers reach their working size; the RSS and open-file comparison covers the
+    // measured minutes after it, as the medians of the first and the last minute's samples
+    // (one 1-s reading can land on a burst of in-flight responses, a median cannot).
+    // SOAK_SAMPLES=FILE also writes every sample as CSV.
     let started = Instant::now();
     let warmup = warmup_minutes * 60.0;
     let total = Duration::from_secs_f64(warmup + minutes * 60.0);
     let db_file = dir.join("loupe").join(loupe::storage::DB_FILE);
-    let mut samples: Vec<(f64, u64, usize, u64)> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut csv = std::env::var_os("SOAK_SAMPLES").map(|p| {
+        let mut f = std::fs::File::create(p).expect("SOAK_SAMPLES file");
+        writeln!(f, "t,rss_kib,anon_kib,file_kib,threads,fds").ok();
+        f
+    });
     println!(
-        "| t (s) | phase | RSS (MiB) | open files | database (MiB) | requests answered | unexpected | head |"
+        "| t (s) | phase | RSS (MiB) | anon (MiB) | threads | open files | database (MiB) | requests answered | unexpected | head |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut tick = 0u64;
     while started.elapsed() < total {
-        std::thread::sleep(Duration::from_secs(10));
+        tick += 1;
+        let next = Duration::from_secs(tick);
+        std::thread::sleep(next.saturating_sub(started.elapsed()));
+        let s = proc_stat(node.id(), started.elapsed().as_secs_f64());
+        if let Some(f) = csv.as_mut() {
+            writeln!(f, "{:.1},{},{},{},{},{}", s.t, s.rss, s.anon, s.file, s.threads, s.fds).ok();
+        }
+        samples.push(s);
+        if !tick.is_multiple_of(10) {
+            continue;
+        }
         refresh(&refs);
-        let (rss, fds) = proc_stat(node.id());
+        let last: Vec<Sample> = samples.iter().rev().take(10).copied().collect();
+        let med = |f: fn(&Sample) -> f64| median(last.iter().map(f).collect());
         let answered =
             counts.good.load(Relaxed) + counts.bad.load(Relaxed) + counts.shed.load(Relaxed);
-        let t = started.elapsed().as_secs_f64();
-        samples.push((t, rss, fds, answered));
         let db_mib = std::fs::metadata(&db_file).map_or(0.0, |m| m.len() as f64 / 1048576.0);
         println!(
-            "| {t:.0} | {} | {:.1} | {fds} | {db_mib:.1} | {answered} | {} | {} |",
-            if t <= warmup { "warm-up" } else { "measured" },
-            rss as f64 / 1024.0,
+            "| {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {db_mib:.1} | {answered} | {} | {} |",
+            s.t,
+            if s.t <= warmup { "warm-up" } else { "measured" },
+            med(|s| s.rss as f64) / 1024.0,
+            med(|s| s.anon as f64) / 1024.0,
+            med(|s| s.threads as f64),
+            med(|s| s.fds as f64),
             counts.unexpected.load(Relaxed),
             refs.read().unwrap().head
         );
@@ -575,14 +629,13 @@ fn main() {
     sender.join().unwrap();
 
     let window = |from: f64, to: f64| {
-        let s: Vec<_> = samples.iter().filter(|s| s.0 > from && s.0 <= to).collect();
-        let n = s.len().max(1) as f64;
+        let s: Vec<&Sample> = samples.iter().filter(|s| s.t > from && s.t <= to).collect();
         (
-            s.iter().map(|s| s.1 as f64).sum::<f64>() / n,
-            s.iter().map(|s| s.2 as f64).sum::<f64>() / n,
+            median(s.iter().map(|s| s.rss as f64).collect()),
+            median(s.iter().map(|s| s.fds as f64).collect()),
         )
     };
-    let end = samples.last().map_or(0.0, |s| s.0);
+    let end = samples.last().map_or(0.0, |s| s.t);
     let (rss_first, fds_first) = window(warmup, warmup + 60.0);
     let (rss_last, fds_last) = window(end - 60.0, end);
     let secs = started.elapsed().as_secs_f64();
@@ -610,12 +663,21 @@ fn main() {
     }
     let rss_change = (rss_last - rss_first) / rss_first * 100.0;
     println!(
-        "RSS first measured minute {:.1} MiB, last minute {:.1} MiB ({rss_change:+.1}%); open files {fds_first:.1} -> {fds_last:.1}",
+        "RSS median of the first measured minute {:.1} MiB, of the last minute {:.1} MiB ({rss_change:+.1}%); open files {fds_first:.1} -> {fds_last:.1}",
         rss_first / 1024.0,
         rss_last / 1024.0
     );
-    let _ = node.kill();
+    // SIGTERM, so that an allocator's exit report (MIMALLOC_SHOW_STATS=1) is printed.
+    let _ = Command::new("kill").arg("-TERM").arg(node.id().to_string()).status();
     let _ = node.wait();
+    if std::env::var_os("MIMALLOC_SHOW_STATS").is_some() {
+        let text = std::fs::read_to_string(dir.join("loupe.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        println!("node's last log lines (allocator report):");
+        for l in &lines[lines.len().saturating_sub(60)..] {
+            println!("  {l}");
+        }
+    }
     let ok = c.unexpected.load(Relaxed) == 0
         && rss_change.abs() <= 10.0
         && (fds_last - fds_first).abs() <= 0.1 * fds_first.max(10.0);

@@ -15,7 +15,10 @@ use alloy_primitives::B256;
 use alloy_rlp::{Decodable, Encodable};
 use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root, write_file};
 use loupe::chain::ChainSpec;
-use loupe::import::{ImportError, ImportSummary, import_files, init_genesis, load_spec};
+use loupe::import::{
+    ImportError, ImportOptions, ImportSummary, import_files, import_files_with, init_genesis,
+    load_spec,
+};
 use loupe::storage::Database;
 use tempfile::TempDir;
 
@@ -211,6 +214,68 @@ fn split_files_import_like_one_file() {
     assert_same_db(&whole, &two_calls, "two files in two calls");
 }
 
+// (d') Several blocks per write transaction (`--import.batch`) store the same database, and a
+// bad block in the middle of a group leaves every block before it stored.
+
+fn import_batched(
+    db: &Database,
+    spec: &ChainSpec,
+    paths: &[&Path],
+    batch: u64,
+) -> Result<ImportSummary, ImportError> {
+    import_files_with(
+        db,
+        spec,
+        paths,
+        ImportOptions { batch, sync_every: 16, ..Default::default() },
+    )
+}
+
+#[test]
+fn batched_import_stores_what_a_commit_per_block_stores() {
+    let Some(fx) = Fixture::load() else { return };
+    let (_d1, single, spec) = fresh(&fx);
+    import(&single, &spec, &[&fx.chain_path()]).expect("a commit per block");
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cut = fx.block(28).start;
+    let first = write_file(tmp.path(), "1-27.rlp", &[&fx.chain_bytes[..cut]]);
+    let second = write_file(tmp.path(), "28-54.rlp", &[&fx.chain_bytes[cut..]]);
+    // 7 divides neither 54 nor the file cut; 16 (sync_every) cuts groups too; 100 holds all.
+    for batch in [7, 100] {
+        let (_d, batched, spec) = fresh(&fx);
+        let s = import_batched(&batched, &spec, &[&first, &second], batch).expect("batched");
+        assert_eq!((s.imported, s.skipped, s.head), (CHAIN_LEN, 0, CHAIN_LEN), "batch {batch}");
+        assert_full_chain(&batched, &fx);
+        assert_same_db(&single, &batched, &format!("batch {batch}"));
+        // Everything stored: a second run skips every block, also in groups.
+        let again = import_batched(&batched, &spec, &[&fx.chain_path()], batch).expect("again");
+        assert_eq!((again.imported, again.skipped), (0, CHAIN_LEN), "batch {batch} again");
+    }
+    // A run that starts inside the stored chain skips to the head and goes on in groups.
+    let (_d, part, spec) = fresh(&fx);
+    import_batched(&part, &spec, &[&first], 5).expect("first half");
+    let s = import_batched(&part, &spec, &[&fx.chain_path()], 5).expect("whole file");
+    assert_eq!((s.imported, s.skipped, s.head), (27, 27, CHAIN_LEN));
+    assert_same_db(&single, &part, "batch 5 over a stored prefix");
+}
+
+#[test]
+fn bad_block_inside_a_group_keeps_the_blocks_before_it() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+    let (path, _, _, altered_hash) = altered_root_at_20(dir.path(), &fx);
+    // Groups of 8: 1-8, 9-16 (durable at 16), then 17, 18, 19 and the bad 20.
+    let err = import_batched(&db, &spec, &[&path], 8).expect_err("block 20 must fail");
+    let msg = message(&err);
+    assert!(
+        matches!(err.root(), ImportError::Mismatch { number: 20, what: "state root", .. }),
+        "{err:?}"
+    );
+    assert!(msg.contains("#20"), "{msg}");
+    assert_recovers(dir.path(), db, &fx, 19, Some(altered_hash));
+}
+
 // (e) Bad inputs.
 
 #[test]
@@ -233,11 +298,9 @@ fn truncated_file_stops_before_the_cut_block() {
     assert_recovers(dir.path(), db, &fx, 29, None);
 }
 
-#[test]
-fn wrong_state_root_is_named_and_nothing_of_the_block_is_stored() {
-    let Some(fx) = Fixture::load() else { return };
-    let (dir, db, spec) = fresh(&fx);
-
+/// The fixture chain with block 20's state root altered (one bit), written to `dir`. Returns
+/// the file, the real and the altered root, and the altered block's hash.
+fn altered_root_at_20(dir: &Path, fx: &Fixture) -> (std::path::PathBuf, B256, B256, B256) {
     let raw = fx.block_bytes(20);
     let mut block = Block::<TxEnvelope>::decode(&mut &raw[..]).expect("block 20 decodes");
     let mut reencoded = Vec::new();
@@ -254,10 +317,19 @@ fn wrong_state_root_is_named_and_nothing_of_the_block_is_stored() {
     let start20 = fx.block(20).start;
     let end20 = fx.block(20).end;
     let path = write_file(
-        dir.path(),
+        dir,
         "bad-root.rlp",
         &[&fx.chain_bytes[..start20], &altered, &fx.chain_bytes[end20..]],
     );
+    (path, real_root, altered_root, altered_hash)
+}
+
+#[test]
+fn wrong_state_root_is_named_and_nothing_of_the_block_is_stored() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh(&fx);
+
+    let (path, real_root, altered_root, altered_hash) = altered_root_at_20(dir.path(), &fx);
     let err = import(&db, &spec, &[&path]).expect_err("a wrong state root must fail");
     let msg = message(&err);
     match err.root() {

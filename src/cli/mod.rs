@@ -510,6 +510,10 @@ pub struct ImportCmd {
     /// durable block. 1 syncs every block.
     #[arg(long = "import.sync-every", value_name = "N", default_value_t = crate::import::DEFAULT_SYNC_EVERY)]
     pub sync_every: u64,
+    /// Import N blocks in one write transaction: each group is committed whole, so after a
+    /// crash the head is still a whole block. 1 commits every block.
+    #[arg(long = "import.batch", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
+    pub batch: u64,
 }
 
 impl Cli {
@@ -556,8 +560,11 @@ impl ImportCmd {
             Some(path) => init_genesis_file(&db, path)?.0,
             None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
         };
-        let options =
-            crate::import::ImportOptions { sync_every: self.sync_every.max(1), stop: Some(stop) };
+        let options = crate::import::ImportOptions {
+            sync_every: self.sync_every.max(1),
+            batch: self.batch.max(1),
+            stop: Some(stop),
+        };
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
         Ok(())
