@@ -32,7 +32,7 @@ pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
 pub use trie::{FullRecompute, state_root_of};
-pub use write::Writer;
+pub use write::{Writer, record_old, record_old_slot};
 
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";

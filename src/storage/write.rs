@@ -19,6 +19,35 @@ use super::codec::{
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
 
+/// Writes `old` as history row `key` unless the transaction already holds that row (a second
+/// change of the same key in the same block keeps the first change's old value). Returns
+/// whether the row is new. The common case is one B-tree operation: the insert itself reports
+/// a row that was there, which is then put back.
+pub fn record_old<const N: usize>(
+    history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
+    key: &[u8; N],
+    old: &[u8],
+) -> Result<bool, redb::StorageError> {
+    let Some(prev) = history.insert(key, old)?.map(|g| g.value().to_vec()) else {
+        return Ok(true);
+    };
+    history.insert(key, prev.as_slice())?;
+    Ok(false)
+}
+
+/// [`record_old`] for a table of 32-byte values (storage slots).
+pub fn record_old_slot<const N: usize>(
+    history: &mut Table<'_, &'static [u8; N], &'static [u8; 32]>,
+    key: &[u8; N],
+    old: &[u8; 32],
+) -> Result<bool, redb::StorageError> {
+    let Some(prev) = history.insert(key, old)?.map(|g| *g.value()) else {
+        return Ok(true);
+    };
+    history.insert(key, &prev)?;
+    Ok(false)
+}
+
 /// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
 /// which is how a block that fails verification leaves no trace.
 pub struct Writer {
@@ -292,22 +321,22 @@ impl Writer {
         plain_order.sort_unstable_by_key(|(address, _)| *address);
         let mut hashed_accounts = Vec::with_capacity(plain_order.len());
         for (address, info) in plain_order {
-            let hkey = account_history_key(address, block);
-            if history && account_history.get(&hkey)?.is_none() {
-                let old = accounts.get(&address.0.0)?.map(|v| *v.value());
-                let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
-                account_history.insert(&hkey, old_bytes)?;
-                changed_accounts.extend_from_slice(address.as_slice());
-            }
             let acct = info.as_ref().map(|info| StoredAccount {
                 nonce: info.nonce,
                 balance: info.balance,
                 code_hash: info.code_hash,
             });
-            match &acct {
+            // The write returns the old row, so history needs no lookup of its own.
+            let old = match &acct {
                 Some(acct) => accounts.insert(&address.0.0, &acct.encode())?,
                 None => accounts.remove(&address.0.0)?,
-            };
+            }
+            .map(|v| *v.value());
+            let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
+            let hkey = account_history_key(address, block);
+            if history && record_old(&mut account_history, &hkey, old_bytes)? {
+                changed_accounts.extend_from_slice(address.as_slice());
+            }
             hashed_accounts.push((keccak256(address), acct));
         }
         hashed_accounts.sort_unstable_by_key(|(h, _)| *h);
@@ -330,8 +359,7 @@ impl Writer {
                 for (k, v) in existing {
                     let slot = U256::from_be_slice(&k[20..]);
                     let hkey = storage_history_key(address, &slot, block);
-                    if history && storage_history.get(&hkey)?.is_none() {
-                        storage_history.insert(&hkey, &v)?;
+                    if history && record_old_slot(&mut storage_history, &hkey, &v)? {
                         changed_slots.extend_from_slice(&k);
                     }
                     storage.remove(&k)?;
@@ -339,16 +367,16 @@ impl Writer {
             }
             for (slot, value) in &change.storage {
                 let key = storage_key(address, slot);
-                let hkey = storage_history_key(address, slot, block);
-                if history && storage_history.get(&hkey)?.is_none() {
-                    let old = storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
-                    storage_history.insert(&hkey, &old)?;
-                    changed_slots.extend_from_slice(&key);
-                }
-                if value.is_zero() {
-                    storage.remove(&key)?;
+                let old = if value.is_zero() {
+                    storage.remove(&key)?
                 } else {
-                    storage.insert(&key, &value.to_be_bytes::<32>())?;
+                    storage.insert(&key, &value.to_be_bytes::<32>())?
+                }
+                .map(|v| *v.value())
+                .unwrap_or([0u8; 32]);
+                let hkey = storage_history_key(address, slot, block);
+                if history && record_old_slot(&mut storage_history, &hkey, &old)? {
+                    changed_slots.extend_from_slice(&key);
                 }
                 hashed_slots.push((hashed_address, keccak256(slot.to_be_bytes::<32>()), *value));
             }
@@ -431,23 +459,23 @@ impl<'t> HashedWrites<'t> {
         hashed_address: &B256,
         account: Option<StoredAccount>,
     ) -> StorageResult<()> {
-        let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
-        let hkey = hashed_account_history_key(hashed_address, block);
-        if self.history && self.account_history.get(&hkey)?.is_none() {
-            let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
-            self.account_history.insert(&hkey, old_bytes)?;
-            self.changed_accounts.extend_from_slice(hashed_address.as_slice());
-        }
-        match account {
+        // The row keeps its cached storage root, so the old row is read first; the write of an
+        // account that stays is then an in-place update of a page the read just loaded.
+        let old = match account {
             Some(account) => {
+                let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
                 let storage_root =
                     old.map(|o| HashedAccount::decode(&o).storage_root).unwrap_or(EMPTY_ROOT_HASH);
                 let row = HashedAccount { account, storage_root }.encode();
                 self.accounts.insert(&hashed_address.0, &row)?;
+                old
             }
-            None => {
-                self.accounts.remove(&hashed_address.0)?;
-            }
+            None => self.accounts.remove(&hashed_address.0)?.map(|v| *v.value()),
+        };
+        let hkey = hashed_account_history_key(hashed_address, block);
+        let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
+        if self.history && record_old(&mut self.account_history, &hkey, old_bytes)? {
+            self.changed_accounts.extend_from_slice(hashed_address.as_slice());
         }
         Ok(())
     }
@@ -464,8 +492,7 @@ impl<'t> HashedWrites<'t> {
         for (k, v) in existing {
             let hkey =
                 hashed_storage_history_key(hashed_address, &B256::from_slice(&k[32..]), block);
-            if self.history && self.storage_history.get(&hkey)?.is_none() {
-                self.storage_history.insert(&hkey, &v)?;
+            if self.history && record_old_slot(&mut self.storage_history, &hkey, &v)? {
                 self.changed_slots.extend_from_slice(&k);
             }
             self.storage.remove(&k)?;
@@ -481,16 +508,16 @@ impl<'t> HashedWrites<'t> {
         value: &U256,
     ) -> StorageResult<()> {
         let key = hashed_storage_key(hashed_address, hashed_slot);
-        let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
-        if self.history && self.storage_history.get(&hkey)?.is_none() {
-            let old = self.storage.get(&key)?.map(|v| *v.value()).unwrap_or([0u8; 32]);
-            self.storage_history.insert(&hkey, &old)?;
-            self.changed_slots.extend_from_slice(&key);
-        }
-        if value.is_zero() {
-            self.storage.remove(&key)?;
+        let old = if value.is_zero() {
+            self.storage.remove(&key)?
         } else {
-            self.storage.insert(&key, &value.to_be_bytes::<32>())?;
+            self.storage.insert(&key, &value.to_be_bytes::<32>())?
+        }
+        .map(|v| *v.value())
+        .unwrap_or([0u8; 32]);
+        let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
+        if self.history && record_old_slot(&mut self.storage_history, &hkey, &old)? {
+            self.changed_slots.extend_from_slice(&key);
         }
         Ok(())
     }

@@ -13,7 +13,9 @@ use super::codec::{concat, encode_node, pack_path};
 use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
-use crate::storage::{ChangeKind, HashedAccount, hashed_account_history_key, record_changes};
+use crate::storage::{
+    ChangeKind, HashedAccount, hashed_account_history_key, record_changes, record_old,
+};
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,15 +91,15 @@ impl<'t> TrieTables<'t> {
         let mut hkey = [0u8; 41];
         hkey[..33].copy_from_slice(&key);
         hkey[33..].copy_from_slice(&block.to_be_bytes());
-        if self.account_trie_history.get(&hkey)?.is_none() {
-            let old = self.account_trie.get(&key)?.map(|v| v.value().to_vec()).unwrap_or_default();
-            self.account_trie_history.insert(&hkey, old.as_slice())?;
-            self.changed_account_paths.extend_from_slice(&key);
-        }
-        match node {
+        let old = match node {
             Some(node) => self.account_trie.insert(&key, encode_node(node).as_slice())?,
             None => self.account_trie.remove(&key)?,
-        };
+        }
+        .map(|v| v.value().to_vec())
+        .unwrap_or_default();
+        if record_old(&mut self.account_trie_history, &hkey, &old)? {
+            self.changed_account_paths.extend_from_slice(&key);
+        }
         Ok(())
     }
 
@@ -111,15 +113,15 @@ impl<'t> TrieTables<'t> {
         let mut hkey = [0u8; 73];
         hkey[..65].copy_from_slice(key);
         hkey[65..].copy_from_slice(&block.to_be_bytes());
-        if self.storage_trie_history.get(&hkey)?.is_none() {
-            let old = self.storage_trie.get(key)?.map(|v| v.value().to_vec()).unwrap_or_default();
-            self.storage_trie_history.insert(&hkey, old.as_slice())?;
-            self.changed_storage_keys.extend_from_slice(key);
-        }
-        match node {
+        let old = match node {
             Some(node) => self.storage_trie.insert(key, node)?,
             None => self.storage_trie.remove(key)?,
-        };
+        }
+        .map(|v| v.value().to_vec())
+        .unwrap_or_default();
+        if record_old(&mut self.storage_trie_history, &hkey, &old)? {
+            self.changed_storage_keys.extend_from_slice(key);
+        }
         Ok(())
     }
 
@@ -200,8 +202,7 @@ pub fn update_state_root(
         let mut hashed = HashedAccount::decode(&row);
         if hashed.storage_root != out.root {
             let hkey = hashed_account_history_key(account, block);
-            if account_history.get(&hkey)?.is_none() {
-                account_history.insert(&hkey, row.as_slice())?;
+            if record_old(&mut account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
             hashed.storage_root = out.root;
