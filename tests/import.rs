@@ -235,7 +235,7 @@ fn import_batched(
 fn batched_import_stores_what_a_commit_per_block_stores() {
     let Some(fx) = Fixture::load() else { return };
     let (_d1, single, spec) = fresh(&fx);
-    import(&single, &spec, &[&fx.chain_path()]).expect("a commit per block");
+    import_batched(&single, &spec, &[&fx.chain_path()], 1).expect("a commit per block");
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let cut = fx.block(28).start;

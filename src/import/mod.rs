@@ -94,7 +94,7 @@ pub struct ImportOptions {
 pub const DEFAULT_SYNC_EVERY: u64 = 128;
 
 /// Default of [`ImportOptions::batch`] (BENCHMARKS.md, "blocks per write transaction").
-pub const DEFAULT_BATCH: u64 = 1;
+pub const DEFAULT_BATCH: u64 = 32;
 
 impl ImportOptions {
     /// The default commit grouping, never stopped early.
@@ -283,15 +283,19 @@ impl Group {
     /// Commits the group's blocks.
     fn commit(self, durable: bool) -> Result<(), ImportError> {
         let started = Instant::now();
-        let blocks = self.blocks.len();
         self.writer.commit(durable)?;
-        tracing::debug!(
-            target: "import",
-            blocks,
-            durable,
-            commit_us = started.elapsed().as_micros() as u64,
-            "group committed"
-        );
+        let commit_us = started.elapsed().as_micros() as u64;
+        for b in &self.blocks {
+            tracing::debug!(
+                target: "import",
+                number = b.header.number,
+                txs = b.body.transactions.len(),
+                durable,
+                group = self.blocks.len(),
+                commit_us,
+                "block stored"
+            );
+        }
         Ok(())
     }
 }
