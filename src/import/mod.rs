@@ -150,7 +150,7 @@ pub fn import_files_with(
             loop {
                 let expected = match (last_in_file, &group) {
                     (Some(n), _) => n + 1,
-                    (None, Some(g)) => g.writer.head()?.map_or(0, |h| h + 1),
+                    (None, Some(g)) => g.head() + 1,
                     (None, None) => db.begin_read()?.head()?.map_or(0, |h| h + 1),
                 };
                 if stopped() {
@@ -174,41 +174,26 @@ pub fn import_files_with(
                 // block as the head, never half a block (behaviour.md §4).
                 let durable = number.is_multiple_of(sync_every);
                 let (txs, gas) = (block.body.transactions.len() as u64, block.header.gas_used);
-                if batch == 1 && group.is_none() {
-                    match import_block(db, spec, &block, durable)
-                        .map_err(|e| e.at_offset(offset))?
-                    {
-                        BlockStatus::AlreadyStored => {
+                let g = match group.take() {
+                    Some(g) => g,
+                    None => {
+                        let reader = db.begin_read()?;
+                        let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+                        let hash = block.header.hash_slow();
+                        if block::is_stored(&reader, head, number, hash)
+                            .map_err(|e| e.at_offset(offset))?
+                        {
                             summary.skipped += 1;
                             continue;
                         }
-                        BlockStatus::Imported => {}
+                        Group { writer: db.begin_write()?, blocks: Vec::new() }
                     }
+                };
+                let g = g.add(db, spec, block).map_err(|e| e.at_offset(offset))?;
+                if g.blocks.len() >= batch || durable {
+                    g.commit(durable)?;
                 } else {
-                    let g = match group.take() {
-                        Some(g) => g,
-                        None => {
-                            let reader = db.begin_read()?;
-                            let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
-                            if number <= head {
-                                let hash = block.header.hash_slow();
-                                let stored = reader.canonical_hash(number)?.unwrap_or_default();
-                                if stored != hash {
-                                    return Err(ImportError::Conflict { number, hash, stored }
-                                        .at_offset(offset));
-                                }
-                                summary.skipped += 1;
-                                continue;
-                            }
-                            Group { writer: db.begin_write()?, blocks: Vec::new() }
-                        }
-                    };
-                    let g = g.add(db, spec, block).map_err(|e| e.at_offset(offset))?;
-                    if g.blocks.len() >= batch || durable {
-                        g.commit(durable)?;
-                    } else {
-                        group = Some(g);
-                    }
+                    group = Some(g);
                 }
                 summary.imported += 1;
                 summary.transactions += txs;
@@ -231,7 +216,8 @@ pub fn import_files_with(
     Ok(summary)
 }
 
-/// Blocks imported into one write transaction and not yet committed.
+/// Blocks imported into one write transaction and not yet committed. The import keeps one
+/// open only while it holds at least one block.
 struct Group {
     writer: crate::storage::Writer,
     /// The blocks `writer` holds, in order, kept to store them again if a later one fails.
@@ -239,12 +225,9 @@ struct Group {
 }
 
 impl Group {
-    /// The last block the group holds (the committed head while it holds none).
+    /// The last block the group holds.
     fn head(&self) -> u64 {
-        match self.blocks.last() {
-            Some(b) => b.header.number,
-            None => self.writer.head().ok().flatten().unwrap_or(0),
-        }
+        self.blocks.last().map_or(0, |b| b.header.number)
     }
 
     /// Imports `block` into the group's transaction: the first on the committed state, the
