@@ -47,13 +47,7 @@ run() { # $1 name, $2 bodies file, $3 concurrency
 }
 
 # Valid (block, index) pairs of the chain.
-: > "$WORK/tx.txt"
-for b in $TX_BLOCKS; do
-  n=$(post "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBlockTransactionCountByNumber\",\"params\":[\"$(printf '0x%x' "$b")\"]}" | sed -E 's/.*"result":"0x([0-9a-f]+)".*/\1/')
-  for i in $(seq 0 $(( 16#$n - 1 ))); do
-    printf '{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByBlockNumberAndIndex","params":["0x%x","0x%x"]}\n' "$b" "$i" >> "$WORK/tx.txt"
-  done
-done
+lookup_bodies "$URL" "$TX_BLOCKS" "$WORK/tx.txt"
 echo '{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[]}' > "$WORK/floor.txt"
 
 echo "| method | concurrency | req/s | p50 | p99 |"

@@ -66,13 +66,7 @@ check() { # $1 bodies file
 
 FUNDED=0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2
 echo '{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[]}' > "$WORK/web3_clientVersion.txt"
-: > "$WORK/lookup.txt"
-for b in $(seq 1 54); do
-  n=$(post $P_LOUPE "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBlockTransactionCountByNumber\",\"params\":[\"$(printf '0x%x' "$b")\"]}" | sed -E 's/.*"result":"0x([0-9a-f]+)".*/\1/')
-  for i in $(seq 0 $(( 16#$n - 1 ))); do
-    printf '{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByBlockNumberAndIndex","params":["0x%x","0x%x"]}\n' "$b" "$i" >> "$WORK/lookup.txt"
-  done
-done
+lookup_bodies "$URL" "$(seq 1 54)" "$WORK/lookup.txt"
 ROWS=("web3_clientVersion" "lookup")
 for block in latest 0xa; do
   while IFS=$'\t' read -r name params; do
