@@ -31,6 +31,15 @@ pub enum RpcError {
     /// A request body over the limit (-32007, with HTTP 413).
     #[error("request body is over the limit of {0} bytes")]
     BodyTooLarge(u32),
+    /// No method of this name is served (-32601; geth's wording).
+    #[error("the method {0} does not exist/is not available")]
+    MethodNotFound(String),
+    /// One response over the limit (-32008, jsonrpsee's code).
+    #[error("response is over the limit of {0} bytes")]
+    ResponseTooLarge(u32),
+    /// A batch's responses together over the limit (-32011, jsonrpsee's code).
+    #[error("batch response is over the limit of {0} bytes")]
+    BatchResponseTooLarge(u32),
     /// A parameter is missing, extra, or malformed (-32602). The message names it.
     #[error("{0}")]
     InvalidParams(String),
@@ -116,6 +125,10 @@ pub mod codes {
     pub const BODY_TOO_LARGE: i32 = -32007;
     /// Batch too large (jsonrpsee's and reth's code).
     pub const BATCH_TOO_LARGE: i32 = -32010;
+    /// One response too large (jsonrpsee's code).
+    pub const RESPONSE_TOO_LARGE: i32 = -32008;
+    /// A batch's responses too large together (jsonrpsee's code).
+    pub const BATCH_RESPONSE_TOO_LARGE: i32 = -32011;
     /// Invalid params.
     pub const INVALID_PARAMS: i32 = -32602;
     /// Internal error.
@@ -134,7 +147,7 @@ pub mod codes {
 
 impl RpcError {
     /// A complete response object with id null, for errors raised before a request's id is
-    /// known (transport-level checks in `guard.rs`).
+    /// known (the body limit in `http.rs`).
     pub(crate) fn response_with_null_id(self) -> String {
         let obj = ErrorObjectOwned::from(self);
         serde_json::json!({"jsonrpc": "2.0", "id": null, "error": obj}).to_string()
@@ -158,6 +171,9 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::InvalidRequest => codes::INVALID_REQUEST,
             RpcError::BatchTooLarge { .. } => codes::BATCH_TOO_LARGE,
             RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
+            RpcError::MethodNotFound(_) => codes::METHOD_NOT_FOUND,
+            RpcError::ResponseTooLarge(_) => codes::RESPONSE_TOO_LARGE,
+            RpcError::BatchResponseTooLarge(_) => codes::BATCH_RESPONSE_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
             RpcError::HeaderNotFound
             | RpcError::NotTraceable(_)

@@ -1,21 +1,34 @@
-//! HTTP-level middleware: JSON-RPC at `/`, `GET /health` for load balancers (and the same
-//! check on requests a load balancer marks with [`HEALTH_GATE`]), 404 elsewhere; optional CORS.
+//! The HTTP server: JSON-RPC at `POST /`, `GET /health` for load balancers (and the same check
+//! on requests a load balancer marks with [`HEALTH_GATE`]), 404 elsewhere, optional CORS, the
+//! connection limit and graceful shutdown.
+//!
+//! Written on hyper directly rather than on jsonrpsee's HTTP server: a cheap request then costs
+//! one parse of its envelope and one response buffer (`dispatch.rs`), where jsonrpsee's layers
+//! parsed it twice and built the answer through several boxed futures (issue 14's profile).
+//! The transport rules are those of behaviour.md §1.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::time::Duration;
 
-use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
-use tower::{Layer, Service};
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
+use super::dispatch::{self, Limits, Reply};
+use super::methods::Methods;
+use super::{RpcContext, RpcError};
 use crate::chain::SyncStatus;
 use crate::storage::Database;
 
-/// What [`PathsLayer`] needs to answer `/health`: the database (local head) and the sync
-/// status.
-pub(crate) type HealthSource = (Arc<Database>, Arc<SyncStatus>);
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of every response.
+pub(crate) type Body = Full<Bytes>;
 
 /// A request header (any value) asking for an answer only from a healthy node: when `/health`
 /// would answer 503, so does the request, with the same reason, before any JSON-RPC work.
@@ -25,96 +38,204 @@ pub(crate) type HealthSource = (Arc<Database>, Arc<SyncStatus>);
 /// retries a 503 on the next replica: each request is a health check.
 pub const HEALTH_GATE: &str = "x-loupe-healthy-only";
 
-/// Passes `/` on to JSON-RPC, answers `GET /health` (200 `OK`, or 503 with the reason: see
-/// [`SyncStatus::health`]), and 404 for any other path.
-#[derive(Debug, Clone)]
-pub(crate) struct PathsLayer {
-    pub(crate) health: Option<HealthSource>,
+/// Everything a request needs: the methods, their context, the limits.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) ctx: Arc<RpcContext>,
+    pub(crate) methods: Methods,
+    pub(crate) limits: Limits,
+    pub(crate) max_body: u32,
+    /// The sync status `/health` reads (the database is the context's).
+    pub(crate) sync: Arc<SyncStatus>,
 }
 
-impl<S> Layer<S> for PathsLayer {
-    type Service = Paths<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Paths { inner, health: self.health.clone() }
+impl App {
+    /// The methods, limits and health source `ctx.config` asks for.
+    pub(crate) fn new(ctx: Arc<RpcContext>) -> Self {
+        let config = &ctx.config;
+        Self {
+            methods: Methods::new(config),
+            limits: Limits { max_batch: config.max_batch, max_response: config.max_response_body },
+            max_body: config.max_request_body,
+            sync: config.sync.clone(),
+            ctx: ctx.clone(),
+        }
+    }
+
+    /// The whole answer to one HTTP request.
+    pub(crate) async fn respond<B>(&self, req: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let path = req.uri().path();
+        if path == "/health" && req.method() == Method::GET {
+            return health(&self.ctx.db, &self.sync);
+        }
+        if req.headers().contains_key(HEALTH_GATE) {
+            let resp = health(&self.ctx.db, &self.sync);
+            if resp.status() != StatusCode::OK {
+                return resp;
+            }
+        }
+        if path != "/" {
+            return text(StatusCode::NOT_FOUND, "Not Found: JSON-RPC is served at /\n");
+        }
+        if req.method() != Method::POST {
+            return text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method Not Allowed: JSON-RPC takes POST\n",
+            );
+        }
+        if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported Media Type: send Content-Type: application/json\n",
+            );
+        }
+        let body = match Limited::new(req.into_body(), self.max_body as usize).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                let body = RpcError::BodyTooLarge(self.max_body).response_with_null_id();
+                return json(StatusCode::PAYLOAD_TOO_LARGE, body.into());
+            }
+            Err(e) => {
+                let body = RpcError::Parse(format!("could not read the request body: {e}"))
+                    .response_with_null_id();
+                return json(StatusCode::BAD_REQUEST, body.into());
+            }
+        };
+        match dispatch::handle(&self.ctx, &self.methods, &body, self.limits).await {
+            Reply::Json(out) => json(StatusCode::OK, out),
+            Reply::Empty => json(StatusCode::OK, Vec::new()),
+        }
     }
 }
 
-/// The service of [`PathsLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct Paths<S> {
-    inner: S,
-    health: Option<HealthSource>,
+/// `application/json` or `application/json-rpc`, with or without parameters (`charset`).
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else { return false };
+    let media = value.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("application/json")
+        || media.eq_ignore_ascii_case("application/json-rpc")
 }
 
-fn health(source: &Option<HealthSource>) -> HttpResponse {
-    let verdict = match source {
-        None => Ok(()),
-        Some((db, sync)) => match db.begin_read().and_then(|r| r.head()) {
-            Ok(head) => sync.health(head.unwrap_or(0)),
-            Err(e) => Err(format!("database: {e}")),
-        },
-    };
-    let (status, body) = match verdict {
-        Ok(()) => (http::StatusCode::OK, "OK\n".to_string()),
-        Err(why) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-    };
-    let mut resp = HttpResponse::new(HttpBody::from(body));
+fn json(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
-impl<S, B> Service<HttpRequest<B>> for Paths<S>
-where
-    S: Service<HttpRequest<B>, Response = HttpResponse>,
-    S::Future: Send + 'static,
-{
-    type Response = HttpResponse;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, S::Error>> + Send>>;
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: HttpRequest<B>) -> Self::Future {
-        if req.uri().path() == "/health" && req.method() == http::Method::GET {
-            let resp = health(&self.health);
-            return Box::pin(async move { Ok(resp) });
-        }
-        if req.headers().contains_key(HEALTH_GATE) {
-            let resp = health(&self.health);
-            if resp.status() != http::StatusCode::OK {
-                return Box::pin(async move { Ok(resp) });
-            }
-        }
-        if req.uri().path() != "/" {
-            let mut resp =
-                HttpResponse::new(HttpBody::from("Not Found: JSON-RPC is served at /\n"));
-            *resp.status_mut() = http::StatusCode::NOT_FOUND;
-            return Box::pin(async move { Ok(resp) });
-        }
-        Box::pin(self.inner.call(req))
+/// `GET /health`: 200 `OK`, or 503 with the reason (see [`SyncStatus::health`]).
+fn health(db: &Database, sync: &SyncStatus) -> Response<Body> {
+    let verdict = match db.begin_read().and_then(|r| r.head()) {
+        Ok(head) => sync.health(head.unwrap_or(0)),
+        Err(e) => Err(format!("database: {e}")),
+    };
+    match verdict {
+        Ok(()) => text(StatusCode::OK, "OK\n"),
+        Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
     }
 }
 
 /// CORS for `--http.corsdomain`: `*` for any origin, else a comma-separated list.
 pub(crate) fn cors_layer(domains: &str) -> std::io::Result<CorsLayer> {
-    let layer = CorsLayer::new()
-        .allow_methods([http::Method::POST])
-        .allow_headers([http::header::CONTENT_TYPE]);
+    let layer =
+        CorsLayer::new().allow_methods([Method::POST]).allow_headers([header::CONTENT_TYPE]);
     if domains.trim() == "*" {
         return Ok(layer.allow_origin(Any));
     }
     let origins = domains
         .split(',')
-        .map(|d| d.trim().parse::<http::HeaderValue>())
+        .map(|d| d.trim().parse::<HeaderValue>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http.corsdomain: {e}"))
         })?;
     Ok(layer.allow_origin(AllowOrigin::list(origins)))
+}
+
+/// A running HTTP server: [`HttpHandle::stop`] ends it.
+#[derive(Debug)]
+pub(crate) struct HttpHandle {
+    stop: watch::Sender<bool>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl HttpHandle {
+    /// Stops accepting, lets every connection finish the request it is in, and waits for them.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.done.await;
+    }
+
+    /// Waits until the server stops.
+    pub(crate) async fn stopped(self) {
+        let _ = self.done.await;
+    }
+}
+
+/// How long an accept error (out of file descriptors) pauses the listener.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Serves `app` on `listener`: HTTP/1.1 with keep-alive, at most `max_connections` at once
+/// (one more is closed at once), CORS when `cors` is set.
+pub(crate) fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    cors: Option<CorsLayer>,
+    max_connections: u32,
+) -> HttpHandle {
+    let (stop, mut stopping) = watch::channel(false);
+    let service = tower::ServiceBuilder::new().option_layer(cors).service_fn(move |req| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(app.respond::<hyper::body::Incoming>(req).await) }
+    });
+    let slots = Arc::new(Semaphore::new(max_connections as usize));
+    let done = tokio::spawn(async move {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = stopping.changed() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        tracing::warn!(target: "rpc", "accept: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(
+                    TokioIo::new(stream),
+                    hyper_util::service::TowerToHyperService::new(service.clone()),
+                );
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(target: "rpc", %peer, "connection: {e}");
+                }
+                drop(slot);
+            });
+        }
+        drop(listener);
+        graceful.shutdown().await;
+    });
+    HttpHandle { stop, done }
 }

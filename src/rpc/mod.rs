@@ -7,16 +7,17 @@ mod call;
 mod config;
 mod convert;
 mod debug;
+mod dispatch;
 mod error;
 mod estimate;
 mod eth;
 mod fees;
 mod forward;
 mod geth_trace;
-mod guard;
 mod http;
 mod in_process;
 mod logs;
+mod methods;
 mod params;
 mod pool;
 mod proof;
@@ -27,13 +28,10 @@ mod trace_replay;
 mod ws;
 
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonrpsee::RpcModule;
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
-use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 pub use error::{RpcError, RpcResult, codes};
 pub use http::HEALTH_GATE;
@@ -147,23 +145,6 @@ pub struct RpcContext {
     heads: Option<ws::Heads>,
 }
 
-impl RpcContext {
-    /// Runs a handler: catches a panic (→ -32603, the server keeps serving) and logs method,
-    /// latency and outcome at debug level.
-    fn guard<T>(
-        &self,
-        method: &'static str,
-        f: impl FnOnce() -> RpcResult<T>,
-    ) -> Result<T, ErrorObjectOwned> {
-        let started = Instant::now();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-            Err(RpcError::Internal(format!("panic in {method}: {}", panic_message(&panic))))
-        });
-        log_outcome(method, started, &result);
-        result.map_err(Into::into)
-    }
-}
-
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
 /// `loupe_rpc_request_duration_seconds`, each labelled `method`).
 fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
@@ -212,19 +193,20 @@ pub struct RpcServer {
     pub addr: SocketAddr,
     /// The WebSocket server's bound address, with `--ws`.
     pub ws_addr: Option<SocketAddr>,
-    handle: ServerHandle,
+    handle: http::HttpHandle,
     ws_handle: Option<ServerHandle>,
 }
 
 impl RpcServer {
     /// Stops accepting requests and waits for the servers to finish.
     pub async fn stop(self) {
-        let _ = self.handle.stop();
         if let Some(ws) = &self.ws_handle {
             let _ = ws.stop();
-            ws.clone().stopped().await;
         }
-        self.handle.stopped().await;
+        self.handle.stop().await;
+        if let Some(ws) = self.ws_handle {
+            ws.stopped().await;
+        }
     }
 
     /// Waits until the server stops.
@@ -236,174 +218,16 @@ impl RpcServer {
 /// The namespaces `--http.api` chooses from (a method's namespace is its name up to `_`).
 pub const NAMESPACES: [&str; 5] = ["eth", "net", "web3", "trace", "debug"];
 
-/// Builds the method table.
-fn module(
-    ctx: RpcContext,
-) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
-    let test_panic = ctx.config.test_panic_method;
-    let apis = ctx.config.apis.clone();
-    let subscriptions = ctx.heads.is_some();
-    let mut m = RpcModule::new(ctx);
-    macro_rules! read {
-        ($($name:literal => $f:ident),* $(,)?) => {$(
-            m.register_method($name, |p, ctx, _| ctx.guard($name, || ctx.$f(p)))?;
-        )*};
-    }
-    read! {
-        "eth_getTransactionByBlockNumberAndIndex" => tx_by_number_and_index,
-        "eth_getTransactionByBlockHashAndIndex" => tx_by_hash_and_index,
-        "eth_getTransactionByHash" => tx_by_hash,
-        "eth_getBlockByNumber" => block_by_number,
-        "eth_getBlockByHash" => block_by_hash,
-        "eth_getBlockTransactionCountByNumber" => tx_count_by_number,
-        "eth_getBlockTransactionCountByHash" => tx_count_by_hash,
-        "eth_getTransactionReceipt" => receipt,
-        "eth_getBlockReceipts" => block_receipts,
-        "eth_getBalance" => balance,
-        "eth_getTransactionCount" => nonce,
-        "eth_getCode" => code,
-        "eth_getStorageAt" => storage_at,
-        "eth_blockNumber" => block_number,
-        "eth_chainId" => chain_id,
-        "net_version" => net_version,
-        "eth_syncing" => syncing,
-        "debug_getRawHeader" => raw_header,
-        "debug_getRawBlock" => raw_block,
-        "eth_gasPrice" => gas_price,
-        "eth_maxPriorityFeePerGas" => max_priority_fee,
-        "eth_feeHistory" => fee_history,
-        "eth_baseFee" => base_fee,
-        "eth_blobBaseFee" => blob_base_fee,
-        "eth_getLogs" => get_logs,
-        "eth_newFilter" => new_filter,
-        "eth_newBlockFilter" => new_block_filter,
-        "eth_getFilterChanges" => filter_changes,
-        "eth_getFilterLogs" => filter_logs,
-        "eth_uninstallFilter" => uninstall_filter,
-        "eth_getStorageValues" => storage_values,
-        "eth_config" => eth_config,
-        "eth_capabilities" => capabilities,
-        "eth_accounts" => accounts,
-        "net_listening" => net_listening,
-        "net_peerCount" => net_peer_count,
-        "web3_sha3" => web3_sha3,
-        "eth_getUncleByBlockNumberAndIndex" => uncle_by_number_and_index,
-        "eth_getUncleByBlockHashAndIndex" => uncle_by_hash_and_index,
-        "eth_getUncleCountByBlockNumber" => uncle_count_by_number,
-        "eth_getUncleCountByBlockHash" => uncle_count_by_hash,
-        "eth_getRawTransactionByHash" => raw_transaction,
-        "debug_getRawTransaction" => raw_transaction,
-        "debug_getRawReceipts" => raw_receipts,
-    }
-    m.register_method("web3_clientVersion", |p, ctx, _| {
-        ctx.guard("web3_clientVersion", || {
-            params::Args::new(&p, 0)?;
-            Ok(format!("loupe/v{}", env!("CARGO_PKG_VERSION")))
-        })
-    })?;
-    // EVM methods: async, run on the worker pool (`pool.rs`).
-    macro_rules! evm {
-        ($($name:literal => $f:ident),* $(,)?) => {$(
-            m.register_async_method($name, |p, ctx, _| async move {
-                let started = Instant::now();
-                let r = ctx.$f(p).await;
-                log_outcome($name, started, &r);
-                r.map_err(ErrorObjectOwned::from)
-            })?;
-        )*};
-    }
-    evm! {
-        "trace_call" => trace_call,
-        "eth_call" => eth_call,
-        "eth_getProof" => get_proof,
-        "eth_sendRawTransaction" => send_raw_transaction,
-        "eth_estimateGas" => estimate_gas,
-        "eth_createAccessList" => create_access_list,
-        "eth_simulateV1" => simulate_v1,
-        "debug_traceTransaction" => debug_trace_transaction,
-        "debug_traceBlockByNumber" => debug_trace_block_by_number,
-        "debug_traceBlockByHash" => debug_trace_block_by_hash,
-        "debug_traceCall" => debug_trace_call,
-        "trace_callMany" => trace_call_many,
-        "trace_rawTransaction" => trace_raw_transaction,
-        "trace_replayTransaction" => trace_replay_transaction,
-        "trace_replayBlockTransactions" => trace_replay_block_transactions,
-        "trace_transaction" => trace_transaction,
-        "trace_get" => trace_get,
-        "trace_block" => trace_block,
-        "trace_filter" => trace_filter,
-    }
-    if subscriptions {
-        ws::register(&mut m)?;
-    }
-    // `--http.api`: a method outside the namespaces chosen is not registered (-32601).
-    let unserved: Vec<&'static str> = m
-        .method_names()
-        .filter(|name| {
-            let ns = name.split('_').next().unwrap_or("");
-            NAMESPACES.contains(&ns) && !apis.iter().any(|a| a == ns)
-        })
-        .collect();
-    for name in unserved {
-        m.remove_method(name);
-    }
-    if test_panic {
-        m.register_method("loupe_testPanic", |_p: Params<'_>, ctx, _| {
-            ctx.guard::<()>("loupe_testPanic", || panic!("test panic"))
-        })?;
-    }
-    Ok(m)
-}
-
-/// The HTTP server's limits (jsonrpsee's side of them).
-fn http_server_config(config: &RpcConfig) -> ServerConfig {
-    ServerConfig::builder()
-        .http_only()
-        .max_request_body_size(config.max_request_body)
-        .max_response_body_size(config.max_response_body)
-        .max_connections(config.max_connections)
-        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
-        .set_tcp_no_delay(true)
-        .build()
-}
-
-/// The HTTP middleware's layers (see [`http_middleware`]).
-type HttpLayers = tower::layer::util::Stack<
-    guard::JsonRpcGuardLayer,
-    tower::layer::util::Stack<
-        http::PathsLayer,
-        tower::layer::util::Stack<
-            tower::util::Either<tower_http::cors::CorsLayer, tower::layer::util::Identity>,
-            tower::layer::util::Identity,
-        >,
-    >,
->;
-
-/// The HTTP middleware in front of the methods.
-type HttpMiddleware = tower::ServiceBuilder<HttpLayers>;
-
-/// CORS, then paths (`/health`, 404s, the health gate), then the JSON-RPC guard (body limits,
-/// batch limits, panics).
-fn http_middleware(db: &Arc<Database>, config: &RpcConfig) -> std::io::Result<HttpMiddleware> {
-    let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
-    let guard =
-        guard::JsonRpcGuardLayer { max_body: config.max_request_body, max_batch: config.max_batch };
-    let paths = http::PathsLayer { health: Some((db.clone(), config.sync.clone())) };
-    Ok(tower::ServiceBuilder::new().option_layer(cors).layer(paths).layer(guard))
-}
-
-/// Starts the HTTP JSON-RPC server on `config.addr`.
+/// Starts the HTTP JSON-RPC server on `config.addr` (and the WebSocket server on `config.ws`).
 pub async fn start(
     db: Arc<Database>,
     spec: ChainSpec,
     config: RpcConfig,
 ) -> std::io::Result<RpcServer> {
-    let server = jsonrpsee::server::Server::builder()
-        .set_config(http_server_config(&config))
-        .set_http_middleware(http_middleware(&db, &config)?)
-        .build(config.addr)
-        .await?;
-    let addr = server.local_addr()?;
+    let listener = tokio::net::TcpListener::bind(config.addr).await?;
+    let addr = listener.local_addr()?;
+    let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
+    let max_connections = config.max_connections;
     let ws_addr = config.ws;
     let ws_config = ServerConfig::builder()
         .ws_only()
@@ -426,17 +250,19 @@ pub async fn start(
     if ws_addr.is_some() {
         ctx.heads = Some(ws::watch_heads(db));
     }
-    let module = module(ctx).map_err(std::io::Error::other)?;
+    let app = Arc::new(http::App::new(Arc::new(ctx)));
     let ws = match ws_addr {
         Some(at) => {
+            let mut module = app.methods.module(app.ctx.clone()).map_err(std::io::Error::other)?;
+            ws::register(&mut module).map_err(std::io::Error::other)?;
             let ws_server =
                 jsonrpsee::server::Server::builder().set_config(ws_config).build(at).await?;
             let bound = ws_server.local_addr()?;
-            Some((bound, ws_server.start(module.clone())))
+            Some((bound, ws_server.start(module)))
         }
         None => None,
     };
-    let handle = server.start(module);
+    let handle = http::serve(listener, app, cors, max_connections);
     Ok(RpcServer {
         addr,
         ws_addr: ws.as_ref().map(|(a, _)| *a),

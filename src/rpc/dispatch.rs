@@ -1,0 +1,231 @@
+//! JSON-RPC 2.0 over one request body (behaviour.md §1): the envelope parsed once, each call
+//! dispatched on [`Methods`], the response written straight into one buffer.
+//!
+//! - a body that is not JSON: -32700, id null;
+//! - a top-level scalar, an empty batch, an item that is not a request object: -32600, id null;
+//! - a wrong `jsonrpc` or a missing or non-string `method`: -32600 with the request's id;
+//! - an id is echoed byte for byte when it is a string, a number or null; an id of another
+//!   type (bool, object, array) gets -32600 with id null;
+//! - a notification (no `id`) is not run and gets no response object, as in jsonrpsee and
+//!   reth; a body of notifications only gets an empty body, not `[]` or `null`;
+//! - a batch over the limit: one -32010 error naming the limit; the items of a batch run in
+//!   order, one after the other;
+//! - a response over the limit: -32008 for that call, -32011 for a whole batch.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::methods::{Handler, Methods, call_async, call_sync};
+use super::{RpcContext, RpcError};
+
+/// The limits of one body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Most requests in one batch.
+    pub(crate) max_batch: u32,
+    /// Largest response in bytes.
+    pub(crate) max_response: u32,
+}
+
+/// What a body is answered with.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// A response object or a batch of them.
+    Json(Vec<u8>),
+    /// Nothing: the body held notifications only.
+    Empty,
+}
+
+/// One request object, borrowed from the body. A member that is present is `Some`, also when
+/// it is `null` (serde's `Option` would read `null` as absent, losing `"id":null`).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// What an item of the body asks for.
+enum Item<'a> {
+    /// A call to answer.
+    Call { id: &'a str, method: Cow<'a, str>, params: Option<&'a RawValue> },
+    /// A notification: no answer.
+    Notification,
+    /// Not a valid request: -32600 with this id (`null` when it has none or cannot be echoed).
+    Invalid { id: &'a str },
+}
+
+const NULL: &str = "null";
+
+fn classify(env: Envelope<'_>) -> Item<'_> {
+    let id = match env.id {
+        None => None,
+        Some(raw) => match raw.get().as_bytes().first() {
+            Some(b'"' | b'n' | b'-' | b'0'..=b'9') => Some(raw.get()),
+            _ => return Item::Invalid { id: NULL },
+        },
+    };
+    let version_ok = env.jsonrpc.is_some_and(|v| v.get() == r#""2.0""#);
+    let method = env
+        .method
+        .filter(|m| m.get().starts_with('"'))
+        .and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok());
+    match (id, method) {
+        (Some(id), Some(method)) if version_ok => Item::Call { id, method, params: env.params },
+        (None, Some(_)) if version_ok => Item::Notification,
+        (id, _) => Item::Invalid { id: id.unwrap_or(NULL) },
+    }
+}
+
+/// An item of a batch, already parsed as JSON.
+fn classify_raw(raw: &RawValue) -> Item<'_> {
+    match serde_json::from_str::<Envelope<'_>>(raw.get()) {
+        Ok(env) => classify(env),
+        Err(_) => Item::Invalid { id: NULL },
+    }
+}
+
+/// Answers one request body.
+pub(crate) async fn handle(
+    ctx: &Arc<RpcContext>,
+    methods: &Methods,
+    body: &[u8],
+    limits: Limits,
+) -> Reply {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return error_reply(NULL, RpcError::Parse("Parse error: the body is not UTF-8".into()));
+    };
+    let text = text.trim_start();
+    if text.starts_with('[') {
+        return handle_batch(ctx, methods, text, limits).await;
+    }
+    let item = match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(env) => classify(env),
+        // Not a request object: not JSON at all, or JSON of another shape.
+        Err(e) => match serde_json::from_str::<&RawValue>(text) {
+            Ok(_) => Item::Invalid { id: NULL },
+            Err(_) => return error_reply(NULL, RpcError::Parse(format!("Parse error: {e}"))),
+        },
+    };
+    let mut out = Vec::with_capacity(256);
+    if answer(ctx, methods, item, limits, &mut out).await { Reply::Json(out) } else { Reply::Empty }
+}
+
+async fn handle_batch(
+    ctx: &Arc<RpcContext>,
+    methods: &Methods,
+    text: &str,
+    limits: Limits,
+) -> Reply {
+    let items = match serde_json::from_str::<Vec<&RawValue>>(text) {
+        Ok(items) => items,
+        Err(e) => return error_reply(NULL, RpcError::Parse(format!("Parse error: {e}"))),
+    };
+    if items.is_empty() {
+        return error_reply(NULL, RpcError::InvalidRequest);
+    }
+    if items.len() > limits.max_batch as usize {
+        return error_reply(
+            NULL,
+            RpcError::BatchTooLarge { len: items.len(), max: limits.max_batch },
+        );
+    }
+    let mut out = Vec::with_capacity(64 * items.len());
+    out.push(b'[');
+    let mut answered = false;
+    for raw in items {
+        let mark = out.len();
+        if answered {
+            out.push(b',');
+        }
+        if answer(ctx, methods, classify_raw(raw), limits, &mut out).await {
+            answered = true;
+        } else {
+            out.truncate(mark);
+        }
+        if out.len() > limits.max_response as usize {
+            return error_reply(NULL, RpcError::BatchResponseTooLarge(limits.max_response));
+        }
+    }
+    if !answered {
+        return Reply::Empty;
+    }
+    out.push(b']');
+    Reply::Json(out)
+}
+
+/// Appends the response object of `item` to `out`; false for a notification (nothing
+/// appended).
+async fn answer(
+    ctx: &Arc<RpcContext>,
+    methods: &Methods,
+    item: Item<'_>,
+    limits: Limits,
+    out: &mut Vec<u8>,
+) -> bool {
+    let (id, method, params) = match item {
+        Item::Notification => return false,
+        Item::Invalid { id } => {
+            write_error(out, id, RpcError::InvalidRequest);
+            return true;
+        }
+        Item::Call { id, method, params } => (id, method, params),
+    };
+    let result = match methods.get(&method) {
+        None => Err(RpcError::MethodNotFound(method.into_owned())),
+        Some((name, Handler::Sync(f))) => {
+            call_sync(ctx, name, f, Params::new(params.map(RawValue::get)))
+        }
+        Some((name, Handler::Async(f))) => {
+            let p = Params::new(params.map(RawValue::get)).into_owned();
+            call_async(ctx.clone(), name, f, p).await
+        }
+    };
+    let start = out.len();
+    match result {
+        Ok(value) => {
+            out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(br#","result":"#);
+            out.extend_from_slice(value.get().as_bytes());
+            out.push(b'}');
+            if out.len() - start > limits.max_response as usize {
+                out.truncate(start);
+                write_error(out, id, RpcError::ResponseTooLarge(limits.max_response));
+            }
+        }
+        Err(e) => write_error(out, id, e),
+    }
+    true
+}
+
+fn write_error(out: &mut Vec<u8>, id: &str, e: RpcError) {
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(br#","error":"#);
+    match serde_json::to_vec(&ErrorObjectOwned::from(e)) {
+        Ok(obj) => out.extend_from_slice(&obj),
+        // An error object is plain data; serializing it does not fail.
+        Err(_) => out.extend_from_slice(br#"{"code":-32603,"message":"internal error"}"#),
+    }
+    out.push(b'}');
+}
+
+fn error_reply(id: &str, e: RpcError) -> Reply {
+    let mut out = Vec::with_capacity(128);
+    write_error(&mut out, id, e);
+    Reply::Json(out)
+}

@@ -1,0 +1,210 @@
+//! [`Methods`]: the one table of the JSON-RPC methods loupe serves, by name. The HTTP server
+//! dispatches on it directly; the WebSocket server gets the same table as a jsonrpsee module.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+
+use super::eth::Raw;
+use super::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message, params};
+
+/// A method that answers on the calling thread: a few µs of storage reads and JSON.
+pub(crate) type SyncFn = fn(&RpcContext, Params<'_>) -> RpcResult<Raw>;
+
+/// What an EVM method returns: it waits for the worker pool.
+pub(crate) type CallFuture = Pin<Box<dyn Future<Output = RpcResult<Raw>> + Send>>;
+
+/// A method that runs EVM work on the worker pool (`pool.rs`) and awaits it.
+pub(crate) type AsyncFn = fn(Arc<RpcContext>, Params<'static>) -> CallFuture;
+
+/// How a method runs.
+#[derive(Clone, Copy)]
+pub(crate) enum Handler {
+    /// Inline, on the server's thread.
+    Sync(SyncFn),
+    /// On the EVM worker pool.
+    Async(AsyncFn),
+}
+
+/// The methods served, by name, after `--http.api`.
+#[derive(Clone)]
+pub(crate) struct Methods {
+    table: HashMap<&'static str, Handler>,
+}
+
+impl std::fmt::Debug for Methods {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Methods").field("len", &self.table.len()).finish()
+    }
+}
+
+impl Methods {
+    /// Every method of the namespaces in `config.apis` (plus `loupe_testPanic` when the
+    /// config asks for it).
+    pub(crate) fn new(config: &super::RpcConfig) -> Self {
+        let mut table: HashMap<&'static str, Handler> = HashMap::new();
+        macro_rules! sync {
+            ($($name:literal => $f:ident),* $(,)?) => {$(
+                table.insert($name, Handler::Sync(|ctx, p| ctx.$f(p)));
+            )*};
+        }
+        sync! {
+            "eth_getTransactionByBlockNumberAndIndex" => tx_by_number_and_index,
+            "eth_getTransactionByBlockHashAndIndex" => tx_by_hash_and_index,
+            "eth_getTransactionByHash" => tx_by_hash,
+            "eth_getBlockByNumber" => block_by_number,
+            "eth_getBlockByHash" => block_by_hash,
+            "eth_getBlockTransactionCountByNumber" => tx_count_by_number,
+            "eth_getBlockTransactionCountByHash" => tx_count_by_hash,
+            "eth_getTransactionReceipt" => receipt,
+            "eth_getBlockReceipts" => block_receipts,
+            "eth_getBalance" => balance,
+            "eth_getTransactionCount" => nonce,
+            "eth_getCode" => code,
+            "eth_getStorageAt" => storage_at,
+            "eth_blockNumber" => block_number,
+            "eth_chainId" => chain_id,
+            "net_version" => net_version,
+            "eth_syncing" => syncing,
+            "debug_getRawHeader" => raw_header,
+            "debug_getRawBlock" => raw_block,
+            "eth_gasPrice" => gas_price,
+            "eth_maxPriorityFeePerGas" => max_priority_fee,
+            "eth_feeHistory" => fee_history,
+            "eth_baseFee" => base_fee,
+            "eth_blobBaseFee" => blob_base_fee,
+            "eth_getLogs" => get_logs,
+            "eth_newFilter" => new_filter,
+            "eth_newBlockFilter" => new_block_filter,
+            "eth_getFilterChanges" => filter_changes,
+            "eth_getFilterLogs" => filter_logs,
+            "eth_uninstallFilter" => uninstall_filter,
+            "eth_getStorageValues" => storage_values,
+            "eth_config" => eth_config,
+            "eth_capabilities" => capabilities,
+            "eth_accounts" => accounts,
+            "net_listening" => net_listening,
+            "net_peerCount" => net_peer_count,
+            "web3_sha3" => web3_sha3,
+            "eth_getUncleByBlockNumberAndIndex" => uncle_by_number_and_index,
+            "eth_getUncleByBlockHashAndIndex" => uncle_by_hash_and_index,
+            "eth_getUncleCountByBlockNumber" => uncle_count_by_number,
+            "eth_getUncleCountByBlockHash" => uncle_count_by_hash,
+            "eth_getRawTransactionByHash" => raw_transaction,
+            "debug_getRawTransaction" => raw_transaction,
+            "debug_getRawReceipts" => raw_receipts,
+        }
+        table.insert(
+            "web3_clientVersion",
+            Handler::Sync(|_, p| {
+                params::Args::new(&p, 0)?;
+                super::eth::to_value(concat!("loupe/v", env!("CARGO_PKG_VERSION")))
+            }),
+        );
+        macro_rules! evm {
+            ($($name:literal => $f:ident),* $(,)?) => {$(
+                table.insert($name, Handler::Async(|ctx, p| Box::pin(ctx.$f(p))));
+            )*};
+        }
+        evm! {
+            "trace_call" => trace_call,
+            "eth_call" => eth_call,
+            "eth_getProof" => get_proof,
+            "eth_sendRawTransaction" => send_raw_transaction,
+            "eth_estimateGas" => estimate_gas,
+            "eth_createAccessList" => create_access_list,
+            "eth_simulateV1" => simulate_v1,
+            "debug_traceTransaction" => debug_trace_transaction,
+            "debug_traceBlockByNumber" => debug_trace_block_by_number,
+            "debug_traceBlockByHash" => debug_trace_block_by_hash,
+            "debug_traceCall" => debug_trace_call,
+            "trace_callMany" => trace_call_many,
+            "trace_rawTransaction" => trace_raw_transaction,
+            "trace_replayTransaction" => trace_replay_transaction,
+            "trace_replayBlockTransactions" => trace_replay_block_transactions,
+            "trace_transaction" => trace_transaction,
+            "trace_get" => trace_get,
+            "trace_block" => trace_block,
+            "trace_filter" => trace_filter,
+        }
+        // `--http.api`: a method outside the namespaces chosen is not served (-32601).
+        table.retain(|name, _| {
+            let ns = name.split('_').next().unwrap_or("");
+            !NAMESPACES.contains(&ns) || config.apis.iter().any(|a| a == ns)
+        });
+        if config.test_panic_method {
+            table.insert("loupe_testPanic", Handler::Sync(|_, _| panic!("test panic")));
+        }
+        Self { table }
+    }
+
+    /// The method called `name`, with its name as a `'static` label for logs and metrics.
+    pub(crate) fn get(&self, name: &str) -> Option<(&'static str, Handler)> {
+        self.table.get_key_value(name).map(|(k, h)| (*k, *h))
+    }
+
+    /// The same methods as a jsonrpsee module (the WebSocket server's), over `ctx`.
+    pub(crate) fn module(
+        &self,
+        ctx: Arc<RpcContext>,
+    ) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
+        let mut m = RpcModule::from_arc(ctx);
+        for (&name, &handler) in &self.table {
+            match handler {
+                Handler::Sync(f) => {
+                    m.register_method(name, move |p, ctx, _| {
+                        call_sync(ctx, name, f, p).map_err(ErrorObjectOwned::from)
+                    })?;
+                }
+                Handler::Async(f) => {
+                    m.register_async_method(name, move |p, ctx, _| async move {
+                        call_async(ctx, name, f, p).await.map_err(ErrorObjectOwned::from)
+                    })?;
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// Runs a sync method: catches a panic (→ -32603; the server keeps serving), logs and counts
+/// the outcome.
+pub(crate) fn call_sync(
+    ctx: &RpcContext,
+    name: &'static str,
+    f: SyncFn,
+    p: Params<'_>,
+) -> RpcResult<Raw> {
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(ctx, p)))
+        .unwrap_or_else(|panic| Err(panicked(name, &*panic)));
+    log_outcome(name, started, &result);
+    result
+}
+
+/// Runs an EVM method: as [`call_sync`], awaiting the worker pool.
+pub(crate) async fn call_async(
+    ctx: Arc<RpcContext>,
+    name: &'static str,
+    f: AsyncFn,
+    p: Params<'static>,
+) -> RpcResult<Raw> {
+    let started = Instant::now();
+    let result = AssertUnwindSafe(f(ctx, p))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked(name, &*panic)));
+    log_outcome(name, started, &result);
+    result
+}
+
+fn panicked(name: &str, panic: &(dyn std::any::Any + Send)) -> RpcError {
+    RpcError::Internal(format!("panic in {name}: {}", panic_message(panic)))
+}
