@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side by side (issue 14): the same request bodies against reth 2.5.1, loupe and a bare hyper
-# server with a fixed answer (the physical floor, examples/floor.rs), back to back per point,
+# server that answers each body with loupe's recorded response to it and does nothing else (the
+# physical floor, examples/floor.rs), back to back per point,
 # at c=1, 8 and 64, on the execution-apis fixture chain. Prints a markdown table with ratios.
 # Usage: benches/sidebyside.sh [DURATION_SECONDS]
 # reth: RETH=/path/to/reth, else ../shared/peers/reth-2.5.1-x86_64-linux-gnu.zst is unpacked
@@ -30,8 +31,6 @@ wait_up() { for _ in $(seq 300); do curl -s "http://127.0.0.1:$1/" -o /dev/null 
 target/release/loupe import --datadir "$WORK/loupe" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
 target/release/loupe node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn &
 PIDS+=($!); LOUPE_PID=$!
-target/release/examples/floor $P_FLOOR &
-PIDS+=($!)
 if [ -n "$RETH" ]; then
   "$RETH" init --chain "$FX/genesis.json" --datadir "$WORK/reth-data" >/dev/null 2>&1
   "$RETH" import --chain "$FX/genesis.json" --datadir "$WORK/reth-data" "$FX/chain.rlp" >/dev/null 2>&1
@@ -41,7 +40,7 @@ if [ -n "$RETH" ]; then
   PIDS+=($!); RETH_PID=$!
   wait_up $P_RETH
 fi
-wait_up $P_LOUPE; wait_up $P_FLOOR
+wait_up $P_LOUPE
 
 URL="http://127.0.0.1:$P_LOUPE/"
 # shellcheck source=benches/common/wrk.sh
@@ -75,6 +74,17 @@ for block in latest 0xa; do
     ROWS+=("trace_call $name @$block")
   done < <(target/release/examples/bench_calls "$block" "$FUNDED")
 done
+
+# The floor answers every body with loupe's response to it (examples/floor.rs): the bytes a node
+# must send, without the work of producing them.
+for row in "${ROWS[@]}"; do
+  while IFS= read -r body; do
+    printf '%s\t%s\n' "$body" "$(post $P_LOUPE "$body")"
+  done < "$WORK/$row.txt"
+done > "$WORK/answers.tsv"
+target/release/examples/floor $P_FLOOR "$WORK/answers.tsv" &
+PIDS+=($!)
+wait_up $P_FLOOR
 
 echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); ${DUR} s per point, wrk on loopback${RETH:+; reth: $("$RETH" --version | head -1)}"
 [ -n "$RETH" ] || echo "reth not found (RETH unset, no $PEERS/reth-2.5.1-x86_64-linux-gnu.zst): loupe and the floor only"

@@ -11,8 +11,10 @@ use super::{RpcError, RpcResult, panic_message};
 type Job = Box<dyn FnOnce() + Send>;
 
 /// How long an idle worker polls for the next job before it sleeps: under load the next call
-/// usually arrives within this window, and a poll is much cheaper than a sleep and a wake-up.
-const SPIN: Duration = Duration::from_micros(50);
+/// often arrives within this window, and a poll is cheaper than a sleep and a wake-up. Short,
+/// because on a small machine the polling worker takes a core from the server's threads (50 µs
+/// cost 20-30% of trace_call throughput on 2 cores against 10 µs; BENCHMARKS.md, issue 14).
+const SPIN: Duration = Duration::from_micros(10);
 
 /// Admits at most `workers + queue` calls; `workers` dedicated threads run them, the rest wait
 /// in the queue. A call arriving when all places are taken is refused at once with
