@@ -200,7 +200,7 @@ async fn answer(
             out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
             out.extend_from_slice(id.as_bytes());
             out.extend_from_slice(br#","result":"#);
-            out.extend_from_slice(value.get().as_bytes());
+            out.extend_from_slice(value.as_str().as_bytes());
             out.push(b'}');
             if out.len() - start > limits.max_response as usize {
                 out.truncate(start);

@@ -24,6 +24,7 @@ mod proof;
 mod replay;
 mod simulate;
 mod trace;
+mod trace_json;
 mod trace_replay;
 mod ws;
 

@@ -25,6 +25,7 @@ use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 use super::call::{call_object, call_request};
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
+use super::trace_json::{trace_results, trace_results_list};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallRequest, execute_call, prepare_call_on};
 
@@ -41,9 +42,9 @@ impl RpcContext {
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
     /// in-process floor that benchmarks compare the server against.
-    pub fn trace_call_direct(&self, params_json: &str) -> RpcResult<Raw> {
+    pub fn trace_call_direct(&self, params_json: &str) -> RpcResult<String> {
         let (req, types, block) = self.trace_call_params(&Params::new(Some(params_json)))?;
-        self.trace_call_blocking(req, &types, block)
+        self.trace_call_blocking(req, &types, block).map(Raw::into_string)
     }
 
     fn trace_call_params(
@@ -113,7 +114,9 @@ impl RpcContext {
             return Err(invalid("pending is not supported for tracing"));
         }
         let ctx = self.clone();
-        self.pool.run(move || to_value(ctx.trace_call_many_blocking(calls, block)?)).await
+        self.pool
+            .run(move || trace_results_list(&ctx.trace_call_many_blocking(calls, block)?))
+            .await
     }
 
     /// `trace_rawTransaction(rawTx, traceTypes)`: the signed transaction's fields traced as
@@ -137,7 +140,10 @@ impl RpcContext {
         self.pool
             .run(move || {
                 let mut out = ctx.trace_call_many_blocking(vec![(req, types)], BlockRef::Latest)?;
-                to_value(out.pop())
+                match out.pop() {
+                    Some(results) => trace_results(&results),
+                    None => to_value(()),
+                }
             })
             .await
     }
@@ -189,7 +195,7 @@ impl RpcContext {
             .into_trace_results_with_state(&res, types, &call.state)
             .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
         let spec = call.env.cfg_env.spec;
-        to_value(normalize(results, &res.state, &call.state, spec)?)
+        trace_results(&normalize(results, &res.state, &call.state, spec)?)
     }
 }
 

@@ -57,7 +57,7 @@ impl RpcContext {
                 let results = out.pop().ok_or_else(|| {
                     RpcError::Internal(format!("transaction {hash} missing from its block"))
                 })?;
-                to_value(results.full_trace)
+                super::trace_json::trace_results(&results.full_trace)
             })
             .await
     }

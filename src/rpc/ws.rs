@@ -167,6 +167,7 @@ async fn subscribe(
 }
 
 async fn send(sink: &SubscriptionSink, msg: super::eth::Raw) -> Result<(), ()> {
+    let msg = msg.into_raw_value().map_err(|_| ())?;
     sink.send_timeout(SubscriptionMessage::from(msg), SEND_TIMEOUT).await.map_err(|_| ())
 }
 
