@@ -601,3 +601,36 @@ fn simulating_a_stored_block_rebuilds_its_receipts_and_state_roots() {
     assert!(checked >= 8, "only {checked} blocks simulated");
     assert!(roots >= 8, "only {roots} state roots compared");
 }
+
+/// A transaction object served before a reorg (and so kept in the transaction cache) is not
+/// served for the block that replaces its block: the lookup by number and index answers the
+/// new branch's block, which has no transactions.
+#[test]
+fn a_transaction_lookup_after_a_reorg_answers_the_new_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, spec, tip) = dev_chain(&tmp);
+    let node = Served::start(db.clone(), spec.clone(), |_| {});
+    let call = |m: &str, p: Value| node.call(m, p);
+    let with_tx = (1..=tip)
+        .rev()
+        .find(|b| {
+            call("eth_getBlockTransactionCountByNumber", json!([format!("{b:#x}")])) != json!("0x0")
+        })
+        .expect("the sample history has transactions");
+    let at = json!([format!("{with_tx:#x}"), "0x0"]);
+    let before = call("eth_getTransactionByBlockNumberAndIndex", at.clone());
+    assert_eq!(before["blockNumber"], json!(format!("{with_tx:#x}")), "{before}");
+    // Twice, so the second answer comes from the cache; it must equal the first.
+    assert_eq!(call("eth_getTransactionByBlockNumberAndIndex", at.clone()), before);
+    let mut w = db.begin_write().unwrap();
+    for _ in with_tx..=tip {
+        w.unwind_head().unwrap();
+    }
+    w.commit(true).unwrap();
+    let build = || loupe::dev::BlockBuilder::new(&db, &spec).build(Vec::new(), &[]).unwrap();
+    for _ in with_tx..=tip + 1 {
+        build();
+    }
+    assert_eq!(call("eth_getTransactionByBlockNumberAndIndex", at), Value::Null);
+    assert_eq!(call("eth_getTransactionByHash", json!([before["hash"]])), Value::Null);
+}

@@ -73,6 +73,10 @@ pub struct RpcArgs {
     /// favours trace_call throughput and 2 favours eth_ reads (BENCHMARKS.md).
     #[arg(long = "rpc.io-threads")]
     pub io_threads: Option<usize>,
+    /// Memory for transaction objects already serialized, in MiB (0: no cache). Keyed by
+    /// block hash and index, so a reorg cannot serve a stale one.
+    #[arg(long = "rpc.tx-cache-mb", default_value_t = 16)]
+    pub tx_cache_mb: u64,
     /// Serve `vmTrace` in trace_call (off by default: it is expensive).
     #[arg(long = "trace.vm-trace")]
     pub vm_trace: bool,
@@ -140,6 +144,7 @@ impl RpcArgs {
             gas_cap: self.gas_cap,
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
             queue: self.trace_queue,
+            tx_cache_bytes: self.tx_cache_mb.saturating_mul(1024 * 1024),
             vm_trace: self.vm_trace,
             io_threads: self.io_threads.map(|n| n.max(1)),
             max_logs_range: self.max_logs_range.max(1),

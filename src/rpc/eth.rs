@@ -19,6 +19,11 @@ impl Raw {
         &self.0
     }
 
+    /// A copy of JSON text this process wrote before (`tx_cache.rs`).
+    pub(crate) fn from_cached(text: &str) -> Self {
+        Self(text.to_owned())
+    }
+
     /// The JSON text, owned.
     pub(crate) fn into_string(self) -> String {
         self.0
@@ -74,14 +79,20 @@ impl RpcContext {
         self.resolve(r, b)?.ok_or(RpcError::HeaderNotFound)
     }
 
+    /// Transaction `index` of stored block `number` as an RPC object (from the transaction
+    /// cache when it holds it), `null` when there is none.
     fn tx_at(&self, r: &Reader, number: Option<u64>, index: u64) -> RpcResult<Raw> {
         let Some(number) = number else { return null() };
         let Ok(index) = u32::try_from(index) else { return null() };
+        let entry = r.header_and_hash(number)?;
+        if let Some(hit) = entry.as_ref().and_then(|e| self.tx_cache.get(e.1, index)) {
+            return Ok(Raw::from_cached(&hit));
+        }
         let Some(stored) = r.transaction(number, index)? else { return null() };
-        let entry = r
-            .header_and_hash(number)?
-            .ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
-        to_value(rpc_transaction(stored, &entry.0, entry.1))
+        let entry = entry.ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
+        let raw = to_value(rpc_transaction(stored, &entry.0, entry.1))?;
+        self.tx_cache.insert(entry.1, index, raw.as_str());
+        Ok(raw)
     }
 
     /// `eth_getTransactionByBlockNumberAndIndex(block, index)`.

@@ -26,6 +26,7 @@ mod simulate;
 mod trace;
 mod trace_json;
 mod trace_replay;
+mod tx_cache;
 mod ws;
 
 use std::net::SocketAddr;
@@ -66,6 +67,8 @@ pub struct RpcConfig {
     pub queue: usize,
     /// Threads of the server's async runtime (HTTP and cheap reads); `None`: CPU cores.
     pub io_threads: Option<usize>,
+    /// Bytes of serialized transaction objects kept (`tx_cache.rs`); 0: none.
+    pub tx_cache_bytes: u64,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
     /// Most blocks one logs query (or one filter poll) covers.
@@ -111,6 +114,7 @@ impl Default for RpcConfig {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             queue: 64,
             io_threads: None,
+            tx_cache_bytes: 16 * 1024 * 1024,
             vm_trace: false,
             max_logs_range: 100_000,
             max_logs: 20_000,
@@ -144,6 +148,8 @@ pub struct RpcContext {
     filters: logs::Filters,
     /// The stored head, watched for WebSocket subscriptions (`ws.rs`); `None` without `--ws`.
     heads: Option<ws::Heads>,
+    /// Transaction objects already serialized (`tx_cache.rs`).
+    tx_cache: tx_cache::TxCache,
 }
 
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
@@ -174,6 +180,7 @@ impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
         let pool = pool::TracePool::new(config.workers, config.queue);
+        let tx_cache = tx_cache::TxCache::new(config.tx_cache_bytes);
         Self {
             db,
             spec,
@@ -183,6 +190,7 @@ impl RpcContext {
             tip_cache: std::sync::Mutex::new(None),
             filters: logs::Filters::default(),
             heads: None,
+            tx_cache,
         }
     }
 }
