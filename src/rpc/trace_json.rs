@@ -1,5 +1,5 @@
 //! Parity trace results written straight to JSON text: the bytes serde would write for
-//! alloy's `TraceResults`, without serde's per-byte escape scan of every hex string (a third of
+//! alloy's `TraceResults`, without serde's per-byte escape scan of every hex string (a quarter of
 //! an in-process storage-writing `trace_call` went to serialization; BENCHMARKS.md, issue 14).
 //!
 //! serde_json has no way to write a string it need not escape, so this is written by hand. In
