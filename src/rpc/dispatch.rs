@@ -5,7 +5,7 @@
 //! - a top-level scalar, an empty batch, an item that is not a request object: -32600, id null;
 //! - a wrong `jsonrpc` or a missing or non-string `method`: -32600 with the request's id;
 //! - an id is echoed byte for byte when it is a string, a number or null; an id of another
-//!   type (bool, object, array) gets -32600 with id null;
+//!   type (bool, object, array), or a number out of a double's range, gets -32600 with id null;
 //! - a notification (no `id`) is not run and gets no response object, as in jsonrpsee and
 //!   reth; a body of notifications only gets an empty body, not `[]` or `null`;
 //! - a batch over the limit: one -32010 error naming the limit; the items of a batch run in
@@ -74,7 +74,8 @@ fn classify(env: Envelope<'_>) -> Item<'_> {
     let id = match env.id {
         None => None,
         Some(raw) => match raw.get().as_bytes().first() {
-            Some(b'"' | b'n' | b'-' | b'0'..=b'9') => Some(raw.get()),
+            Some(b'"' | b'n') => Some(raw.get()),
+            Some(b'-' | b'0'..=b'9') if number_clients_read(raw.get()) => Some(raw.get()),
             _ => return Item::Invalid { id: NULL },
         },
     };
@@ -88,6 +89,16 @@ fn classify(env: Envelope<'_>) -> Item<'_> {
         (None, Some(_)) if version_ok => Item::Notification,
         (id, _) => Item::Invalid { id: id.unwrap_or(NULL) },
     }
+}
+
+/// Whether a numeric id can be echoed: JSON's grammar allows numbers that common parsers
+/// refuse (`1e999` is out of range for serde_json and JavaScript gives `Infinity`); such an id
+/// gets -32600 with id null rather than a response its sender cannot read.
+fn number_clients_read(text: &str) -> bool {
+    let plain = text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit());
+    plain
+        || serde_json::from_str::<serde_json::Number>(text)
+            .is_ok_and(|n| n.as_f64().is_some_and(f64::is_finite))
 }
 
 /// An item of a batch, already parsed as JSON.
@@ -228,4 +239,20 @@ fn error_reply(id: &str, e: RpcError) -> Reply {
     let mut out = Vec::with_capacity(128);
     write_error(&mut out, id, e);
     Reply::Json(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number_clients_read;
+
+    #[test]
+    fn numeric_ids_are_echoed_only_when_a_parser_can_read_them() {
+        for ok in ["0", "1", "-1", "1.5", "1e3", "18446744073709551616", "12345678901234567890123"] {
+            assert!(number_clients_read(ok), "{ok}");
+            assert!(serde_json::from_str::<serde_json::Value>(ok).is_ok(), "{ok}");
+        }
+        for refused in ["1e999", "-823e979805", "1E400"] {
+            assert!(!number_clients_read(refused), "{refused}");
+        }
+    }
 }
