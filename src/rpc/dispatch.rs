@@ -247,7 +247,8 @@ mod tests {
 
     #[test]
     fn numeric_ids_are_echoed_only_when_a_parser_can_read_them() {
-        for ok in ["0", "1", "-1", "1.5", "1e3", "18446744073709551616", "12345678901234567890123"] {
+        for ok in ["0", "1", "-1", "1.5", "1e3", "18446744073709551616", "12345678901234567890123"]
+        {
             assert!(number_clients_read(ok), "{ok}");
             assert!(serde_json::from_str::<serde_json::Value>(ok).is_ok(), "{ok}");
         }
