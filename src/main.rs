@@ -3,6 +3,9 @@
 use std::process::ExitCode;
 
 /// mimalloc: the request paths allocate a lot of small, short-lived objects (BENCHMARKS.md).
+/// The `system-allocator` feature leaves it out, so heap profilers that wrap malloc
+/// (heaptrack) can see every allocation.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,9 +1,9 @@
 //! [`TracePool`]: a bounded pool of EVM worker threads with a bounded queue and fast rejection.
 
-use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::sync::{Semaphore, oneshot};
 
 use super::{RpcError, RpcResult, panic_message};
@@ -22,7 +22,7 @@ const SPIN: Duration = Duration::from_micros(10);
 #[derive(Debug)]
 pub(crate) struct TracePool {
     admission: Arc<Semaphore>,
-    jobs: Mutex<Sender<Job>>,
+    jobs: Sender<Job>,
     workers: usize,
     places: usize,
 }
@@ -30,8 +30,7 @@ pub(crate) struct TracePool {
 impl TracePool {
     pub(crate) fn new(workers: usize, queue: usize) -> Self {
         let workers = workers.max(1);
-        let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         for i in 0..workers {
             let rx = rx.clone();
             let spawned = std::thread::Builder::new()
@@ -42,7 +41,7 @@ impl TracePool {
             }
         }
         let places = workers + queue;
-        Self { admission: Arc::new(Semaphore::new(places)), jobs: Mutex::new(tx), workers, places }
+        Self { admission: Arc::new(Semaphore::new(places)), jobs: tx, workers, places }
     }
 
     /// Sets the busy-worker and queue-depth gauges.
@@ -79,12 +78,7 @@ impl TracePool {
                 });
             let _ = tx.send(result);
         });
-        let sent = self
-            .jobs
-            .lock()
-            .map_err(|_| RpcError::Internal("worker pool poisoned".into()))?
-            .send(job);
-        if sent.is_err() {
+        if self.jobs.send(job).is_err() {
             return Err(RpcError::Internal("EVM workers stopped".into()));
         }
         rx.await.map_err(|_| RpcError::Internal("EVM worker dropped the call".into()))?
@@ -113,18 +107,17 @@ impl Drop for Released {
     }
 }
 
-fn worker(rx: &Mutex<Receiver<Job>>) {
+/// Every worker receives from the one queue and parks on its own when it is empty, so a job
+/// wakes at most one sleeping worker, and a worker taking a job wakes nobody.
+fn worker(rx: &Receiver<Job>) {
     loop {
-        let job = {
-            let Ok(rx) = rx.lock() else { return };
-            let started = Instant::now();
-            loop {
-                match rx.try_recv() {
-                    Ok(job) => break Some(job),
-                    Err(TryRecvError::Disconnected) => break None,
-                    Err(TryRecvError::Empty) if started.elapsed() < SPIN => std::hint::spin_loop(),
-                    Err(TryRecvError::Empty) => break rx.recv().ok(),
-                }
+        let started = Instant::now();
+        let job = loop {
+            match rx.try_recv() {
+                Ok(job) => break Some(job),
+                Err(TryRecvError::Disconnected) => break None,
+                Err(TryRecvError::Empty) if started.elapsed() < SPIN => std::hint::spin_loop(),
+                Err(TryRecvError::Empty) => break rx.recv().ok(),
             }
         };
         match job {
