@@ -9,7 +9,8 @@
 //! (defaults 10, 16 and 2: WARMUP minutes of the same load come before the MINUTES whose first
 //! and last minute are compared; LOUPE_BIN picks the binary, default target/release/loupe;
 //! SOAK_LOUPE_ARGS adds flags to `loupe follow`, e.g. `--db.cache-mb 8`; SOAK_SAMPLES=FILE
-//! writes the 1-s samples as CSV; MIMALLOC_SHOW_STATS=1 prints the allocator's exit report).
+//! writes the 1-s samples as CSV; MIMALLOC_SHOW_STATS=1 prints the allocator's exit report;
+//! SOAK_PREMINE=N gives anvil N blocks of history before the node starts following).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -414,6 +415,25 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
+    // SOAK_PREMINE=N: N blocks of history (two transactions each) before the follower starts,
+    // so the node starts on a chain larger than its caches and the window measures the node,
+    // not its caches filling with a young chain.
+    let premine: u64 = std::env::var("SOAK_PREMINE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    for i in 0..premine {
+        let value = hex(i + 1);
+        let to_contract = format!("0x{:064x}", i + 1);
+        anvil::rpc(
+            &up.url,
+            "eth_sendTransaction",
+            json!([{"from": anvil::ANVIL_ACCOUNTS[0], "to": anvil::ANVIL_ACCOUNTS[3], "value": value}]),
+        );
+        anvil::rpc(
+            &up.url,
+            "eth_sendTransaction",
+            json!([{"from": anvil::ANVIL_ACCOUNTS[2], "to": contract, "data": to_contract}]),
+        );
+        anvil::rpc(&up.url, "anvil_mine", json!(["0x1"]));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let (url, stop, contract) = (up.url.clone(), stop.clone(), contract.clone());
@@ -452,6 +472,12 @@ fn main() {
     while anvil::try_rpc(&url, "eth_blockNumber", json!([])).is_err() {
         assert!(Instant::now() < deadline, "loupe did not start");
         std::thread::sleep(Duration::from_millis(100));
+    }
+    let target = anvil::block_number(&up.url);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while anvil::block_number(&url) < target {
+        assert!(Instant::now() < deadline, "loupe did not catch up with the premined chain");
+        std::thread::sleep(Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_secs(5));
 
