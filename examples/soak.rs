@@ -341,6 +341,8 @@ struct Sample {
     rss: u64,
     anon: u64,
     file: u64,
+    /// Anonymous memory in transparent huge pages (`AnonHugePages` of `smaps_rollup`), KiB.
+    huge: u64,
     threads: u64,
     fds: usize,
 }
@@ -355,11 +357,18 @@ fn proc_stat(pid: u32, t: f64) -> Sample {
             .unwrap_or(0)
     };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let huge = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
     Sample {
         t,
         rss: field("VmRSS:"),
         anon: field("RssAnon:"),
         file: field("RssFile:"),
+        huge,
         threads: field("Threads:"),
         fds,
     }
@@ -604,13 +613,13 @@ fn main() {
     let mut samples: Vec<Sample> = Vec::new();
     let mut csv = std::env::var_os("SOAK_SAMPLES").map(|p| {
         let mut f = std::fs::File::create(p).expect("SOAK_SAMPLES file");
-        writeln!(f, "t,rss_kib,anon_kib,file_kib,threads,fds").ok();
+        writeln!(f, "t,rss_kib,anon_kib,file_kib,huge_kib,threads,fds").ok();
         f
     });
     println!(
-        "| t (s) | phase | RSS (MiB) | anon (MiB) | threads | open files | database (MiB) | requests answered | unexpected | head |"
+        "| t (s) | phase | RSS (MiB) | anon (MiB) | huge pages (MiB) | threads | open files | database (MiB) | requests answered | unexpected | head |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut tick = 0u64;
     while started.elapsed() < total {
         tick += 1;
@@ -618,7 +627,8 @@ fn main() {
         std::thread::sleep(next.saturating_sub(started.elapsed()));
         let s = proc_stat(node.id(), started.elapsed().as_secs_f64());
         if let Some(f) = csv.as_mut() {
-            writeln!(f, "{:.1},{},{},{},{},{}", s.t, s.rss, s.anon, s.file, s.threads, s.fds).ok();
+            let (t, rss, anon, file, huge) = (s.t, s.rss, s.anon, s.file, s.huge);
+            writeln!(f, "{t:.1},{rss},{anon},{file},{huge},{},{}", s.threads, s.fds).ok();
         }
         samples.push(s);
         if !tick.is_multiple_of(10) {
@@ -631,11 +641,12 @@ fn main() {
             counts.good.load(Relaxed) + counts.bad.load(Relaxed) + counts.shed.load(Relaxed);
         let db_mib = std::fs::metadata(&db_file).map_or(0.0, |m| m.len() as f64 / 1048576.0);
         println!(
-            "| {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {db_mib:.1} | {answered} | {} | {} |",
+            "| {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {db_mib:.1} | {answered} | {} | {} |",
             s.t,
             if s.t <= warmup { "warm-up" } else { "measured" },
             med(|s| s.rss as f64) / 1024.0,
             med(|s| s.anon as f64) / 1024.0,
+            med(|s| s.huge as f64) / 1024.0,
             med(|s| s.threads as f64),
             med(|s| s.fds as f64),
             counts.unexpected.load(Relaxed),
