@@ -347,29 +347,25 @@ struct Sample {
     fds: usize,
 }
 
+/// The number on the `name` line (`VmRSS:` in kB, `Threads:` a count) of a `/proc` file; 0 when absent.
+fn kib(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 fn proc_stat(pid: u32, t: f64) -> Sample {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    let huge = rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("AnonHugePages:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
     Sample {
         t,
-        rss: field("VmRSS:"),
-        anon: field("RssAnon:"),
-        file: field("RssFile:"),
-        huge,
-        threads: field("Threads:"),
+        rss: kib(&status, "VmRSS:"),
+        anon: kib(&status, "RssAnon:"),
+        file: kib(&status, "RssFile:"),
+        huge: kib(&rollup, "AnonHugePages:"),
+        threads: kib(&status, "Threads:"),
         fds,
     }
 }
