@@ -68,7 +68,8 @@ pub fn import_block(
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
     let writer = db.begin_write()?;
-    store_on_snapshot(&reader, &writer, spec, block, hash)?;
+    let prepared = Prepared::new(block, Senders::AllCores);
+    store_on_snapshot(&reader, &writer, spec, block, &prepared)?;
     // A file's chain is taken as final.
     writer.set_markers(number, number, number)?;
     let started = std::time::Instant::now();
@@ -111,7 +112,18 @@ pub fn import_block_uncommitted(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    let hash = block.header.hash_slow();
+    store_uncommitted(db, writer, spec, block, &Prepared::new(block, Senders::AllCores))
+}
+
+/// [`import_block_uncommitted`] with the block's [`Prepared`] part already done.
+pub(super) fn store_uncommitted(
+    db: &Database,
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    prepared: &Prepared,
+) -> Result<B256, ImportError> {
+    let hash = prepared.hash;
     let reader = db.begin_read()?;
     if reader.head()? != writer.head()? {
         return Err(ImportError::WriterNotFresh);
@@ -121,7 +133,7 @@ pub fn import_block_uncommitted(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    store_on_snapshot(&reader, writer, spec, block, hash)?;
+    store_on_snapshot(&reader, writer, spec, block, prepared)?;
     Ok(hash)
 }
 
@@ -130,13 +142,13 @@ fn store_on_snapshot(
     writer: &Writer,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
-    hash: B256,
+    prepared: &Prepared,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
-    check_header(spec, &block.header, &parent, hash)?;
-    store_block(writer, spec, block, hash, parent_hash, reader.state_at(head)?)
+    check_header(spec, &block.header, &parent, prepared.hash)?;
+    store_block(writer, spec, block, prepared, parent_hash, reader.state_at(head)?)
 }
 
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
@@ -148,8 +160,18 @@ pub fn import_block_pending(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
+    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores))
+}
+
+/// [`import_block_pending`] with the block's [`Prepared`] part already done.
+pub(super) fn store_pending(
+    writer: &Writer,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    prepared: &Prepared,
+) -> Result<B256, ImportError> {
     let number = block.header.number;
-    let hash = block.header.hash_slow();
+    let hash = prepared.hash;
     let head = writer.head()?.ok_or(ImportError::NotInitialised)?;
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
@@ -157,7 +179,7 @@ pub fn import_block_pending(
     let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_header(spec, &block.header, &parent, hash)?;
-    store_block(writer, spec, block, hash, parent_hash, writer.pending_state()?)?;
+    store_block(writer, spec, block, prepared, parent_hash, writer.pending_state()?)?;
     Ok(hash)
 }
 
@@ -253,7 +275,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     writer: &Writer,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
-    hash: B256,
+    prepared: &Prepared,
     parent_hash: B256,
     parent_state: DB,
 ) -> Result<(), ImportError>
@@ -262,17 +284,12 @@ where
 {
     let header = &block.header;
     let number = header.number;
+    let hash = prepared.hash;
     check(number, hash, "parent hash", header.parent_hash, parent_hash)?;
 
     // Commitments checkable without execution.
     let body = &block.body;
-    check(
-        number,
-        hash,
-        "transactions root",
-        header.transactions_root,
-        calculate_transaction_root(&body.transactions),
-    )?;
+    check(number, hash, "transactions root", header.transactions_root, prepared.transactions_root)?;
     check(number, hash, "ommers hash", header.ommers_hash, calculate_ommers_root(&body.ommers))?;
     let shanghai = spec.is_shanghai_active_at_timestamp(header.timestamp);
     let withdrawals_root = body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w));
@@ -286,11 +303,21 @@ where
         )?;
     }
 
-    let senders = recover_senders(&body.transactions, number, hash)?;
+    let senders = match &prepared.senders {
+        Ok(senders) => senders.as_slice(),
+        Err((index, message)) => {
+            return Err(ImportError::Signature {
+                number,
+                hash,
+                index: *index,
+                message: message.clone(),
+            });
+        }
+    };
 
     let mut timings = Timings::default();
     let started = std::time::Instant::now();
-    let outcome = execute_block(spec, &parent_state, block, &senders, |changes| {
+    let outcome = execute_block(spec, &parent_state, block, senders, |changes| {
         // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
         writer.apply_changeset(number, changes)?;
         update_state_root(writer.transaction(), number, changes, RootMode::Compute)
@@ -337,7 +364,7 @@ where
     timings.root = started.elapsed() - before_root;
 
     let before_block = started.elapsed();
-    writer.insert_block(block, hash, &senders, &outcome.receipts)?;
+    writer.insert_block(block, hash, senders, &outcome.receipts)?;
     writer.index_trace_addresses(number, &outcome.touched)?;
     writer.set_head(number)?;
     // Throughput, for import and follow alike (`rate()` of these in Prometheus).
@@ -360,33 +387,68 @@ where
     Ok(())
 }
 
-/// Recovers every sender, on all cores for a large block (recovery is most of a block's CPU
-/// time when its transactions are cheap). The error names the first bad index.
-fn recover_senders(
-    txs: &[TxEnvelope],
-    number: u64,
+/// Where [`Prepared::new`] recovers the senders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Senders {
+    /// On the calling thread only: it already runs beside the thread that executes blocks.
+    ThisThread,
+    /// Split over all cores for a large block (recovery is most of a block's CPU time when its
+    /// transactions are cheap), when nothing else is running.
+    AllCores,
+}
+
+/// What a block needs that does not depend on its parent's state: its hash, its transactions
+/// root and its senders (with the transactions' hashes cached in them). A bulk import makes it
+/// on a second thread while the blocks before it execute (`import_files_with`).
+#[derive(Debug)]
+pub(super) struct Prepared {
     hash: B256,
-) -> Result<Vec<Address>, ImportError> {
-    let recover = |offset: usize, chunk: &[TxEnvelope]| -> Result<Vec<Address>, ImportError> {
+    transactions_root: B256,
+    /// The senders, or the first transaction whose signature does not recover (index and why).
+    senders: Result<Vec<Address>, (usize, String)>,
+}
+
+impl Prepared {
+    /// The block's hash.
+    pub(super) fn hash(&self) -> B256 {
+        self.hash
+    }
+
+    /// Computes it all for `block`.
+    pub(super) fn new(block: &Block<TxEnvelope>, senders: Senders) -> Self {
+        let txs = &block.body.transactions;
+        let transactions_root = calculate_transaction_root(txs);
+        // The hash is cached in each transaction; storing the block reads it (lookup rows).
+        for tx in txs {
+            tx.tx_hash();
+        }
+        let threads = match senders {
+            Senders::ThisThread => 1,
+            Senders::AllCores => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        Self {
+            hash: block.header.hash_slow(),
+            transactions_root,
+            senders: recover_senders(txs, threads),
+        }
+    }
+}
+
+/// Recovers every sender, on up to `threads` threads for a large block. The error names the
+/// first bad index.
+fn recover_senders(txs: &[TxEnvelope], threads: usize) -> Result<Vec<Address>, (usize, String)> {
+    let recover = |offset: usize, chunk: &[TxEnvelope]| -> Result<Vec<Address>, (usize, String)> {
         chunk
             .iter()
             .enumerate()
-            .map(|(i, tx)| {
-                tx.recover_signer_unchecked().map_err(|e| ImportError::Signature {
-                    number,
-                    hash,
-                    index: offset + i,
-                    message: e.to_string(),
-                })
-            })
+            .map(|(i, tx)| tx.recover_signer_unchecked().map_err(|e| (offset + i, e.to_string())))
             .collect()
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || txs.len() < 32 {
         return recover(0, txs);
     }
     let size = txs.len().div_ceil(threads);
-    let parts: Vec<Result<Vec<Address>, ImportError>> = std::thread::scope(|scope| {
+    let parts: Vec<Result<Vec<Address>, (usize, String)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = txs
             .chunks(size)
             .enumerate()
@@ -395,14 +457,7 @@ fn recover_senders(
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(ImportError::Signature {
-                        number,
-                        hash,
-                        index: 0,
-                        message: "sender recovery thread panicked".into(),
-                    })
-                })
+                h.join().unwrap_or_else(|_| Err((0, "sender recovery thread panicked".into())))
             })
             .collect()
     });

@@ -4,7 +4,8 @@
 //! (transactions, ommers, withdrawals) → sender recovery → execution on the stored parent state
 //! → state written into one write transaction with history → post-execution checks (gas, receipts
 //! root, bloom, requests, blob gas, state root) → commit. A failed check drops the transaction,
-//! so nothing of the bad block is stored and every earlier block stays.
+//! so nothing of the bad block is stored and every earlier block stays. A file import decodes,
+//! hashes and recovers senders on a second thread, a few blocks ahead of execution.
 
 mod block;
 mod error;
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use block::{BlockStatus, import_block, import_block_pending, import_block_uncommitted};
+use block::{Prepared, Senders};
 pub use error::ImportError;
 pub use genesis::{init_genesis, init_genesis_file, load_spec};
 pub use source::{BlockReader, SourceError};
@@ -129,8 +131,6 @@ pub fn import_files_with(
     paths: &[impl AsRef<Path>],
     options: ImportOptions,
 ) -> Result<ImportSummary, ImportError> {
-    let sync_every = options.sync_every.max(1);
-    let batch = options.batch.max(1) as usize;
     let started = Instant::now();
     let mut summary = ImportSummary::default();
     let mut progress = Progress::new("importing");
@@ -139,66 +139,31 @@ pub fn import_files_with(
     // The open write transaction and the blocks it holds, committed every `batch` blocks.
     let mut group: Option<Group> = None;
     let mut result = (|| {
-        'files: for path in paths {
+        for path in paths {
             let path = path.as_ref();
             let file = std::fs::File::open(path)
                 .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
-            let mut reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
-            // The block a decode error is inside: the one after the file's last block, or,
-            // for the file's first block, the one after the stored head.
-            let mut last_in_file: Option<u64> = None;
-            loop {
-                let expected = match (last_in_file, &group) {
-                    (Some(n), _) => n + 1,
-                    (None, Some(g)) => g.head() + 1,
-                    (None, None) => db.begin_read()?.head()?.map_or(0, |h| h + 1),
-                };
-                if stopped() {
-                    summary.interrupted = true;
-                    break 'files;
-                }
-                let Some(next) = reader.next_block() else { break };
-                let (offset, block) = next.map_err(|error| ImportError::Source {
-                    path: path.display().to_string(),
-                    expected_block: expected,
-                    error,
-                })?;
-                last_in_file = Some(block.header.number);
-                let number = block.header.number;
-                // A block that does not extend the open group (a file starting over) is
-                // checked against what is committed.
-                if let Some(g) = group.take_if(|g| g.head() + 1 != number) {
-                    g.commit(false)?;
-                }
-                // Every `sync_every`th block is committed durably; a crash leaves the last durable
-                // block as the head, never half a block (behaviour.md §4).
-                let durable = number.is_multiple_of(sync_every);
-                let (txs, gas) = (block.body.transactions.len() as u64, block.header.gas_used);
-                let g = match group.take() {
-                    Some(g) => g,
-                    None => {
-                        let reader = db.begin_read()?;
-                        let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
-                        let hash = block.header.hash_slow();
-                        if block::is_stored(&reader, head, number, hash)
-                            .map_err(|e| e.at_offset(offset))?
-                        {
-                            summary.skipped += 1;
-                            continue;
-                        }
-                        Group { writer: db.begin_write()?, blocks: Vec::new() }
+            let reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
+            // Decoding, hashing and sender recovery run on a second thread, a few blocks ahead
+            // of execution: they do not need the parent's state, and the import is otherwise
+            // one thread. The bounded channel keeps at most PREPARE_AHEAD blocks in memory;
+            // when this thread stops reading (the end, an error, a stop), the sender fails and
+            // the reader thread ends.
+            let stop = std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
+                scope.spawn(move || prepare_ahead(reader, &tx));
+                let mut file = FileImport { path, last_in_file: None };
+                for next in rx {
+                    if stopped() {
+                        return Ok(true);
                     }
-                };
-                let g = g.add(db, spec, block).map_err(|e| e.at_offset(offset))?;
-                if g.blocks.len() >= batch || durable {
-                    g.commit(durable)?;
-                } else {
-                    group = Some(g);
+                    file.block(db, spec, next, &mut group, &mut summary, &mut progress, &options)?;
                 }
-                summary.imported += 1;
-                summary.transactions += txs;
-                summary.gas += gas;
-                progress.block(number, txs, gas);
+                Ok::<bool, ImportError>(false)
+            })?;
+            if stop {
+                summary.interrupted = true;
+                break;
             }
         }
         Ok::<(), ImportError>(())
@@ -216,18 +181,115 @@ pub fn import_files_with(
     Ok(summary)
 }
 
+/// Blocks [`prepare_ahead`] keeps decoded and prepared ahead of execution.
+const PREPARE_AHEAD: usize = 4;
+
+/// A decoded block with its [`Prepared`] part, or what was wrong with the file there.
+type Next =
+    Result<(u64, alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared), SourceError>;
+
+/// Reads every block of a file and prepares it, until the file ends, a block does not decode,
+/// or the receiving side is gone.
+fn prepare_ahead(
+    mut reader: BlockReader<impl std::io::Read>,
+    tx: &std::sync::mpsc::SyncSender<Next>,
+) {
+    while let Some(next) = reader.next_block() {
+        let failed = next.is_err();
+        let next = next.map(|(offset, block)| {
+            let prepared = Prepared::new(&block, Senders::ThisThread);
+            (offset, block, prepared)
+        });
+        if tx.send(next).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// One chain file being imported.
+struct FileImport<'p> {
+    path: &'p Path,
+    /// The last block read from the file.
+    last_in_file: Option<u64>,
+}
+
+impl FileImport<'_> {
+    /// Imports the next block of the file into `group`, committing it when it is full or the
+    /// block is due a durable commit.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &mut self,
+        db: &Database,
+        spec: &ChainSpec,
+        next: Next,
+        group: &mut Option<Group>,
+        summary: &mut ImportSummary,
+        progress: &mut Progress,
+        options: &ImportOptions,
+    ) -> Result<(), ImportError> {
+        // The block a decode error is inside: the one after the file's last block, or, for the
+        // file's first block, the one after the stored head.
+        let expected = match (self.last_in_file, &*group) {
+            (Some(n), _) => n + 1,
+            (None, Some(g)) => g.head() + 1,
+            (None, None) => db.begin_read()?.head()?.map_or(0, |h| h + 1),
+        };
+        let (offset, block, prepared) = next.map_err(|error| ImportError::Source {
+            path: self.path.display().to_string(),
+            expected_block: expected,
+            error,
+        })?;
+        let number = block.header.number;
+        self.last_in_file = Some(number);
+        // A block that does not extend the open group (a file starting over) is checked
+        // against what is committed.
+        if let Some(g) = group.take_if(|g| g.head() + 1 != number) {
+            g.commit(false)?;
+        }
+        // Every `sync_every`th block is committed durably; a crash leaves the last durable
+        // block as the head, never half a block (behaviour.md §4).
+        let durable = number.is_multiple_of(options.sync_every.max(1));
+        let (txs, gas) = (block.body.transactions.len() as u64, block.header.gas_used);
+        let g = match group.take() {
+            Some(g) => g,
+            None => {
+                let reader = db.begin_read()?;
+                let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
+                if block::is_stored(&reader, head, number, prepared.hash())
+                    .map_err(|e| e.at_offset(offset))?
+                {
+                    summary.skipped += 1;
+                    return Ok(());
+                }
+                Group { writer: db.begin_write()?, blocks: Vec::new() }
+            }
+        };
+        let g = g.add(db, spec, block, prepared).map_err(|e| e.at_offset(offset))?;
+        if g.blocks.len() >= options.batch.max(1) as usize || durable {
+            g.commit(durable)?;
+        } else {
+            *group = Some(g);
+        }
+        summary.imported += 1;
+        summary.transactions += txs;
+        summary.gas += gas;
+        progress.block(number, txs, gas);
+        Ok(())
+    }
+}
+
 /// Blocks imported into one write transaction and not yet committed. The import keeps one
 /// open only while it holds at least one block.
 struct Group {
     writer: crate::storage::Writer,
     /// The blocks `writer` holds, in order, kept to store them again if a later one fails.
-    blocks: Vec<alloy_consensus::Block<alloy_consensus::TxEnvelope>>,
+    blocks: Vec<(alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared)>,
 }
 
 impl Group {
     /// The last block the group holds.
     fn head(&self) -> u64 {
-        self.blocks.last().map_or(0, |b| b.header.number)
+        self.blocks.last().map_or(0, |(b, _)| b.header.number)
     }
 
     /// Imports `block` into the group's transaction: the first on the committed state, the
@@ -239,23 +301,24 @@ impl Group {
         db: &Database,
         spec: &ChainSpec,
         block: alloy_consensus::Block<alloy_consensus::TxEnvelope>,
+        prepared: Prepared,
     ) -> Result<Self, ImportError> {
         let stored = if self.blocks.is_empty() {
-            import_block_uncommitted(db, &self.writer, spec, &block)
+            block::store_uncommitted(db, &self.writer, spec, &block, &prepared)
         } else {
-            import_block_pending(&self.writer, spec, &block)
+            block::store_pending(&self.writer, spec, &block, &prepared)
         };
         let number = block.header.number;
         match stored.and_then(|_| Ok(self.writer.set_markers(number, number, number)?)) {
             Ok(()) => {
-                self.blocks.push(block);
+                self.blocks.push((block, prepared));
                 Ok(self)
             }
             Err(e) => {
                 drop(self.writer);
                 let mut again = Self { writer: db.begin_write()?, blocks: Vec::new() };
-                for b in self.blocks {
-                    again = again.add(db, spec, b)?;
+                for (b, p) in self.blocks {
+                    again = again.add(db, spec, b, p)?;
                 }
                 again.commit(true)?;
                 Err(e)
@@ -268,7 +331,7 @@ impl Group {
         let started = Instant::now();
         self.writer.commit(durable)?;
         let commit_us = started.elapsed().as_micros() as u64;
-        for b in &self.blocks {
+        for (b, _) in &self.blocks {
             tracing::debug!(
                 target: "import",
                 number = b.header.number,
