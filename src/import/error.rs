@@ -10,6 +10,14 @@ use crate::storage::StorageError;
 /// Why an import or init stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The thread that reads a chain file ahead could not be started.
+    #[error("cannot start the thread that reads {path} ahead: {error}")]
+    Thread {
+        /// Path of the chain file.
+        path: String,
+        /// Why the system refused.
+        error: std::io::Error,
+    },
     /// A chain file could not be opened.
     #[error("cannot open chain file {path}: {error}")]
     Open {

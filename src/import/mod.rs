@@ -151,7 +151,13 @@ pub fn import_files_with(
             // the reader thread ends.
             let stop = std::thread::scope(|scope| {
                 let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
-                scope.spawn(move || prepare_ahead(reader, &tx));
+                std::thread::Builder::new()
+                    .name("loupe-prepare".into())
+                    .spawn_scoped(scope, move || prepare_ahead(reader, &tx))
+                    .map_err(|error| ImportError::Thread {
+                        path: path.display().to_string(),
+                        error,
+                    })?;
                 let mut file = FileImport { path, last_in_file: None };
                 for next in rx {
                     if stopped() {
