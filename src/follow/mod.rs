@@ -97,8 +97,9 @@ pub fn spawn(
             let mut f = Follower { db, spec, status, config, upstream, stopped };
             let result = f.run();
             if let Err(e) = &result {
-                tracing::error!(target: "follow", "following stopped: {e}; serving what is stored");
+                // The status first: once the line is logged, /health already reports it.
                 f.status.update(|s| s.stopped = Some(e.to_string()));
+                tracing::error!(target: "follow", "following stopped: {e}; serving what is stored");
             }
             result
         })
