@@ -22,7 +22,7 @@ use super::convert::block_logs;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, block_ref, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::storage::Reader;
+use crate::storage::{Blooms, Reader};
 
 /// What a log must match: any of `addresses` (none: any address), and at each topic position
 /// any of the listed topics (an empty list: any topic).
@@ -251,7 +251,7 @@ impl RpcContext {
         if !f.may_match(&header.logs_bloom) {
             return Ok(());
         }
-        let receipts = r.receipts(header.number)?.unwrap_or_default();
+        let receipts = r.receipts_with(header.number, Blooms::Skipped)?.unwrap_or_default();
         let any = receipts.iter().any(|rc| rc.logs().iter().any(|l| f.matches(l)));
         if any {
             let txs = r.transactions(header.number)?;

@@ -1,6 +1,8 @@
 //! Byte layouts of keys and values; see [`super::tables`].
 
-use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
+use alloy_consensus::{Eip658Value, Receipt, ReceiptEnvelope, ReceiptWithBloom, TxType};
+use alloy_primitives::{Address, B256, Bloom, KECCAK256_EMPTY, Log, U256};
+use alloy_rlp::{Decodable, Encodable};
 
 use super::StorageError;
 
@@ -181,6 +183,95 @@ pub(crate) fn u64_value(table: &'static str, b: &[u8]) -> Result<u64, StorageErr
     Ok(u64::from_be_bytes(arr))
 }
 
+/// First byte of a receipts row stored without blooms. A row written before (an RLP list of
+/// whole receipt envelopes) starts with a list header, 0xc0 or above, so both are told apart and
+/// old rows stay readable.
+const RECEIPTS_WITHOUT_BLOOMS: u8 = 0;
+
+/// A receipt's status (or post-state root), cumulative gas and logs.
+fn fields(r: &ReceiptEnvelope) -> (Eip658Value, u64, &[Log]) {
+    match r.as_receipt() {
+        Some(inner) => (inner.status, inner.cumulative_gas_used, inner.logs.as_slice()),
+        None => (Eip658Value::Eip658(r.status()), r.cumulative_gas_used(), r.logs()),
+    }
+}
+
+/// Encodes a block's receipts for [`super::tables::RECEIPTS`]: each as the RLP list
+/// `[type, status or post-state root, cumulative gas, logs]`, without its 256-byte bloom, which
+/// is a function of its logs and is recomputed when read (most of a receipt's bytes otherwise).
+pub(crate) fn encode_receipts(receipts: &[ReceiptEnvelope], out: &mut Vec<u8>) {
+    out.push(RECEIPTS_WITHOUT_BLOOMS);
+    let length = |r: &ReceiptEnvelope| {
+        let (status, gas, logs) = fields(r);
+        (r.tx_type() as u8).length() + status.length() + gas.length() + alloy_rlp::list_length(logs)
+    };
+    let payload: usize = receipts
+        .iter()
+        .map(|r| {
+            let l = length(r);
+            l + alloy_rlp::length_of_length(l)
+        })
+        .sum();
+    alloy_rlp::Header { list: true, payload_length: payload }.encode(out);
+    for r in receipts {
+        let (status, gas, logs) = fields(r);
+        alloy_rlp::Header { list: true, payload_length: length(r) }.encode(out);
+        (r.tx_type() as u8).encode(out);
+        status.encode(out);
+        gas.encode(out);
+        alloy_rlp::encode_list(logs, out);
+    }
+}
+
+/// Whether [`decode_receipts`] computes each receipt's bloom from its logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blooms {
+    /// Computed: the receipt is whole (`eth_getTransactionReceipt`, raw receipts).
+    Computed,
+    /// Left zero: for a caller that reads only logs, status and gas (`eth_getLogs`).
+    Skipped,
+}
+
+/// Decodes a row of [`super::tables::RECEIPTS`], of either layout.
+pub(crate) fn decode_receipts(
+    mut bytes: &[u8],
+    blooms: Blooms,
+) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
+    if bytes.first() != Some(&RECEIPTS_WITHOUT_BLOOMS) {
+        return Vec::<ReceiptEnvelope>::decode(&mut bytes);
+    }
+    let mut list = &bytes[1..];
+    let header = alloy_rlp::Header::decode(&mut list)?;
+    if !header.list || list.len() != header.payload_length {
+        return Err(alloy_rlp::Error::Custom("receipts row is not one RLP list"));
+    }
+    let mut out = Vec::new();
+    while !list.is_empty() {
+        let h = alloy_rlp::Header::decode(&mut list)?;
+        if !h.list || list.len() < h.payload_length {
+            return Err(alloy_rlp::Error::Custom("receipt is not an RLP list"));
+        }
+        let (mut item, rest) = list.split_at(h.payload_length);
+        list = rest;
+        let ty = TxType::try_from(u8::decode(&mut item)?)
+            .map_err(|_| alloy_rlp::Error::Custom("unknown receipt type"))?;
+        let receipt = Receipt {
+            status: Eip658Value::decode(&mut item)?,
+            cumulative_gas_used: u64::decode(&mut item)?,
+            logs: Vec::<Log>::decode(&mut item)?,
+        };
+        if !item.is_empty() {
+            return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
+        }
+        let bloom = match blooms {
+            Blooms::Computed => receipt.bloom_slow(),
+            Blooms::Skipped => Bloom::ZERO,
+        };
+        out.push(ReceiptEnvelope::from_typed(ty, ReceiptWithBloom::new(receipt, bloom)));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +287,69 @@ mod tests {
         assert_eq!(StoredAccount::decode_history(&a.encode()).unwrap(), Some(a));
         assert_eq!(StoredAccount::decode_history(&[]).unwrap(), None);
         assert!(StoredAccount::decode_history(&[1, 2]).is_err());
+    }
+
+    /// Receipts of every type, with and without logs, pre- and post-Byzantium.
+    fn sample_receipts() -> Vec<ReceiptEnvelope> {
+        let log = |n: u8, topics: usize| {
+            Log::new_unchecked(
+                Address::repeat_byte(n),
+                (0..topics).map(|t| B256::repeat_byte(n + t as u8)).collect(),
+                vec![n; n as usize * 7].into(),
+            )
+        };
+        let receipt = |status, gas, logs: Vec<Log>| {
+            let r = Receipt { status, cumulative_gas_used: gas, logs };
+            ReceiptWithBloom::new(r.clone(), r.bloom_slow())
+        };
+        vec![
+            ReceiptEnvelope::Legacy(receipt(
+                Eip658Value::PostState(B256::repeat_byte(9)),
+                21_000,
+                vec![],
+            )),
+            ReceiptEnvelope::Legacy(receipt(Eip658Value::Eip658(true), 50_000, vec![log(1, 0)])),
+            ReceiptEnvelope::Eip2930(receipt(Eip658Value::Eip658(false), 80_000, vec![log(2, 4)])),
+            ReceiptEnvelope::Eip1559(receipt(
+                Eip658Value::Eip658(true),
+                1 << 40,
+                vec![log(3, 1), log(4, 3)],
+            )),
+            ReceiptEnvelope::Eip4844(receipt(
+                Eip658Value::Eip658(true),
+                2_000_000,
+                vec![log(5, 2)],
+            )),
+            ReceiptEnvelope::Eip7702(receipt(Eip658Value::Eip658(true), 2_100_000, vec![])),
+        ]
+    }
+
+    #[test]
+    fn receipts_round_trip_without_their_blooms_and_old_rows_still_read() {
+        let receipts = sample_receipts();
+        let mut row = Vec::new();
+        encode_receipts(&receipts, &mut row);
+        assert_eq!(decode_receipts(&row, Blooms::Computed).unwrap(), receipts);
+        let mut whole = Vec::new();
+        receipts.encode(&mut whole);
+        assert!(row.len() + 256 * receipts.len() <= whole.len() + 1, "blooms are not stored");
+        // A row of the earlier layout: the RLP list of whole envelopes.
+        assert_eq!(decode_receipts(&whole, Blooms::Computed).unwrap(), receipts);
+        // Skipped blooms: everything else equal.
+        let skipped = decode_receipts(&row, Blooms::Skipped).unwrap();
+        for (a, b) in skipped.iter().zip(&receipts) {
+            assert_eq!(*a.logs_bloom(), Bloom::ZERO);
+            assert_eq!(
+                (a.tx_type(), a.logs(), a.cumulative_gas_used()),
+                (b.tx_type(), b.logs(), b.cumulative_gas_used())
+            );
+            assert_eq!(a.as_receipt().map(|r| r.status), b.as_receipt().map(|r| r.status));
+        }
+        // An empty block and a truncated row.
+        let mut empty = Vec::new();
+        encode_receipts(&[], &mut empty);
+        assert_eq!(decode_receipts(&empty, Blooms::Computed).unwrap(), vec![]);
+        assert!(decode_receipts(&row[..row.len() - 1], Blooms::Computed).is_err());
     }
 
     #[test]

@@ -23,7 +23,7 @@ use redb::ReadableDatabase;
 
 pub use changes::{ChangeKind, record_changes};
 pub use codec::{
-    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
+    Blooms, HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
     hashed_storage_key,
 };
 pub use copy::CopySummary;

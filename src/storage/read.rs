@@ -6,7 +6,7 @@ use alloy_primitives::{Address, B256};
 use alloy_rlp::Decodable;
 use std::sync::Arc;
 
-use super::codec::{split_tx_key, tx_key};
+use super::codec::{Blooms, decode_receipts, split_tx_key, tx_key};
 use super::snapshot::Snapshot;
 use super::tables::meta;
 use super::{StateAt, StorageError, StorageResult};
@@ -165,11 +165,21 @@ impl Reader {
         Ok(t.get(&hash.0)?.map(|v| split_tx_key(v.value())))
     }
 
-    /// Receipts of block `number`.
+    /// Receipts of block `number`, whole (each bloom computed from its logs).
     pub fn receipts(&self, number: u64) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
+        self.receipts_with(number, Blooms::Computed)
+    }
+
+    /// Receipts of block `number`; with [`Blooms::Skipped`] every bloom is left zero, for a
+    /// caller that reads only logs, status and gas.
+    pub fn receipts_with(
+        &self,
+        number: u64,
+        blooms: Blooms,
+    ) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
         let t = &self.snap.receipts;
         let Some(v) = t.get(number)? else { return Ok(None) };
-        Vec::<ReceiptEnvelope>::decode(&mut v.value()).map(Some).map_err(|e| corrupt("receipts", e))
+        decode_receipts(v.value(), blooms).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
     /// The first block of the trace-address index (`None`: nothing indexed yet).

@@ -258,7 +258,7 @@ impl Writer {
             lookup.insert(&tx.tx_hash().0, &key)?;
         }
         buf.clear();
-        receipts.to_vec().encode(&mut buf);
+        super::codec::encode_receipts(receipts, &mut buf);
         self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
         Ok(())
     }
