@@ -25,8 +25,10 @@ pub const BODIES: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("bodies
 pub const TRANSACTIONS: TableDefinition<'_, &[u8; 12], &[u8]> =
     TableDefinition::new("transactions");
 
-/// `block number → RLP(list of receipt envelopes)`. Pre-Byzantium receipts carry the
-/// intermediate state root instead of a status.
+/// `block number → 0x00 ++ RLP(list of [type, status, cumulative gas, logs])`: the block's
+/// receipts without their blooms, which are recomputed from the logs when read
+/// (`codec::decode_receipts`; rows written before start with the RLP list of whole envelopes and
+/// still read). Pre-Byzantium receipts carry the intermediate state root instead of a status.
 pub const RECEIPTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("receipts");
 
 /// `tx hash → (block number BE, index u32 BE)`: lookups by transaction hash.
