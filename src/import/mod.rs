@@ -96,7 +96,7 @@ pub struct ImportOptions {
 pub const DEFAULT_SYNC_EVERY: u64 = 128;
 
 /// Default of [`ImportOptions::batch`] (BENCHMARKS.md, "blocks per write transaction").
-pub const DEFAULT_BATCH: u64 = 32;
+pub const DEFAULT_BATCH: u64 = 128;
 
 impl ImportOptions {
     /// The default commit grouping, never stopped early.
