@@ -13,19 +13,24 @@ BIN="${LOUPE_BIN:-$PWD/target/release/loupe}"
 WORK="${BENCH_WORK:-$(mktemp -d)}"
 GEN="$WORK/gen-$ACCOUNTS-$BLOCKS-$SEED"
 [ -f "$GEN/chain.rlp" ] || "$BIN" generate --out "$GEN" --accounts "$ACCOUNTS" --blocks "$BLOCKS" --seed "$SEED" >/dev/null 2>&1
-measure() { # name, command...
+measure() { # name, command...: prints "name seconds peak-KiB", also kept in $WORK/times.txt
   local name=$1; shift
-  /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >"$WORK/$name.out" 2>&1
+  if ! /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >"$WORK/$name.out" 2>&1; then
+    echo "$name failed: $* (output: $WORK/$name.out)" >&2; tail -3 "$WORK/$name.out" >&2; exit 1
+  fi
   read -r secs kb < "$WORK/t"
-  echo "$name $secs $kb"
+  echo "$name $secs $kb" | tee -a "$WORK/times.txt"
 }
-rm -rf "$WORK/loupe" "$WORK/reth"
-read -r _ li lirss < <(measure init "$BIN" init --datadir "$WORK/loupe" --genesis "$GEN/genesis.json")
-read -r _ lt lrss < <(measure import "$BIN" import --datadir "$WORK/loupe" "$GEN/chain.rlp")
+# Datadirs get their own names: WORK may also hold the binaries (a reth binary named `reth`).
+L_DIR="$WORK/loupe-datadir"; R_DIR="$WORK/reth-datadir"
+rm -rf "$L_DIR" "$R_DIR"
+read -r _ li lirss < <(measure init "$BIN" init --datadir "$L_DIR" --genesis "$GEN/genesis.json")
+read -r _ lt lrss < <(measure import "$BIN" import --datadir "$L_DIR" "$GEN/chain.rlp")
 gas=$(grep -o '[0-9.]* Mgas)' "$WORK/import.out" | tr -dc '0-9.')
-read -r _ ri rirss < <(measure rinit "$RETH" init --chain "$GEN/genesis.json" --datadir "$WORK/reth")
-read -r _ rt rrss < <(measure rimport "$RETH" import --chain "$GEN/genesis.json" --datadir "$WORK/reth" "$GEN/chain.rlp")
-lsize=$(du -sm "$WORK/loupe" | awk '{print $1}'); rsize=$(du -sm "$WORK/reth" | awk '{print $1}')
+read -r _ ri rirss < <(measure rinit "$RETH" init --chain "$GEN/genesis.json" --datadir "$R_DIR")
+read -r _ rt rrss < <(measure rimport "$RETH" import --chain "$GEN/genesis.json" --datadir "$R_DIR" "$GEN/chain.rlp")
+for v in "$li" "$lt" "$ri" "$rt"; do [ -n "$v" ] || { echo "a measurement failed (see above)" >&2; exit 1; }; done
+lsize=$(du -sm "$L_DIR" | awk '{print $1}'); rsize=$(du -sm "$R_DIR" | awk '{print $1}')
 echo "chain: $ACCOUNTS accounts, $BLOCKS blocks, $gas Mgas (seed $SEED)"
 echo "| node | init s | import s | import Mgas/s | blocks/s | import peak RSS MiB | datadir MiB |"
 echo "|---|---|---|---|---|---|---|"
