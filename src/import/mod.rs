@@ -233,18 +233,20 @@ impl FileImport<'_> {
         progress: &mut Progress,
         options: &ImportOptions,
     ) -> Result<(), ImportError> {
-        // The block a decode error is inside: the one after the file's last block, or, for the
-        // file's first block, the one after the stored head.
-        let expected = match (self.last_in_file, &*group) {
-            (Some(n), _) => n + 1,
-            (None, Some(g)) => g.head() + 1,
-            (None, None) => db.begin_read()?.head()?.map_or(0, |h| h + 1),
+        let (offset, block, prepared) = match next {
+            Ok(next) => next,
+            Err(error) => {
+                // The block the error is inside: the one after the file's last block, or, for
+                // the file's first block, the one after the stored head.
+                let expected = match (self.last_in_file, &*group) {
+                    (Some(n), _) => n + 1,
+                    (None, Some(g)) => g.head() + 1,
+                    (None, None) => db.begin_read()?.head()?.map_or(0, |h| h + 1),
+                };
+                let path = self.path.display().to_string();
+                return Err(ImportError::Source { path, expected_block: expected, error });
+            }
         };
-        let (offset, block, prepared) = next.map_err(|error| ImportError::Source {
-            path: self.path.display().to_string(),
-            expected_block: expected,
-            error,
-        })?;
         let number = block.header.number;
         self.last_in_file = Some(number);
         // A block that does not extend the open group (a file starting over) is checked

@@ -201,21 +201,21 @@ fn fields(r: &ReceiptEnvelope) -> (Eip658Value, u64, &[Log]) {
 /// is a function of its logs and is recomputed when read (most of a receipt's bytes otherwise).
 pub(crate) fn encode_receipts(receipts: &[ReceiptEnvelope], out: &mut Vec<u8>) {
     out.push(RECEIPTS_WITHOUT_BLOOMS);
-    let length = |r: &ReceiptEnvelope| {
-        let (status, gas, logs) = fields(r);
-        (r.tx_type() as u8).length() + status.length() + gas.length() + alloy_rlp::list_length(logs)
-    };
-    let payload: usize = receipts
+    let lengths: Vec<usize> = receipts
         .iter()
         .map(|r| {
-            let l = length(r);
-            l + alloy_rlp::length_of_length(l)
+            let (status, gas, logs) = fields(r);
+            (r.tx_type() as u8).length()
+                + status.length()
+                + gas.length()
+                + alloy_rlp::list_length(logs)
         })
-        .sum();
+        .collect();
+    let payload: usize = lengths.iter().map(|l| l + alloy_rlp::length_of_length(*l)).sum();
     alloy_rlp::Header { list: true, payload_length: payload }.encode(out);
-    for r in receipts {
+    for (r, length) in receipts.iter().zip(lengths) {
         let (status, gas, logs) = fields(r);
-        alloy_rlp::Header { list: true, payload_length: length(r) }.encode(out);
+        alloy_rlp::Header { list: true, payload_length: length }.encode(out);
         (r.tx_type() as u8).encode(out);
         status.encode(out);
         gas.encode(out);
