@@ -1,14 +1,16 @@
 //! The incremental state root on the real database, driven by revm changesets: random blocks of
 //! account and slot inserts, updates and deletions, self-destructs with re-creation in the same
-//! block, and emptied storage tries. After every block the incremental root equals
-//! `FullRecompute` over the plain state, and `loupe verify`'s check (every stored node equal to
-//! a from-scratch build, cached storage roots, plain = hashed state) passes.
+//! block, and emptied storage tries. The test keeps its own model of the state, applying each
+//! changeset by revm's rules. After every block the stored state equals the model, the
+//! incremental root equals the model's root built from scratch (and `FullRecompute` over the
+//! stored state), and `loupe verify`'s check (every stored node equal to a from-scratch build,
+//! cached storage roots, every preimage) passes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
-use loupe::storage::{Database, FullRecompute};
+use loupe::storage::{Database, FullRecompute, StateDump, StoredAccount, state_root_of};
 use loupe::trie::{RootMode, update_state_root, verify};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
@@ -109,12 +111,46 @@ fn changeset(ops: &[Op], exists: &mut [bool; 256]) -> StateChangeset {
     }
 }
 
-/// Stores `changes` as block `number` with the incremental root, then checks it.
+/// Applies `changes` to the model as the EVM's changeset means them: accounts first (`None`
+/// deletes the account and its storage), then each account's storage (a wipe empties it; zero
+/// deletes a slot).
+fn apply_to_model(model: &mut StateDump, changes: &StateChangeset) {
+    for (address, info) in &changes.accounts {
+        match info {
+            Some(i) => {
+                let entry = model.entry(*address).or_default();
+                entry.0 =
+                    StoredAccount { nonce: i.nonce, balance: i.balance, code_hash: i.code_hash };
+            }
+            None => {
+                model.remove(address);
+            }
+        }
+    }
+    for change in &changes.storage {
+        let Some(entry) = model.get_mut(&change.address) else { continue };
+        if change.wipe_storage {
+            entry.1.clear();
+        }
+        for (slot, value) in &change.storage {
+            if value.is_zero() {
+                entry.1.remove(slot);
+            } else {
+                entry.1.insert(*slot, *value);
+            }
+        }
+    }
+}
+
+/// Stores `changes` as block `number` with the incremental root, then checks it against the
+/// model (which it first brings up to date).
 fn store_block(
     db: &Database,
+    model: &mut StateDump,
     number: u64,
     changes: &StateChangeset,
 ) -> Result<B256, TestCaseError> {
+    apply_to_model(model, changes);
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     let w = db.begin_write().map_err(|e| fail(&e))?;
     w.apply_changeset(number, changes).map_err(|e| fail(&e))?;
@@ -124,6 +160,14 @@ fn store_block(
     let root = update_state_root(w.transaction(), number, changes, RootMode::Store)
         .map_err(|e| fail(&e))?;
     prop_assert_eq!(early, root);
+    let stored = w.current_state().map_err(|e| fail(&e))?;
+    prop_assert_eq!(&stored, &*model, "stored state differs from the model at block {}", number);
+    prop_assert_eq!(
+        root,
+        state_root_of(model),
+        "incremental root differs from the model's root at block {}",
+        number
+    );
     let oracle = FullRecompute.state_root(&w).map_err(|e| fail(&e))?;
     prop_assert_eq!(
         root,
@@ -151,9 +195,10 @@ proptest! {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let db = Database::open(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mut exists = [false; 256];
+        let mut model = StateDump::new();
         for (i, ops) in blocks.iter().enumerate() {
             let changes = changeset(ops, &mut exists);
-            store_block(&db, i as u64, &changes)?;
+            store_block(&db, &mut model, i as u64, &changes)?;
         }
     }
 }
@@ -186,8 +231,9 @@ fn scenarios_collapse_empty_and_recreate() {
         vec![Op::Destroy { account: 0 }, Op::Destroy { account: 0 }],
         vec![Op::Touch { account: 3, nonce: 1, balance: 1 }],
     ];
+    let mut model = StateDump::new();
     for (i, ops) in scenarios.iter().enumerate() {
         let changes = changeset(ops, &mut exists);
-        store_block(&db, i as u64, &changes).unwrap();
+        store_block(&db, &mut model, i as u64, &changes).unwrap();
     }
 }

@@ -21,8 +21,8 @@ use loupe::import::{BlockReader, import_block, import_block_pending, init_genesi
 use loupe::storage::{Database, tables};
 use redb::{ReadableDatabase, ReadableTable, TableHandle};
 
-/// Every row of every table, as debug text, by table name. Bytecodes are content addressed
-/// and never deleted, so they are returned apart.
+/// Every row of every table, as debug text, by table name. Bytecodes and preimages are content
+/// addressed and never deleted, so they are returned apart.
 type Tables = BTreeMap<String, Vec<(String, String)>>;
 
 fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
@@ -51,10 +51,6 @@ fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
         TRANSACTIONS,
         RECEIPTS,
         TX_LOOKUP,
-        ACCOUNTS,
-        STORAGE,
-        ACCOUNT_HISTORY,
-        STORAGE_HISTORY,
         HASHED_ACCOUNTS,
         HASHED_STORAGE,
         HASHED_ACCOUNT_HISTORY,
@@ -68,12 +64,20 @@ fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
         META,
     );
     let codes = txn.open_table(tables::BYTECODES).unwrap();
-    let codes = codes.iter().unwrap().map(|r| format!("{:?}", r.unwrap().0.value())).collect();
+    let mut codes: Vec<String> =
+        codes.iter().unwrap().map(|r| format!("{:?}", r.unwrap().0.value())).collect();
+    let preimages = txn.open_table(tables::PREIMAGES).unwrap();
+    codes.extend(preimages.iter().unwrap().map(|r| {
+        let (k, v) = r.unwrap();
+        format!("{:?} {:?}", k.value(), v.value())
+    }));
     // The list above must cover every table the database has.
     for handle in txn.list_tables().unwrap() {
         let name = handle.name().to_string();
         assert!(
-            out.contains_key(&name) || name == tables::BYTECODES.name(),
+            out.contains_key(&name)
+                || name == tables::BYTECODES.name()
+                || name == tables::PREIMAGES.name(),
             "table {name} is not compared"
         );
     }
@@ -101,7 +105,7 @@ fn assert_same(unwound: &Path, fresh: &Path, what: &str) {
         }
     }
     for code in &codes_b {
-        assert!(codes_a.contains(code), "{what}: bytecode {code} lost");
+        assert!(codes_a.contains(code), "{what}: bytecode or preimage {code} lost");
     }
 }
 

@@ -127,3 +127,54 @@ fn verify_passes_on_the_dev_chain() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains(&head_root.to_string()), "{}", text(&out));
 }
+
+#[test]
+fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
+    use redb::ReadableTable;
+    const PREIMAGES: redb::TableDefinition<'_, &[u8; 32], &[u8]> =
+        redb::TableDefinition::new("preimages");
+    const HASHED_ACCOUNTS: redb::TableDefinition<'_, &[u8; 32], &[u8; 124]> =
+        redb::TableDefinition::new("hashed_accounts");
+    let Some(fx) = Fixture::load() else { return };
+    let dir = import_fixture(&fx);
+    let d = dir.path().to_str().unwrap();
+    let open = || redb::Database::open(dir.path().join("loupe.redb")).unwrap();
+
+    // An account row whose address (its last 20 bytes) no longer hashes to its key.
+    {
+        let db = open();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
+            let (key, mut row) =
+                t.first().unwrap().map(|(k, v)| (*k.value(), *v.value())).expect("an account");
+            row[123] ^= 1;
+            t.insert(&key, &row).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let out = loupe(&["verify", "--datadir", d]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "verify passed with a wrong address: {msg}");
+    assert!(msg.contains("account address"), "{msg}");
+
+    // Fresh import; then a slot preimage removed.
+    let dir = import_fixture(&fx);
+    let d = dir.path().to_str().unwrap();
+    let hash = {
+        let db = redb::Database::open(dir.path().join("loupe.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        let hash = {
+            let mut t = w.open_table(PREIMAGES).unwrap();
+            let key = t.first().unwrap().map(|(k, _)| *k.value()).expect("a slot preimage");
+            t.remove(&key).unwrap();
+            B256::from(key)
+        };
+        w.commit().unwrap();
+        hash
+    };
+    let out = loupe(&["verify", "--datadir", d]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "verify passed with a missing preimage: {msg}");
+    assert!(msg.contains("preimage") && msg.contains(&hash.to_string()), "{msg}");
+}

@@ -19,10 +19,7 @@ use super::{StorageError, StorageResult, Writer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ChangeKind {
-    /// Addresses (20 bytes) with a row in [`tables::ACCOUNT_HISTORY`].
-    Accounts = 0,
-    /// `address ++ slot` (52 bytes) with a row in [`tables::STORAGE_HISTORY`].
-    Storage = 1,
+    // 0 and 1 named the plain-state history tables of schema 3.
     /// Hashed addresses (32 bytes) with a row in [`tables::HASHED_ACCOUNT_HISTORY`].
     HashedAccounts = 2,
     /// Hashed `address ++ slot` (64 bytes) with a row in [`tables::HASHED_STORAGE_HISTORY`].
@@ -37,9 +34,7 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    const ALL: [Self; 7] = [
-        Self::Accounts,
-        Self::Storage,
+    const ALL: [Self; 5] = [
         Self::HashedAccounts,
         Self::HashedStorage,
         Self::AccountTrie,
@@ -50,8 +45,6 @@ impl ChangeKind {
     /// Width of one key of this kind.
     pub fn key_len(self) -> usize {
         match self {
-            Self::Accounts => 20,
-            Self::Storage => 52,
             Self::HashedAccounts => 32,
             Self::HashedStorage => 64,
             Self::AccountTrie => 33,
@@ -198,36 +191,15 @@ impl Writer {
                 lists.push(keys.unwrap_or_default());
             }
         }
-        let [
-            accounts,
-            storage,
-            hashed_accounts,
-            hashed_storage,
-            account_trie,
-            storage_trie,
-            trace_addresses,
-        ] = <[Vec<u8>; 7]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
+        let [hashed_accounts, hashed_storage, account_trie, storage_trie, trace_addresses] =
+            <[Vec<u8>; 5]>::try_from(lists).map_err(|_| StorageError::Unwind("change kinds"))?;
         {
             let mut index = txn.open_table(tables::TRACE_ADDRESSES)?;
             for a in trace_addresses.chunks_exact(20) {
-                let key = super::codec::account_history_key(&Address::from_slice(a), head);
+                let key = super::codec::address_block_key(&Address::from_slice(a), head);
                 index.remove(&key)?;
             }
         }
-        restore_accounts(
-            &mut txn.open_table(tables::ACCOUNTS)?,
-            &mut txn.open_table(tables::ACCOUNT_HISTORY)?,
-            &accounts,
-            head,
-            "account_history",
-        )?;
-        restore_slots(
-            &mut txn.open_table(tables::STORAGE)?,
-            &mut txn.open_table(tables::STORAGE_HISTORY)?,
-            &storage,
-            head,
-            "storage_history",
-        )?;
         restore_accounts(
             &mut txn.open_table(tables::HASHED_ACCOUNTS)?,
             &mut txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,

@@ -38,31 +38,22 @@ impl StoredAccount {
         }
     }
 
-    /// Decodes a history value: empty = did not exist.
-    pub(crate) fn decode_history(b: &[u8]) -> Result<Option<Self>, StorageError> {
-        match b.len() {
-            0 => Ok(None),
-            72 => {
-                let mut a = [0u8; 72];
-                a.copy_from_slice(b);
-                Ok(Some(Self::decode(&a)))
-            }
-            n => Err(StorageError::Corrupt {
-                table: "account_history",
-                detail: format!("value of {n} bytes"),
-            }),
-        }
-    }
-
     /// Whether the account has code.
     pub fn has_code(&self) -> bool {
         self.code_hash != KECCAK256_EMPTY && self.code_hash != B256::ZERO
     }
 }
 
-/// An account as the state trie sees it: [`StoredAccount`] plus the root of its storage trie.
+/// Length of a [`HashedAccount`] row.
+pub const HASHED_ACCOUNT_LEN: usize = 124;
+
+/// An account as the state trie sees it: [`StoredAccount`] plus the root of its storage trie,
+/// and the address it belongs to (the preimage of its key, so that the state can be listed by
+/// address without a table of its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashedAccount {
+    /// The account's address; its keccak is the row's key.
+    pub address: Address,
     /// The account fields.
     pub account: StoredAccount,
     /// Root of the account's storage trie (the empty root for no storage).
@@ -70,24 +61,29 @@ pub struct HashedAccount {
 }
 
 impl HashedAccount {
-    /// Encodes into the fixed 104-byte layout.
-    pub fn encode(&self) -> [u8; 104] {
-        let mut out = [0u8; 104];
+    /// Encodes into the fixed layout: account (72) ++ storage root (32) ++ address (20).
+    pub fn encode(&self) -> [u8; HASHED_ACCOUNT_LEN] {
+        let mut out = [0u8; HASHED_ACCOUNT_LEN];
         out[..72].copy_from_slice(&self.account.encode());
-        out[72..].copy_from_slice(self.storage_root.as_slice());
+        out[72..104].copy_from_slice(self.storage_root.as_slice());
+        out[104..].copy_from_slice(self.address.as_slice());
         out
     }
 
-    /// Decodes the 104-byte layout.
-    pub fn decode(b: &[u8; 104]) -> Self {
+    /// Decodes the fixed layout.
+    pub fn decode(b: &[u8; HASHED_ACCOUNT_LEN]) -> Self {
         let mut a = [0u8; 72];
         a.copy_from_slice(&b[..72]);
-        Self { account: StoredAccount::decode(&a), storage_root: B256::from_slice(&b[72..]) }
+        Self {
+            address: Address::from_slice(&b[104..]),
+            account: StoredAccount::decode(&a),
+            storage_root: B256::from_slice(&b[72..104]),
+        }
     }
 
     /// Decodes a history value: empty = did not exist.
     pub fn decode_history(b: &[u8]) -> Result<Option<Self>, StorageError> {
-        match <&[u8; 104]>::try_from(b) {
+        match <&[u8; HASHED_ACCOUNT_LEN]>::try_from(b) {
             Ok(a) => Ok(Some(Self::decode(a))),
             Err(_) if b.is_empty() => Ok(None),
             Err(_) => Err(StorageError::Corrupt {
@@ -137,26 +133,11 @@ pub fn hashed_storage_history_key(
     k
 }
 
-pub(crate) fn storage_key(address: &Address, slot: &U256) -> [u8; 52] {
-    let mut k = [0u8; 52];
-    k[..20].copy_from_slice(address.as_slice());
-    k[20..].copy_from_slice(&slot.to_be_bytes::<32>());
-    k
-}
-
-/// `address ++ block BE`: the key of [`super::tables::ACCOUNT_HISTORY`] and of
-/// [`super::tables::TRACE_ADDRESSES`].
-pub(crate) fn account_history_key(address: &Address, block: u64) -> [u8; 28] {
+/// `address ++ block BE`: the key of [`super::tables::TRACE_ADDRESSES`].
+pub(crate) fn address_block_key(address: &Address, block: u64) -> [u8; 28] {
     let mut k = [0u8; 28];
     k[..20].copy_from_slice(address.as_slice());
     k[20..].copy_from_slice(&block.to_be_bytes());
-    k
-}
-
-pub(crate) fn storage_history_key(address: &Address, slot: &U256, block: u64) -> [u8; 60] {
-    let mut k = [0u8; 60];
-    k[..52].copy_from_slice(&storage_key(address, slot));
-    k[52..].copy_from_slice(&block.to_be_bytes());
     k
 }
 
@@ -284,9 +265,14 @@ mod tests {
             code_hash: B256::repeat_byte(3),
         };
         assert_eq!(StoredAccount::decode(&a.encode()), a);
-        assert_eq!(StoredAccount::decode_history(&a.encode()).unwrap(), Some(a));
-        assert_eq!(StoredAccount::decode_history(&[]).unwrap(), None);
-        assert!(StoredAccount::decode_history(&[1, 2]).is_err());
+        let h = HashedAccount {
+            address: Address::repeat_byte(9),
+            account: a,
+            storage_root: B256::repeat_byte(4),
+        };
+        assert_eq!(HashedAccount::decode_history(&h.encode()).unwrap(), Some(h));
+        assert_eq!(HashedAccount::decode_history(&[]).unwrap(), None);
+        assert!(HashedAccount::decode_history(&[1, 2]).is_err());
     }
 
     /// Receipts of every type, with and without logs, pre- and post-Byzantium.
@@ -355,10 +341,14 @@ mod tests {
     #[test]
     fn history_keys_sort_by_block_within_entity() {
         let a = Address::repeat_byte(1);
-        assert!(account_history_key(&a, 2) < account_history_key(&a, 256));
-        let s = U256::from(5);
-        assert!(storage_history_key(&a, &s, 9) < storage_history_key(&a, &s, 10));
-        assert!(storage_history_key(&a, &s, u64::MAX) < storage_history_key(&a, &U256::from(6), 0));
+        assert!(address_block_key(&a, 2) < address_block_key(&a, 256));
+        let (h, s) = (B256::repeat_byte(1), B256::repeat_byte(5));
+        assert!(hashed_account_history_key(&h, 2) < hashed_account_history_key(&h, 256));
+        assert!(hashed_storage_history_key(&h, &s, 9) < hashed_storage_history_key(&h, &s, 10));
+        let next = B256::repeat_byte(6);
+        assert!(
+            hashed_storage_history_key(&h, &s, u64::MAX) < hashed_storage_history_key(&h, &next, 0)
+        );
         assert_eq!(split_tx_key(&tx_key(300, 7)), (300, 7));
     }
 }

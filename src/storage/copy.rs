@@ -84,10 +84,7 @@ impl Database {
             RECEIPTS,
             TX_LOOKUP,
             BYTECODES,
-            ACCOUNTS,
-            STORAGE,
-            ACCOUNT_HISTORY,
-            STORAGE_HISTORY,
+            PREIMAGES,
             HASHED_ACCOUNTS,
             HASHED_STORAGE,
             HASHED_ACCOUNT_HISTORY,
@@ -137,7 +134,7 @@ mod tests {
         assert!(err.contains("already there"), "{err}");
         let copy = db.copy_to(&dir.path().join("c")).unwrap();
         assert_eq!(copy.head, None);
-        assert_eq!(copy.tables, 23);
+        assert_eq!(copy.tables, 20);
         drop(Database::open(&dir.path().join("c")).unwrap());
     }
 }

@@ -23,8 +23,8 @@ use redb::ReadableDatabase;
 
 pub use changes::{ChangeKind, record_changes};
 pub use codec::{
-    Blooms, HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
-    hashed_storage_key,
+    Blooms, HASHED_ACCOUNT_LEN, HashedAccount, StoredAccount, hashed_account_history_key,
+    hashed_storage_history_key, hashed_storage_key,
 };
 pub use copy::CopySummary;
 pub use error::{StorageError, StorageResult};
@@ -145,7 +145,7 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 3 }), "{err}");
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 4 }), "{err}");
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 }

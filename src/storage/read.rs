@@ -198,8 +198,8 @@ impl Reader {
         from: u64,
         to: u64,
     ) -> StorageResult<Vec<u64>> {
-        let lo = super::codec::account_history_key(address, from);
-        let hi = super::codec::account_history_key(address, to);
+        let lo = super::codec::address_block_key(address, from);
+        let hi = super::codec::address_block_key(address, to);
         let mut out = Vec::new();
         for item in self.snap.trace_addresses.range::<&[u8; 28]>(&lo..=&hi)? {
             let (k, _) = item?;

@@ -5,6 +5,7 @@
 //! request makes, so readers share one snapshot per commit generation. A snapshot pins the
 //! pages it can see until its last reader drops it; writers are not blocked (MVCC).
 
+use super::codec::HASHED_ACCOUNT_LEN;
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
@@ -22,23 +23,18 @@ pub(crate) struct Snapshot {
     pub(crate) receipts: ReadOnlyTable<u64, &'static [u8]>,
     pub(crate) tx_lookup: ReadOnlyTable<&'static [u8; 32], &'static [u8; 12]>,
     pub(crate) bytecodes: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    pub(crate) accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
-    pub(crate) storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
-    pub(crate) account_history: ReadOnlyTable<&'static [u8; 28], &'static [u8]>,
-    pub(crate) storage_history: ReadOnlyTable<&'static [u8; 60], &'static [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(crate) trace_addresses: ReadOnlyTable<&'static [u8; 28], ()>,
     pub(crate) trie: TrieTables,
 }
 
-/// The plain-state, hashed-state and trie tables of one read snapshot, open, for the trie
-/// layer (proofs and verification).
+/// The state and trie tables of one read snapshot, open: for the trie layer (proofs and
+/// verification) and for [`super::StateAt`].
 /// Their layouts are in [`super::tables`].
 #[allow(missing_docs)]
 pub struct TrieTables {
-    pub accounts: ReadOnlyTable<&'static [u8; 20], &'static [u8; 72]>,
-    pub storage: ReadOnlyTable<&'static [u8; 52], &'static [u8; 32]>,
-    pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8; 104]>,
+    pub preimages: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
     pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
     pub hashed_account_history: ReadOnlyTable<&'static [u8; 40], &'static [u8]>,
     pub hashed_storage_history: ReadOnlyTable<&'static [u8; 72], &'static [u8; 32]>,
@@ -85,15 +81,10 @@ impl Snapshot {
             receipts: txn.open_table(tables::RECEIPTS)?,
             tx_lookup: txn.open_table(tables::TX_LOOKUP)?,
             bytecodes: txn.open_table(tables::BYTECODES)?,
-            accounts: txn.open_table(tables::ACCOUNTS)?,
-            storage: txn.open_table(tables::STORAGE)?,
-            account_history: txn.open_table(tables::ACCOUNT_HISTORY)?,
-            storage_history: txn.open_table(tables::STORAGE_HISTORY)?,
             meta: meta_table,
             trace_addresses: txn.open_table(tables::TRACE_ADDRESSES)?,
             trie: TrieTables {
-                accounts: txn.open_table(tables::ACCOUNTS)?,
-                storage: txn.open_table(tables::STORAGE)?,
+                preimages: txn.open_table(tables::PREIMAGES)?,
                 hashed_accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
                 hashed_storage: txn.open_table(tables::HASHED_STORAGE)?,
                 hashed_account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,

@@ -1,8 +1,8 @@
 //! [`StateAt`]: the state as of the end of one stored block, as a revm `DatabaseRef`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
+use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256, keccak256};
 use std::sync::Arc;
 
 use redb::ReadableTable;
@@ -10,14 +10,19 @@ use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
-use super::codec::{StoredAccount, account_history_key, storage_history_key, storage_key};
+use super::codec::{
+    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
+    hashed_storage_key,
+};
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
 ///
-/// At the head this reads the current tables directly; at an older block every account or slot
-/// costs one ordered seek in the history tables (see [`super::tables::ACCOUNT_HISTORY`]). It borrows
+/// State is keyed by `keccak(address)` and `keccak(slot)`, as the trie keys it (one copy of the
+/// state). At the head this reads the current tables directly; at an older block every account
+/// or slot costs one ordered seek in the history tables (see
+/// [`super::tables::HASHED_ACCOUNT_HISTORY`]). It borrows
 /// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
 /// A clone shares the snapshot (one `Arc`).
 #[derive(Clone)]
@@ -49,31 +54,41 @@ impl StateAt {
 
     /// The account at `address`, `None` if it did not exist.
     pub fn account(&self, address: &Address) -> StorageResult<Option<StoredAccount>> {
+        Ok(self.hashed_account(&keccak256(address))?.map(|a| a.account))
+    }
+
+    /// The account whose hashed address is `hashed`, with its storage root.
+    fn hashed_account(&self, hashed: &B256) -> StorageResult<Option<HashedAccount>> {
+        let t = &self.snap.trie;
         if !self.at_head {
-            let from = account_history_key(address, self.block + 1);
-            let to = account_history_key(address, u64::MAX);
-            if let Some(item) = self.snap.account_history.range::<&[u8; 28]>(&from..=&to)?.next() {
+            let from = hashed_account_history_key(hashed, self.block + 1);
+            let to = hashed_account_history_key(hashed, u64::MAX);
+            if let Some(item) = t.hashed_account_history.range::<&[u8; 40]>(&from..=&to)?.next() {
                 let (_, v) = item?;
-                return StoredAccount::decode_history(v.value());
+                return HashedAccount::decode_history(v.value());
             }
         }
-        Ok(self.snap.accounts.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())))
+        Ok(t.hashed_accounts.get(&hashed.0)?.map(|v| HashedAccount::decode(v.value())))
     }
 
     /// The value of storage `slot` of `address` (zero if unset).
     pub fn storage_value(&self, address: &Address, slot: &U256) -> StorageResult<U256> {
+        self.hashed_slot(&keccak256(address), &keccak256(slot.to_be_bytes::<32>()))
+    }
+
+    /// The value of the slot hashed `slot` of the account hashed `account` (zero if unset).
+    fn hashed_slot(&self, account: &B256, slot: &B256) -> StorageResult<U256> {
+        let t = &self.snap.trie;
         if !self.at_head {
-            let from = storage_history_key(address, slot, self.block + 1);
-            let to = storage_history_key(address, slot, u64::MAX);
-            if let Some(item) = self.snap.storage_history.range::<&[u8; 60]>(&from..=&to)?.next() {
+            let from = hashed_storage_history_key(account, slot, self.block + 1);
+            let to = hashed_storage_history_key(account, slot, u64::MAX);
+            if let Some(item) = t.hashed_storage_history.range::<&[u8; 72]>(&from..=&to)?.next() {
                 let (_, v) = item?;
                 return Ok(U256::from_be_bytes(*v.value()));
             }
         }
-        Ok(self
-            .snap
-            .storage
-            .get(&storage_key(address, slot))?
+        Ok(t.hashed_storage
+            .get(&hashed_storage_key(account, slot))?
             .map(|v| U256::from_be_bytes(*v.value()))
             .unwrap_or_default())
     }
@@ -88,46 +103,59 @@ impl StateAt {
     }
 
     /// Every account that exists at this block with its non-zero storage, each read through
-    /// the same lookup as [`Self::account`] and [`Self::storage_value`]. Candidates are all
-    /// addresses and slots that exist now or appear in history. Cost is O(state + history):
-    /// for checks and tools, not for requests.
+    /// the same lookup as [`Self::account`] and [`Self::storage_value`], with addresses and
+    /// slots from their preimages. Candidates are all keys that exist now or appear in history.
+    /// Cost is O(state + history): for checks and tools, not for requests.
     pub fn dump(&self) -> StorageResult<StateDump> {
-        let mut addresses = std::collections::BTreeSet::new();
-        for item in self.snap.accounts.iter()? {
-            addresses.insert(Address::from(*item?.0.value()));
+        let t = &self.snap.trie;
+        let mut accounts = BTreeSet::new();
+        for item in t.hashed_accounts.iter()? {
+            accounts.insert(B256::from(*item?.0.value()));
         }
-        for item in self.snap.account_history.iter()? {
-            addresses.insert(Address::from_slice(&item?.0.value()[..20]));
+        for item in t.hashed_account_history.iter()? {
+            accounts.insert(B256::from_slice(&item?.0.value()[..32]));
         }
-        let mut slots: BTreeMap<Address, std::collections::BTreeSet<U256>> = BTreeMap::new();
-        for item in self.snap.storage.iter()? {
+        let mut slots: BTreeMap<B256, BTreeSet<B256>> = BTreeMap::new();
+        for item in t.hashed_storage.iter()? {
+            let k = *item?.0.value();
+            slots.entry(B256::from_slice(&k[..32])).or_default().insert(B256::from_slice(&k[32..]));
+        }
+        for item in t.hashed_storage_history.iter()? {
             let k = *item?.0.value();
             slots
-                .entry(Address::from_slice(&k[..20]))
+                .entry(B256::from_slice(&k[..32]))
                 .or_default()
-                .insert(U256::from_be_slice(&k[20..]));
-        }
-        for item in self.snap.storage_history.iter()? {
-            let k = *item?.0.value();
-            slots
-                .entry(Address::from_slice(&k[..20]))
-                .or_default()
-                .insert(U256::from_be_slice(&k[20..52]));
+                .insert(B256::from_slice(&k[32..64]));
         }
         let mut out = StateDump::new();
-        for address in addresses {
-            let Some(account) = self.account(&address)? else { continue };
+        for hashed in accounts {
+            let Some(account) = self.hashed_account(&hashed)? else { continue };
             let mut storage = BTreeMap::new();
-            for slot in slots.get(&address).into_iter().flatten() {
-                let v = self.storage_value(&address, slot)?;
+            for slot in slots.get(&hashed).into_iter().flatten() {
+                let v = self.hashed_slot(&hashed, slot)?;
                 if !v.is_zero() {
-                    storage.insert(*slot, v);
+                    storage.insert(U256::from_be_bytes(preimage::<32>(&t.preimages, slot)?), v);
                 }
             }
-            out.insert(address, (account, storage));
+            out.insert(account.address, (account.account, storage));
         }
         Ok(out)
     }
+}
+
+/// The key whose keccak is `hash` ([`super::tables::PREIMAGES`]), `N` bytes long.
+pub(super) fn preimage<const N: usize>(
+    preimages: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+    hash: &B256,
+) -> StorageResult<[u8; N]> {
+    let v = preimages.get(&hash.0)?.ok_or_else(|| StorageError::Corrupt {
+        table: "preimages",
+        detail: format!("no preimage of {hash}"),
+    })?;
+    <[u8; N]>::try_from(v.value()).map_err(|_| StorageError::Corrupt {
+        table: "preimages",
+        detail: format!("preimage of {hash} has {} bytes, not {N}", v.value().len()),
+    })
 }
 
 impl DatabaseRef for StateAt {
@@ -186,8 +214,9 @@ impl DatabaseRef for PendingState<'_> {
     type Error = StorageError;
 
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
-        let t = self.txn.open_table(super::tables::ACCOUNTS)?;
-        Ok(t.get(&address.0.0)?.map(|v| StoredAccount::decode(v.value())).map(|a| AccountInfo {
+        let t = self.txn.open_table(super::tables::HASHED_ACCOUNTS)?;
+        let row = t.get(&keccak256(address).0)?;
+        Ok(row.map(|v| HashedAccount::decode(v.value()).account).map(|a| AccountInfo {
             balance: a.balance,
             nonce: a.nonce,
             code_hash: if a.code_hash.is_zero() { KECCAK256_EMPTY } else { a.code_hash },
@@ -206,10 +235,9 @@ impl DatabaseRef for PendingState<'_> {
     }
 
     fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
-        let t = self.txn.open_table(super::tables::STORAGE)?;
-        Ok(t.get(&storage_key(&address, &index))?
-            .map(|v| U256::from_be_bytes(*v.value()))
-            .unwrap_or_default())
+        let t = self.txn.open_table(super::tables::HASHED_STORAGE)?;
+        let key = hashed_storage_key(&keccak256(address), &keccak256(index.to_be_bytes::<32>()));
+        Ok(t.get(&key)?.map(|v| U256::from_be_bytes(*v.value())).unwrap_or_default())
     }
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {

@@ -3,6 +3,7 @@
 //! Integers in keys are big-endian so that byte order is numeric order; composite keys are
 //! fixed-width byte arrays so that a range scan over a prefix visits one entity in block order.
 
+use super::codec::HASHED_ACCOUNT_LEN;
 use redb::TableDefinition;
 
 /// `block number → RLP(header)`. Canonical headers only (loupe follows one chain).
@@ -37,46 +38,40 @@ pub const TX_LOOKUP: TableDefinition<'_, &[u8; 32], &[u8; 12]> = TableDefinition
 /// `code hash → bytecode` (original bytes). Never deleted: history may still point at it.
 pub const BYTECODES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("bytecodes");
 
-/// `address → account` (nonce u64 BE ++ balance 32 BE ++ code hash 32): state after the head.
-pub const ACCOUNTS: TableDefinition<'_, &[u8; 20], &[u8; 72]> = TableDefinition::new("accounts");
-
-/// `address ++ slot → value` (32 BE each): storage after the head. Zero values are absent.
-pub const STORAGE: TableDefinition<'_, &[u8; 52], &[u8; 32]> = TableDefinition::new("storage");
-
-/// `address ++ block BE → account before that block` (empty value: the account did not exist).
-///
-/// Written once per account and block in which the account changed. To read an account as it
-/// was *after* block N, seek the first key `>= address ++ (N+1)` with the same address: its value
-/// is the account before that later change, which is the account after N. No such key: the
-/// account has not changed since N, so the current value in [`ACCOUNTS`] is the answer.
-pub const ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 28], &[u8]> =
-    TableDefinition::new("account_history");
-
-/// `address ++ slot ++ block BE → value before that block` (zero if unset). Same one-seek lookup
-/// as [`ACCOUNT_HISTORY`], falling back to [`STORAGE`]. Wiping an account's storage
-/// (self-destruct) writes an entry for every slot it held.
-pub const STORAGE_HISTORY: TableDefinition<'_, &[u8; 60], &[u8; 32]> =
-    TableDefinition::new("storage_history");
+/// `keccak(slot) → slot` (32 bytes): the preimage of every hashed storage slot the state has
+/// held, so that the hashed tables, the only copy of the state, can be listed by slot
+/// ([`crate::storage::StateAt::dump`]; account rows carry their address). Written when a slot
+/// first appears; never deleted (history may still name it). A slot's preimage is shared by
+/// every account that uses the slot.
+pub const PREIMAGES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("preimages");
 
 /// `keccak(address) → account` (nonce u64 BE ++ balance 32 BE ++ code hash 32 ++ storage root
-/// 32 = 104 bytes): the current state keyed as the state trie keys it, with each account's
-/// storage root cached, so that an account leaf is one read. Kept by [`crate::storage::Writer`]
-/// beside [`ACCOUNTS`]; the storage root is filled in by the trie.
-pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8; 104]> =
+/// 32 ++ address 20 = 124 bytes): the state after the head, keyed as the state trie keys it, with each
+/// account's storage root cached, so that an account leaf is one read. The only copy of the
+/// current accounts: the EVM reads it by `keccak(address)` too. Kept by
+/// [`crate::storage::Writer`]; the storage root is filled in by the trie.
+pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8; HASHED_ACCOUNT_LEN]> =
     TableDefinition::new("hashed_accounts");
 
-/// `keccak(address) ++ keccak(slot) → value` (32 BE): current non-zero storage keyed as the
-/// storage tries key it.
+/// `keccak(address) ++ keccak(slot) → value` (32 BE): storage after the head, keyed as the
+/// storage tries key it. Zero values are absent.
 pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8; 32]> =
     TableDefinition::new("hashed_storage");
 
 /// `keccak(address) ++ block BE → hashed account before that block` (empty: did not exist).
-/// The one-seek lookup of [`ACCOUNT_HISTORY`], in trie key order, so that the leaves of a trie
-/// region at an old block can be listed (proofs at any block).
+///
+/// Written once per account and block in which the account (or its storage root) changed. To
+/// read an account as it was *after* block N, seek the first key `>= keccak(address) ++ (N+1)`
+/// with the same hashed address: its value is the account before that later change, which is
+/// the account after N. No such key: the account has not changed since N, so the current value
+/// in [`HASHED_ACCOUNTS`] is the answer. In trie key order, the leaves of a trie region at an
+/// old block can be listed too (proofs at any block).
 pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 40], &[u8]> =
     TableDefinition::new("hashed_account_history");
 
-/// `keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero: unset).
+/// `keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero: unset). The
+/// same one-seek lookup as [`HASHED_ACCOUNT_HISTORY`], falling back to [`HASHED_STORAGE`].
+/// Wiping an account's storage (self-destruct) writes an entry for every slot it held.
 pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 72], &[u8; 32]> =
     TableDefinition::new("hashed_storage_history");
 
@@ -91,7 +86,7 @@ pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
     TableDefinition::new("storage_trie");
 
 /// `packed path ++ length ++ block BE → account-trie node before that block` (empty: absent).
-/// Same one-seek lookup as [`ACCOUNT_HISTORY`]: the node at a path after block N.
+/// Same one-seek lookup as [`HASHED_ACCOUNT_HISTORY`]: the node at a path after block N.
 pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
     TableDefinition::new("account_trie_history");
 
@@ -141,4 +136,7 @@ pub mod meta {
 ///
 /// 2: hashed state, stored trie nodes and their history (incremental state root, proofs).
 /// 3: the per-block change index [`BLOCK_CHANGES`] (unwinding).
-pub const SCHEMA_VERSION: u64 = 3;
+/// 4: one copy of the state: the plain tables keyed by address (`accounts`, `storage` and
+///    their history) are gone; the EVM reads the hashed tables, and [`PREIMAGES`] maps
+///    hashes back to addresses and slots.
+pub const SCHEMA_VERSION: u64 = 4;

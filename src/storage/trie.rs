@@ -1,5 +1,5 @@
-//! [`FullRecompute`]: the state root rebuilt from the whole plain state, the oracle the
-//! incremental trie (`src/trie`) is tested against. O(state) time and memory: for tests and
+//! [`FullRecompute`]: the state root rebuilt from the whole state listed by address, an oracle
+//! the incremental trie (`src/trie`) is tested against. O(state) time and memory: for tests and
 //! small chains only.
 
 use alloy_primitives::{B256, keccak256};
@@ -8,12 +8,12 @@ use alloy_trie::root::{state_root_unsorted, storage_root_unhashed};
 
 use super::{StateDump, StorageResult, Writer};
 
-/// Rebuilds the whole trie from the plain-state tables, in memory.
+/// Rebuilds the whole trie from the state tables (listed by address and slot), in memory.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FullRecompute;
 
 impl FullRecompute {
-    /// Root of the plain state currently in `writer` (including its uncommitted changes).
+    /// Root of the state currently in `writer` (including its uncommitted changes).
     pub fn state_root(&self, writer: &Writer) -> StorageResult<B256> {
         Ok(state_root_of(&writer.current_state()?))
     }

@@ -12,9 +12,8 @@ use alloy_trie::EMPTY_ROOT_HASH;
 use redb::Table;
 
 use super::codec::{
-    HashedAccount, StoredAccount, account_history_key, hashed_account_history_key,
-    hashed_storage_history_key, hashed_storage_key, storage_history_key, storage_key, tx_key,
-    u64_value,
+    HASHED_ACCOUNT_LEN, HashedAccount, StoredAccount, hashed_account_history_key,
+    hashed_storage_history_key, hashed_storage_key, tx_key, u64_value,
 };
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
@@ -80,10 +79,7 @@ impl Writer {
         self.txn.open_table(tables::RECEIPTS)?;
         self.txn.open_table(tables::TX_LOOKUP)?;
         self.txn.open_table(tables::BYTECODES)?;
-        self.txn.open_table(tables::ACCOUNTS)?;
-        self.txn.open_table(tables::STORAGE)?;
-        self.txn.open_table(tables::ACCOUNT_HISTORY)?;
-        self.txn.open_table(tables::STORAGE_HISTORY)?;
+        self.txn.open_table(tables::PREIMAGES)?;
         self.txn.open_table(tables::HASHED_ACCOUNTS)?;
         self.txn.open_table(tables::HASHED_STORAGE)?;
         self.txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
@@ -140,10 +136,7 @@ impl Writer {
             )*};
         }
         clear!(
-            ACCOUNTS,
-            STORAGE,
-            ACCOUNT_HISTORY,
-            STORAGE_HISTORY,
+            PREIMAGES,
             HASHED_ACCOUNTS,
             HASHED_STORAGE,
             HASHED_ACCOUNT_HISTORY,
@@ -276,7 +269,7 @@ impl Writer {
         let mut t = self.txn.open_table(tables::TRACE_ADDRESSES)?;
         let mut keys = Vec::with_capacity(addresses.len() * 20);
         for a in addresses {
-            t.insert(&super::codec::account_history_key(a, block), ())?;
+            t.insert(&super::codec::address_block_key(a, block), ())?;
             keys.extend_from_slice(a.as_slice());
         }
         drop(t);
@@ -300,10 +293,6 @@ impl Writer {
     }
 
     fn apply(&self, block: u64, history: bool, changes: &StateChangeset) -> StorageResult<()> {
-        let mut accounts = self.txn.open_table(tables::ACCOUNTS)?;
-        let mut account_history = self.txn.open_table(tables::ACCOUNT_HISTORY)?;
-        let mut storage = self.txn.open_table(tables::STORAGE)?;
-        let mut storage_history = self.txn.open_table(tables::STORAGE_HISTORY)?;
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
         let mut hashed = HashedWrites::open(&self.txn, history)?;
 
@@ -312,109 +301,71 @@ impl Writer {
                 bytecodes.insert(&hash.0, code.original_byte_slice())?;
             }
         }
+        drop(bytecodes);
         // Writes go in key order, each table's separately: neighbouring keys share B-tree pages,
         // so a large batch (a genesis) touches each page once instead of at random.
-        // History rows added by this call, for the change index.
-        let mut changed_accounts = Vec::new();
-        let mut changed_slots = Vec::new();
-        let mut plain_order: Vec<_> = changes.accounts.iter().collect();
-        plain_order.sort_unstable_by_key(|(address, _)| *address);
-        let mut hashed_accounts = Vec::with_capacity(plain_order.len());
-        for (address, info) in plain_order {
-            let acct = info.as_ref().map(|info| StoredAccount {
-                nonce: info.nonce,
-                balance: info.balance,
-                code_hash: info.code_hash,
-            });
-            // The write returns the old row, so history needs no lookup of its own.
-            let old = match &acct {
-                Some(acct) => accounts.insert(&address.0.0, &acct.encode())?,
-                None => accounts.remove(&address.0.0)?,
-            }
-            .map(|v| *v.value());
-            let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
-            let hkey = account_history_key(address, block);
-            if history && record_old(&mut account_history, &hkey, old_bytes)? {
-                changed_accounts.extend_from_slice(address.as_slice());
-            }
-            hashed_accounts.push((keccak256(address), acct));
+        let mut accounts: Vec<_> = changes
+            .accounts
+            .iter()
+            .map(|(address, info)| {
+                let acct = info.as_ref().map(|info| StoredAccount {
+                    nonce: info.nonce,
+                    balance: info.balance,
+                    code_hash: info.code_hash,
+                });
+                (keccak256(address), address, acct)
+            })
+            .collect();
+        accounts.sort_unstable_by_key(|(h, _, _)| *h);
+        for (hashed_address, address, acct) in accounts {
+            hashed.account(block, &hashed_address, address, acct)?;
         }
-        hashed_accounts.sort_unstable_by_key(|(h, _)| *h);
-        for (hashed_address, acct) in hashed_accounts {
-            hashed.account(block, &hashed_address, acct)?;
-        }
-        let mut hashed_slots = Vec::new();
+        let mut slots = Vec::new();
         for change in &changes.storage {
-            let address = &change.address;
-            let hashed_address = keccak256(address);
+            let hashed_address = keccak256(change.address);
             if change.wipe_storage {
                 hashed.wipe(block, &hashed_address)?;
-                let from = storage_key(address, &U256::ZERO);
-                let to = storage_key(address, &U256::MAX);
-                let mut existing = Vec::new();
-                for item in storage.range::<&[u8; 52]>(&from..=&to)? {
-                    let (k, v) = item?;
-                    existing.push((*k.value(), *v.value()));
-                }
-                for (k, v) in existing {
-                    let slot = U256::from_be_slice(&k[20..]);
-                    let hkey = storage_history_key(address, &slot, block);
-                    if history && record_old_slot(&mut storage_history, &hkey, &v)? {
-                        changed_slots.extend_from_slice(&k);
-                    }
-                    storage.remove(&k)?;
-                }
             }
             for (slot, value) in &change.storage {
-                let key = storage_key(address, slot);
-                let old = if value.is_zero() {
-                    storage.remove(&key)?
-                } else {
-                    storage.insert(&key, &value.to_be_bytes::<32>())?
-                }
-                .map(|v| *v.value())
-                .unwrap_or([0u8; 32]);
-                let hkey = storage_history_key(address, slot, block);
-                if history && record_old_slot(&mut storage_history, &hkey, &old)? {
-                    changed_slots.extend_from_slice(&key);
-                }
-                hashed_slots.push((hashed_address, keccak256(slot.to_be_bytes::<32>()), *value));
+                let slot = slot.to_be_bytes::<32>();
+                slots.push((hashed_address, keccak256(slot), slot, *value));
             }
         }
         // After every wipe above, so a re-created account's new slots survive its wipe.
-        hashed_slots.sort_unstable_by_key(|(a, s, _)| (*a, *s));
-        for (hashed_address, hashed_slot, value) in hashed_slots {
-            hashed.slot(block, &hashed_address, &hashed_slot, &value)?;
+        slots.sort_unstable_by_key(|(a, s, _, _)| (*a, *s));
+        for (hashed_address, hashed_slot, slot, value) in slots {
+            hashed.slot(block, &hashed_address, &hashed_slot, &slot, &value)?;
         }
-        drop((accounts, account_history, storage, storage_history, bytecodes));
         if history {
             use super::changes::{ChangeKind, record_changes};
-            let (changed_hashed_accounts, changed_hashed_slots) = hashed.finish();
-            record_changes(&self.txn, block, ChangeKind::Accounts, &changed_accounts)?;
-            record_changes(&self.txn, block, ChangeKind::Storage, &changed_slots)?;
-            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed_hashed_accounts)?;
-            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed_hashed_slots)?;
+            let (changed_accounts, changed_slots) = hashed.finish();
+            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed_accounts)?;
+            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed_slots)?;
         }
         Ok(())
     }
 
-    /// The whole current state (including this transaction's uncommitted changes).
+    /// The whole current state (including this transaction's uncommitted changes), keyed by
+    /// address (from each account row) and slot (through [`tables::PREIMAGES`]).
     pub fn current_state(&self) -> StorageResult<StateDump> {
-        let accounts = self.txn.open_table(tables::ACCOUNTS)?;
-        let storage = self.txn.open_table(tables::STORAGE)?;
+        let accounts = self.txn.open_table(tables::HASHED_ACCOUNTS)?;
+        let storage = self.txn.open_table(tables::HASHED_STORAGE)?;
+        let preimages = self.txn.open_table(tables::PREIMAGES)?;
+        let mut by_hash = std::collections::BTreeMap::new();
         let mut out = StateDump::new();
         for item in accounts.iter()? {
             let (k, v) = item?;
-            out.insert(
-                Address::from(*k.value()),
-                (StoredAccount::decode(v.value()), Default::default()),
-            );
+            let row = HashedAccount::decode(v.value());
+            by_hash.insert(B256::from(*k.value()), row.address);
+            out.insert(row.address, (row.account, Default::default()));
         }
         for item in storage.iter()? {
             let (k, v) = item?;
             let k = *k.value();
-            if let Some(entry) = out.get_mut(&Address::from_slice(&k[..20])) {
-                entry.1.insert(U256::from_be_slice(&k[20..]), U256::from_be_bytes(*v.value()));
+            let Some(address) = by_hash.get(&B256::from_slice(&k[..32])) else { continue };
+            let slot = super::state::preimage::<32>(&preimages, &B256::from_slice(&k[32..]))?;
+            if let Some(entry) = out.get_mut(address) {
+                entry.1.insert(U256::from_be_bytes(slot), U256::from_be_bytes(*v.value()));
             }
         }
         Ok(out)
@@ -423,7 +374,8 @@ impl Writer {
 
 /// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history.
 struct HashedWrites<'t> {
-    accounts: Table<'t, &'static [u8; 32], &'static [u8; 104]>,
+    preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
+    accounts: Table<'t, &'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
     account_history: Table<'t, &'static [u8; 40], &'static [u8]>,
     storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
     storage_history: Table<'t, &'static [u8; 72], &'static [u8; 32]>,
@@ -436,6 +388,7 @@ struct HashedWrites<'t> {
 impl<'t> HashedWrites<'t> {
     fn open(txn: &'t WriteTransaction, history: bool) -> StorageResult<Self> {
         Ok(Self {
+            preimages: txn.open_table(tables::PREIMAGES)?,
             accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
             account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
             storage: txn.open_table(tables::HASHED_STORAGE)?,
@@ -452,11 +405,13 @@ impl<'t> HashedWrites<'t> {
     }
 
     /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
-    /// with the empty root (the trie fills in the real one when its storage changes).
+    /// with the empty root (the trie fills in the real one when its storage changes). The row
+    /// carries the address, so accounts need no preimage rows.
     fn account(
         &mut self,
         block: u64,
         hashed_address: &B256,
+        address: &Address,
         account: Option<StoredAccount>,
     ) -> StorageResult<()> {
         // The row keeps its cached storage root, so the old row is read first; the write of an
@@ -466,7 +421,7 @@ impl<'t> HashedWrites<'t> {
                 let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
                 let storage_root =
                     old.map(|o| HashedAccount::decode(&o).storage_root).unwrap_or(EMPTY_ROOT_HASH);
-                let row = HashedAccount { account, storage_root }.encode();
+                let row = HashedAccount { address: *address, account, storage_root }.encode();
                 self.accounts.insert(&hashed_address.0, &row)?;
                 old
             }
@@ -500,11 +455,13 @@ impl<'t> HashedWrites<'t> {
         Ok(())
     }
 
+    /// Sets (or clears) a slot; a slot that becomes set gets its preimage unless it has one.
     fn slot(
         &mut self,
         block: u64,
         hashed_address: &B256,
         hashed_slot: &B256,
+        slot: &[u8; 32],
         value: &U256,
     ) -> StorageResult<()> {
         let key = hashed_storage_key(hashed_address, hashed_slot);
@@ -513,8 +470,13 @@ impl<'t> HashedWrites<'t> {
         } else {
             self.storage.insert(&key, &value.to_be_bytes::<32>())?
         }
-        .map(|v| *v.value())
-        .unwrap_or([0u8; 32]);
+        .map(|v| *v.value());
+        // Slot preimages are shared by every account, so most already exist: a read first
+        // keeps their pages clean.
+        if old.is_none() && !value.is_zero() && self.preimages.get(&hashed_slot.0)?.is_none() {
+            self.preimages.insert(&hashed_slot.0, slot.as_slice())?;
+        }
+        let old = old.unwrap_or([0u8; 32]);
         let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
         if self.history && record_old_slot(&mut self.storage_history, &hkey, &old)? {
             self.changed_slots.extend_from_slice(&key);

@@ -1,5 +1,6 @@
 //! The walk's node and leaf sources over storage's redb tables, current or as of an old block.
 
+use crate::storage::HASHED_ACCOUNT_LEN;
 use alloy_primitives::{B256, U256};
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::ReadableTable;
@@ -84,7 +85,7 @@ impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> 
 }
 
 /// RLP of an account leaf.
-pub(crate) fn account_leaf(row: &[u8; 104], buf: &mut Vec<u8>) {
+pub(crate) fn account_leaf(row: &[u8; HASHED_ACCOUNT_LEN], buf: &mut Vec<u8>) {
     buf.clear();
     alloy_rlp::Encodable::encode(&HashedAccount::decode(row).trie_account(), buf);
 }
@@ -98,7 +99,7 @@ pub(crate) fn storage_leaf(value: &[u8; 32], buf: &mut Vec<u8>) {
 /// The current hashed accounts.
 pub(crate) struct AccountLeaves<'t, T>(pub(crate) &'t T);
 
-impl<T: ReadableTable<K<32>, K<104>>> LeafSource for AccountLeaves<'_, T> {
+impl<T: ReadableTable<K<32>, K<HASHED_ACCOUNT_LEN>>> LeafSource for AccountLeaves<'_, T> {
     fn leaves(
         &mut self,
         from: &B256,

@@ -7,6 +7,7 @@
 //! exist then has an empty (or all-zero) value. Listing the keys of a range at N merges the
 //! keys of both tables and keeps those that existed at N.
 
+use crate::storage::HASHED_ACCOUNT_LEN;
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::{ReadOnlyTable, Value};
@@ -201,7 +202,7 @@ impl NodeSource for StorageNodesAt<'_> {
 
 /// Hashed accounts after a block.
 pub(crate) struct AccountLeavesAt<'t>(
-    pub(crate) Versioned<'t, 32, 40, &'static [u8; 104], &'static [u8]>,
+    pub(crate) Versioned<'t, 32, 40, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
 );
 
 impl LeafSource for AccountLeavesAt<'_> {
@@ -223,7 +224,7 @@ impl LeafSource for AccountLeavesAt<'_> {
         let mut buf = Vec::with_capacity(128);
         while let Some(from) = cursor {
             let Some((key, value)) = self.0.next(&from, &last)? else { break };
-            let row: &[u8; 104] =
+            let row: &[u8; HASHED_ACCOUNT_LEN] =
                 value.as_slice().try_into().map_err(|_| TrieError::CorruptNode {
                     table: "hashed_account_history",
                     key: alloy_primitives::hex::encode(key),
@@ -290,6 +291,6 @@ pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
 pub(crate) struct Sources<'t> {
     pub(crate) account_nodes: Versioned<'t, 33, 41, &'static [u8], &'static [u8]>,
     pub(crate) storage_nodes: Versioned<'t, 65, 73, &'static [u8], &'static [u8]>,
-    pub(crate) accounts: Versioned<'t, 32, 40, &'static [u8; 104], &'static [u8]>,
+    pub(crate) accounts: Versioned<'t, 32, 40, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
     pub(crate) slots: Versioned<'t, 64, 72, &'static [u8; 32], &'static [u8; 32]>,
 }

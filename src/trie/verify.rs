@@ -4,7 +4,7 @@
 //! Memory stays bounded whatever the state size: the rebuild streams the leaves in key order
 //! and checks emitted nodes as they complete, never holding the trie.
 
-use alloy_primitives::{Address, B256, U256, keccak256};
+use alloy_primitives::{B256, keccak256};
 use alloy_trie::{BranchNodeCompact, EMPTY_ROOT_HASH, Nibbles};
 use redb::{ReadableTable, ReadableTableMetadata};
 
@@ -12,7 +12,7 @@ use super::TrieError;
 use super::codec::{concat, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
-use crate::storage::{HashedAccount, Reader, StoredAccount, TrieTables, hashed_storage_key};
+use crate::storage::{HashedAccount, Reader, TrieTables};
 
 /// What [`verify`] checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +194,7 @@ impl<L: LeafSource> LeafSource for CountingLeaves<'_, L> {
 }
 
 /// Rebuilds every trie of the head state from the hashed tables and checks, in order:
-/// the plain and hashed state agree; each account's storage trie (stored nodes and the cached
+/// every hashed key has its preimage; each account's storage trie (stored nodes and the cached
 /// storage root); the account trie's stored nodes; and the rebuilt root against the head
 /// header's `stateRoot`. The first difference is returned as [`TrieError::Mismatch`], naming
 /// the trie, the path and both values.
@@ -203,60 +203,27 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
     let header = reader.header(head)?.ok_or(TrieError::UnknownBlock(head))?;
     let t = reader.trie_tables();
 
-    // Plain and hashed state hold the same accounts and slots.
-    let mut plain_accounts = 0u64;
-    for item in t.accounts.iter()? {
+    // Every hashed key has its preimage: the state can be listed by address and slot.
+    let mut accounts = 0u64;
+    for item in t.hashed_accounts.iter()? {
         let (k, v) = item?;
-        plain_accounts += 1;
-        let address = Address::from(*k.value());
-        let plain = StoredAccount::decode(v.value());
-        let hashed =
-            t.hashed_accounts.get(&keccak256(address).0)?.map(|r| HashedAccount::decode(r.value()));
-        if hashed.map(|h| h.account) != Some(plain) {
+        accounts += 1;
+        let hash = B256::from(*k.value());
+        let address = HashedAccount::decode(v.value()).address;
+        if keccak256(address) != hash {
             return Err(TrieError::Mismatch {
-                what: "hashed account",
-                location: format!("account {address}"),
-                stored: format!("{:?}", hashed.map(|h| h.account)),
-                expected: format!("{plain:?}"),
+                what: "account address",
+                location: format!("hashed account {hash}"),
+                stored: address.to_string(),
+                expected: format!("an address whose keccak is {hash}"),
             });
         }
     }
-    let mut plain_slots = 0u64;
-    for item in t.storage.iter()? {
-        let (k, v) = item?;
-        plain_slots += 1;
-        let k = k.value();
-        let address = Address::from_slice(&k[..20]);
-        let key = hashed_storage_key(&keccak256(address), &keccak256(&k[20..]));
-        let hashed = t.hashed_storage.get(&key)?.map(|r| U256::from_be_bytes(*r.value()));
-        let plain = U256::from_be_bytes(*v.value());
-        if hashed != Some(plain) {
-            return Err(TrieError::Mismatch {
-                what: "hashed storage slot",
-                location: format!(
-                    "account {address} slot 0x{}",
-                    alloy_primitives::hex::encode(&k[20..])
-                ),
-                stored: format!("{hashed:?}"),
-                expected: plain.to_string(),
-            });
-        }
-    }
-    let count_mismatch = |what, stored: u64, expected: u64| TrieError::Mismatch {
-        what,
-        location: "hashed state".into(),
-        stored: stored.to_string(),
-        expected: expected.to_string(),
-    };
-    if t.hashed_accounts.len()? != plain_accounts {
-        return Err(count_mismatch(
-            "hashed account count",
-            t.hashed_accounts.len()?,
-            plain_accounts,
-        ));
-    }
-    if t.hashed_storage.len()? != plain_slots {
-        return Err(count_mismatch("hashed slot count", t.hashed_storage.len()?, plain_slots));
+    let mut slots = 0u64;
+    for item in t.hashed_storage.iter()? {
+        let (k, _) = item?;
+        slots += 1;
+        check_slot_preimage(t, &B256::from_slice(&k.value()[32..]))?;
     }
 
     // Storage tries, account by account.
@@ -318,7 +285,7 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
         });
         return Err(extra_row(None, &mut AccountLeaves(&t.hashed_accounts), rows)?);
     }
-    let root = if plain_accounts == 0 { EMPTY_ROOT_HASH } else { out.root };
+    let root = if accounts == 0 { EMPTY_ROOT_HASH } else { out.root };
     if root != header.state_root {
         return Err(TrieError::Mismatch {
             what: "state root",
@@ -327,12 +294,22 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
             expected: root.to_string(),
         });
     }
-    Ok(VerifyReport {
-        head,
-        root,
-        accounts: plain_accounts,
-        slots: plain_slots,
-        account_nodes,
-        storage_nodes,
-    })
+    Ok(VerifyReport { head, root, accounts, slots, account_nodes, storage_nodes })
+}
+
+/// The preimage of the hashed slot `hash` exists, is 32 bytes long and hashes back to `hash`.
+fn check_slot_preimage(t: &TrieTables, hash: &B256) -> Result<(), TrieError> {
+    let stored = t.preimages.get(&hash.0)?.map(|v| v.value().to_vec());
+    match stored {
+        Some(p) if p.len() == 32 && keccak256(&p) == *hash => Ok(()),
+        other => Err(TrieError::Mismatch {
+            what: "preimage",
+            location: format!("storage slot hashed {hash}"),
+            stored: match other {
+                Some(p) => format!("0x{}", alloy_primitives::hex::encode(p)),
+                None => "none".into(),
+            },
+            expected: format!("32 bytes whose keccak is {hash}"),
+        }),
+    }
 }
