@@ -85,6 +85,17 @@ impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> 
 }
 
 /// RLP of an account leaf.
+/// Decodes a hashed-account row read as bytes (from the history-aware sources), naming the
+/// account when its length is wrong.
+pub(crate) fn decode_account(row: &[u8], hashed: &B256) -> Result<HashedAccount, TrieError> {
+    let row: &[u8; HASHED_ACCOUNT_LEN] = row.try_into().map_err(|_| TrieError::CorruptNode {
+        table: "hashed_accounts",
+        key: hashed.to_string(),
+        detail: format!("account of {} bytes", row.len()),
+    })?;
+    Ok(HashedAccount::decode(row))
+}
+
 pub(crate) fn account_leaf(row: &[u8; HASHED_ACCOUNT_LEN], buf: &mut Vec<u8>) {
     buf.clear();
     alloy_rlp::Encodable::encode(&HashedAccount::decode(row).trie_account(), buf);

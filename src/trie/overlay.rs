@@ -5,7 +5,6 @@
 //! the overlay's keys as the changed set and its leaves merged into the stored ones. Cost grows
 //! with the overlay's size times the trie depth, not with the state size or the block's age.
 
-use crate::storage::HASHED_ACCOUNT_LEN;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -90,15 +89,7 @@ pub fn overlay_state_root(
         };
         let wiped = account.was_destroyed();
         let stored_root = match at.accounts.get(&hashed.0)? {
-            Some(row) if !wiped => {
-                let row: [u8; HASHED_ACCOUNT_LEN] =
-                    row.as_slice().try_into().map_err(|_| TrieError::CorruptNode {
-                        table: "hashed_accounts",
-                        key: hashed.to_string(),
-                        detail: format!("account of {} bytes", row.len()),
-                    })?;
-                HashedAccount::decode(&row).storage_root
-            }
+            Some(row) if !wiped => super::db::decode_account(&row, &hashed)?.storage_root,
             _ => EMPTY_ROOT_HASH,
         };
         let slots: Overlay = account

@@ -4,7 +4,6 @@
 //! proof retainer on the builder, over the trie and hashed state as they were after the block
 //! (`history`). Its root is checked against the block header before anything is returned.
 
-use crate::storage::HASHED_ACCOUNT_LEN;
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use alloy_trie::{EMPTY_ROOT_HASH, Nibbles};
 
@@ -68,15 +67,7 @@ pub fn prove_account(
     }
     let account_proof = nodes_to(&out.proof, &hashed_address);
     let account = match at.accounts.get(&hashed_address.0)? {
-        Some(row) => {
-            let row: [u8; HASHED_ACCOUNT_LEN] =
-                row.as_slice().try_into().map_err(|_| TrieError::CorruptNode {
-                    table: "hashed_accounts",
-                    key: hashed_address.to_string(),
-                    detail: format!("account of {} bytes", row.len()),
-                })?;
-            Some(HashedAccount::decode(&row))
-        }
+        Some(row) => Some(super::db::decode_account(&row, &hashed_address)?),
         None => None,
     };
 
