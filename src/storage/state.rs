@@ -103,8 +103,8 @@ impl StateAt {
     }
 
     /// Every account that exists at this block with its non-zero storage, each read through
-    /// the same lookup as [`Self::account`] and [`Self::storage_value`], with addresses and
-    /// slots from their preimages. Candidates are all keys that exist now or appear in history.
+    /// the same lookup as [`Self::account`] and [`Self::storage_value`], with addresses from
+    /// the account rows and slots from their preimages. Candidates are all keys that exist now or appear in history.
     /// Cost is O(state + history): for checks and tools, not for requests.
     pub fn dump(&self) -> StorageResult<StateDump> {
         let t = &self.snap.trie;
