@@ -237,3 +237,123 @@ fn scenarios_collapse_empty_and_recreate() {
         store_block(&db, &mut model, i as u64, &changes).unwrap();
     }
 }
+
+/// Trie-node history is stored as deltas against each node's next version, with a whole node
+/// at least every `FULL_ROW_EVERY` rows. Over more than twice that many blocks, each changing the
+/// top of the account trie and account 0's deep storage trie, a proof at every earlier block
+/// must verify with alloy-trie's verifier against that block's root and show the values the
+/// model held then; and the stored rows must keep the bound (runs of deltas shorter than
+/// `FULL_ROW_EVERY`, with whole rows among them).
+#[test]
+fn proofs_at_every_old_block_verify_across_runs_of_delta_rows() {
+    use alloy_primitives::{Bytes, keccak256};
+    use alloy_trie::proof::verify_proof;
+    use alloy_trie::root::storage_root_unhashed;
+    use alloy_trie::{EMPTY_ROOT_HASH, Nibbles, TrieAccount};
+    use loupe::storage::{FULL_ROW_EVERY, NodeRow, node_row, tables};
+    use loupe::trie::prove_account;
+    use redb::ReadableTable;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut exists = [false; 256];
+    let mut model = StateDump::new();
+    let mut snapshots = Vec::new();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let blocks = 2 * u64::from(FULL_ROW_EVERY) + 7;
+    for number in 0..blocks {
+        let mut ops: Vec<Op> = (0..6)
+            .map(|_| Op::Touch {
+                account: rand(u64::from(ACCOUNTS)) as u8,
+                nonce: rand(200) as u8,
+                balance: rand(1 << 20) as u32,
+            })
+            .collect();
+        let slots = (0..4).map(|_| (rand(400) as u16, rand(4) as u8)).collect();
+        ops.push(Op::Write { account: 0, slots });
+        if number % 9 == 4 {
+            ops.push(Op::Recreate { account: 3, slots: vec![(rand(24) as u16, 1 + number as u8)] });
+        }
+        if number % 13 == 6 {
+            ops.push(Op::Destroy { account: rand(u64::from(ACCOUNTS)) as u8 });
+        }
+        let changes = changeset(&ops, &mut exists);
+        let root = store_block(&db, &mut model, number, &changes).unwrap();
+        snapshots.push((root, model.clone()));
+    }
+
+    let reader = db.begin_read().unwrap();
+    let mut proofs = 0;
+    for (number, (root, state)) in snapshots.iter().enumerate() {
+        let number = number as u64;
+        // Account 0 (deep storage), account 3 (re-created), a rotating sample, and an absent one.
+        let mut sample: Vec<Address> = [0u8, 3, (number % 200) as u8, ((number * 37) % 200) as u8]
+            .into_iter()
+            .map(address)
+            .collect();
+        sample.push(Address::repeat_byte(0x42));
+        for who in sample {
+            let held = state.get(&who);
+            let slots: Vec<B256> =
+                held.map(|(_, s)| s.keys().map(|k| B256::from(*k)).collect()).unwrap_or_default();
+            let proof = prove_account(&reader, number, who, &slots).unwrap();
+            let expected = held.map(|(a, s)| TrieAccount {
+                nonce: a.nonce,
+                balance: a.balance,
+                code_hash: a.code_hash,
+                storage_root: storage_root_unhashed(s.iter().map(|(k, v)| (B256::from(*k), *v))),
+            });
+            verify_proof(
+                *root,
+                Nibbles::unpack(keccak256(who)),
+                expected.as_ref().map(alloy_rlp::encode),
+                &proof.account_proof,
+            )
+            .unwrap_or_else(|e| panic!("account {who} at block {number}: {e}"));
+            let storage_root = expected.map_or(EMPTY_ROOT_HASH, |a| a.storage_root);
+            for sp in &proof.storage_proofs {
+                let value = held.and_then(|(_, s)| s.get(&U256::from_be_bytes(sp.slot.0)));
+                assert_eq!(sp.value, value.copied().unwrap_or_default());
+                let nodes: Vec<Bytes> = sp.proof.clone();
+                verify_proof(
+                    storage_root,
+                    Nibbles::unpack(keccak256(sp.slot)),
+                    value.map(alloy_rlp::encode),
+                    &nodes,
+                )
+                .unwrap_or_else(|e| panic!("{who} slot {} at block {number}: {e}", sp.slot));
+                proofs += 1;
+            }
+            proofs += 1;
+        }
+    }
+    assert!(proofs > 1_000, "only {proofs} proofs checked");
+    drop(reader);
+    drop(db);
+
+    // The rows themselves: deltas, runs bounded, whole rows where runs end.
+    let raw = redb::Database::open(dir.path().join(loupe::storage::DB_FILE)).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&raw).unwrap();
+    let history = txn.open_table(tables::ACCOUNT_TRIE_HISTORY).unwrap();
+    let (mut deltas, mut whole, mut longest) = (0, 0, 0u8);
+    for item in history.iter().unwrap() {
+        let (_, v) = item.unwrap();
+        match node_row(v.value()).unwrap() {
+            NodeRow::Delta { run, .. } => {
+                deltas += 1;
+                longest = longest.max(run);
+            }
+            NodeRow::Whole(_) => whole += 1,
+            NodeRow::Absent => {}
+        }
+    }
+    assert!(deltas > 2 * whole, "{deltas} delta rows, {whole} whole");
+    assert!(whole > 0, "no run of deltas ended in a whole row");
+    assert_eq!(longest, FULL_ROW_EVERY - 1);
+}

@@ -11,6 +11,7 @@ use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::codec::u64_value;
+use super::node_history::resolve_node_row;
 use super::tables::{self, meta};
 use super::{StorageError, StorageResult, Writer};
 
@@ -95,9 +96,10 @@ fn row_keys<const K: usize, const H: usize>(key: &[u8], block: u64) -> ([u8; K],
     (k, h)
 }
 
-/// Puts back, for each key in `keys`, the value its history row saved for `block`, and removes
+/// Puts back, for each key in `keys`, the trie node its history row saved for `block` (a
+/// delta is resolved against the current node, which is the node after the block), and removes
 /// that row. An empty old value (the node did not exist) removes the current row.
-fn restore<const K: usize, const H: usize>(
+fn restore_nodes<const K: usize, const H: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     keys: &[u8],
@@ -106,10 +108,13 @@ fn restore<const K: usize, const H: usize>(
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
         let (k, h) = row_keys::<K, H>(key, block);
-        let old = history
+        let row = history
             .remove(&h)?
             .map(|v| v.value().to_vec())
             .ok_or_else(|| missing_history(table, block, key))?;
+        let after = current.get(&k)?.map(|v| v.value().to_vec()).unwrap_or_default();
+        let old = resolve_node_row(&row, &after)
+            .map_err(|detail| StorageError::Corrupt { table, detail })?;
         if old.is_empty() {
             current.remove(&k)?;
         } else {
@@ -119,7 +124,7 @@ fn restore<const K: usize, const H: usize>(
     Ok(())
 }
 
-/// [`restore`] for account tables, whose current values are fixed-width (`V` bytes) and whose
+/// [`restore_nodes`] for account tables, whose current values are fixed-width (`V` bytes) and whose
 /// history saves an empty value for an account that did not exist.
 fn restore_accounts<const K: usize, const H: usize, const V: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8; V]>,
@@ -147,7 +152,7 @@ fn restore_accounts<const K: usize, const H: usize, const V: usize>(
     Ok(())
 }
 
-/// [`restore`] for slot tables, whose values are 32-byte words and whose history saves zero
+/// [`restore_nodes`] for slot tables, whose values are 32-byte words and whose history saves zero
 /// for an unset slot.
 fn restore_slots<const K: usize, const H: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8; 32]>,
@@ -214,14 +219,14 @@ impl Writer {
             head,
             "hashed_storage_history",
         )?;
-        restore(
+        restore_nodes(
             &mut txn.open_table(tables::ACCOUNT_TRIE)?,
             &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
             &account_trie,
             head,
             "account_trie_history",
         )?;
-        restore(
+        restore_nodes(
             &mut txn.open_table(tables::STORAGE_TRIE)?,
             &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
             &storage_trie,

@@ -10,6 +10,7 @@ mod changes;
 mod codec;
 mod copy;
 mod error;
+mod node_history;
 mod read;
 mod snapshot;
 mod state;
@@ -28,6 +29,9 @@ pub use codec::{
 };
 pub use copy::CopySummary;
 pub use error::{StorageError, StorageResult};
+pub use node_history::{
+    FULL_ROW_EVERY, NodeRow, encode_node_row, node_row, record_old_node, resolve_node_row,
+};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
@@ -145,7 +149,34 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 4 }), "{err}");
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 5 }), "{err}");
         assert!(err.to_string().contains("version 99"), "{err}");
+    }
+
+    #[test]
+    fn a_format_4_database_opens_as_format_5() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Database::open(dir.path()).unwrap());
+        let set_schema = |version: u64| {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let w = db.begin_write().unwrap();
+            w.open_table(tables::META)
+                .unwrap()
+                .insert(tables::meta::SCHEMA, version.to_be_bytes().as_slice())
+                .unwrap();
+            w.commit().unwrap();
+        };
+        set_schema(tables::SCHEMA_UPGRADES_FROM);
+        drop(Database::open(dir.path()).unwrap());
+        let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(tables::META).unwrap();
+        let found = meta.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
+        assert_eq!(found, 5u64.to_be_bytes());
+        // Format 3 is not upgraded: its tables differ.
+        drop((meta, txn, db));
+        set_schema(3);
+        let err = Database::open(dir.path()).unwrap_err();
+        assert!(matches!(err, StorageError::Schema { found: 3, supported: 5 }), "{err}");
     }
 }

@@ -85,13 +85,15 @@ pub const ACCOUNT_TRIE: TableDefinition<'_, &[u8; 33], &[u8]> =
 pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
     TableDefinition::new("storage_trie");
 
-/// `packed path ++ length ++ block BE → account-trie node before that block` (empty: absent).
-/// Same one-seek lookup as [`HASHED_ACCOUNT_HISTORY`]: the node at a path after block N.
+/// `packed path ++ length ++ block BE → account-trie node before that block` (empty: absent),
+/// whole or as a delta against the node's next version (`storage::node_history`). The node at
+/// a path after block N: the first row after N, resolved forward to the next whole row or to
+/// [`ACCOUNT_TRIE`] (at most [`crate::storage::FULL_ROW_EVERY`] rows, one range scan).
 pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
     TableDefinition::new("account_trie_history");
 
 /// `keccak(address) ++ packed path ++ length ++ block BE → storage-trie node before that block`
-/// (empty: absent).
+/// (empty: absent), whole or a delta, read as [`ACCOUNT_TRIE_HISTORY`] is.
 pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
     TableDefinition::new("storage_trie_history");
 
@@ -139,4 +141,10 @@ pub mod meta {
 /// 4: one copy of the state: the plain tables keyed by address (`accounts`, `storage` and
 ///    their history) are gone; the EVM reads the hashed tables, and [`PREIMAGES`] maps
 ///    hashes back to addresses and slots.
-pub const SCHEMA_VERSION: u64 = 4;
+/// 5: trie-node history rows may be deltas (the child hashes that differ from the next
+///    version, `storage::node_history`); a format-4 database opens as format 5 unchanged.
+pub const SCHEMA_VERSION: u64 = 5;
+
+/// The older format a database is upgraded from in place when opened: its rows already read
+/// correctly as [`SCHEMA_VERSION`].
+pub const SCHEMA_UPGRADES_FROM: u64 = 4;

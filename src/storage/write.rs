@@ -93,7 +93,9 @@ impl Writer {
         let mut m = self.txn.open_table(tables::META)?;
         let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
         match found {
-            None => {
+            // Format 4 differs only in that every trie-history row is a whole node, which
+            // format 5 reads as is: upgraded in place.
+            None | Some(tables::SCHEMA_UPGRADES_FROM) => {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
             }
             Some(found) if found != tables::SCHEMA_VERSION => {

@@ -5,9 +5,10 @@
 //! (`key ++ block → value before that block`), as the account history does: the value after
 //! block N is that of the first history entry after N, else the current one. A key that did not
 //! exist then has an empty (or all-zero) value. Listing the keys of a range at N merges the
-//! keys of both tables and keeps those that existed at N.
+//! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
+//! against the next version (`storage::node_history`), resolved here.
 
-use crate::storage::HASHED_ACCOUNT_LEN;
+use crate::storage::{HASHED_ACCOUNT_LEN, NodeRow, node_row, resolve_node_row};
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::{ReadOnlyTable, Value};
@@ -65,6 +66,8 @@ pub(crate) struct Versioned<
     current: &'t ReadOnlyTable<&'static [u8; K], V1>,
     history: &'t ReadOnlyTable<&'static [u8; H], V2>,
     block: u64,
+    /// History rows are trie nodes, whole or deltas (`storage::node_history`).
+    node_rows: bool,
 }
 
 impl<'t, const K: usize, const H: usize, V1, V2> Versioned<'t, K, H, V1, V2>
@@ -79,7 +82,16 @@ where
         history: &'t ReadOnlyTable<&'static [u8; H], V2>,
         block: u64,
     ) -> Self {
-        Self { current, history, block }
+        Self { current, history, block, node_rows: false }
+    }
+
+    /// [`Versioned::new`] for a trie-node table, whose history rows may be deltas.
+    pub(crate) fn nodes(
+        current: &'t ReadOnlyTable<&'static [u8; K], V1>,
+        history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+        block: u64,
+    ) -> Self {
+        Self { current, history, block, node_rows: true }
     }
 
     /// The value of `key` after the block; `None` if it did not exist.
@@ -89,11 +101,40 @@ where
         lo[K..].copy_from_slice(&self.block.saturating_add(1).to_be_bytes());
         let mut hi = [0xffu8; H];
         hi[..K].copy_from_slice(key);
-        if let Some(item) = self.history.range::<&[u8; H]>(&lo..=&hi)?.next() {
-            let (_, v) = item?;
-            return Ok(present(v.value().as_ref()));
+        let mut rows = self.history.range::<&[u8; H]>(&lo..=&hi)?;
+        let Some(item) = rows.next() else {
+            return Ok(self.current.get(key)?.and_then(|v| present(v.value().as_ref())));
+        };
+        let first = item?.1.value().as_ref().to_vec();
+        if !self.node_rows {
+            return Ok(present(&first));
         }
-        Ok(self.current.get(key)?.and_then(|v| present(v.value().as_ref())))
+        // Deltas name only what differs from the next version: walk forward to a whole row
+        // (at most FULL_ROW_EVERY rows) or to the current node, then resolve back.
+        let corrupt = |detail: String| TrieError::CorruptNode {
+            table: "trie node history",
+            key: alloy_primitives::hex::encode(key),
+            detail,
+        };
+        let mut chain = vec![first];
+        let mut next = Vec::new();
+        while let Some(last) = chain.last()
+            && matches!(node_row(last).map_err(corrupt)?, NodeRow::Delta { .. })
+        {
+            match rows.next() {
+                Some(item) => chain.push(item?.1.value().as_ref().to_vec()),
+                None => {
+                    if let Some(v) = self.current.get(key)? {
+                        next = v.value().as_ref().to_vec();
+                    }
+                    break;
+                }
+            }
+        }
+        for row in chain.iter().rev() {
+            next = resolve_node_row(row, &next).map_err(corrupt)?;
+        }
+        Ok(present(&next))
     }
 
     /// The first key in `from..=last` that existed after the block, with its value.
@@ -280,8 +321,8 @@ impl LeafSource for StorageLeavesAt<'_> {
 /// The four versioned sources of a snapshot, after `block`.
 pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
     Sources {
-        account_nodes: Versioned::new(&t.account_trie, &t.account_trie_history, block),
-        storage_nodes: Versioned::new(&t.storage_trie, &t.storage_trie_history, block),
+        account_nodes: Versioned::nodes(&t.account_trie, &t.account_trie_history, block),
+        storage_nodes: Versioned::nodes(&t.storage_trie, &t.storage_trie_history, block),
         accounts: Versioned::new(&t.hashed_accounts, &t.hashed_account_history, block),
         slots: Versioned::new(&t.hashed_storage, &t.hashed_storage_history, block),
     }

@@ -15,6 +15,7 @@ use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
     ChangeKind, HashedAccount, hashed_account_history_key, record_changes, record_old,
+    record_old_node,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -91,13 +92,15 @@ impl<'t> TrieTables<'t> {
         let mut hkey = [0u8; 41];
         hkey[..33].copy_from_slice(&key);
         hkey[33..].copy_from_slice(&block.to_be_bytes());
-        let old = match node {
-            Some(node) => self.account_trie.insert(&key, encode_node(node).as_slice())?,
+        let new = node.map(encode_node);
+        let old = match &new {
+            Some(new) => self.account_trie.insert(&key, new.as_slice())?,
             None => self.account_trie.remove(&key)?,
         }
         .map(|v| v.value().to_vec())
         .unwrap_or_default();
-        if record_old(&mut self.account_trie_history, &hkey, &old)? {
+        let history = &mut self.account_trie_history;
+        if record_old_node(history, "account_trie_history", &hkey, &old, new.as_deref())? {
             self.changed_account_paths.extend_from_slice(&key);
         }
         Ok(())
@@ -119,7 +122,8 @@ impl<'t> TrieTables<'t> {
         }
         .map(|v| v.value().to_vec())
         .unwrap_or_default();
-        if record_old(&mut self.storage_trie_history, &hkey, &old)? {
+        let history = &mut self.storage_trie_history;
+        if record_old_node(history, "storage_trie_history", &hkey, &old, node)? {
             self.changed_storage_keys.extend_from_slice(key);
         }
         Ok(())

@@ -1,0 +1,251 @@
+//! Trie-node history rows: the whole node, or only the child hashes that differ from the node's
+//! next version, with a whole node at least every [`FULL_ROW_EVERY`] rows so a read stays bounded.
+//!
+//! A row of `account_trie_history` / `storage_trie_history` at `path ++ block` holds the node
+//! *before* `block`. Most changes to a branch node replace one or two of its up to 16 child
+//! hashes, so storing the whole node (6 + 32 × 16 bytes) for each version repeats what the next
+//! version holds. A delta row stores the old node's masks and only the hashes that differ from
+//! the node *after* the block, which is the next row's node (or the current one). Reading a node
+//! at an old block walks forward from the first row after it to the next whole row or to the
+//! current table, then applies the deltas back in order.
+//!
+//! Encodings, told apart by length (a branch node is 6 + 32n bytes, a delta 9 + 32m):
+//! - empty: the node did not exist before the block;
+//! - whole: the stored node bytes (`state`, `tree`, `hash` masks as u16 BE, then one 32-byte
+//!   hash per bit of the hash mask), as every row of storage format 4 was;
+//! - delta: `run` (u8: deltas in a row ending with this one, 1..[`FULL_ROW_EVERY`]) ++ the old
+//!   node's three masks ++ `differs` (u16 BE, a subset of its hash mask) ++ one hash per bit of
+//!   `differs`. A hash-mask bit not in `differs` takes the next version's hash at that nibble.
+
+use redb::{ReadableTable, Table};
+
+use super::{StorageError, StorageResult};
+
+/// At most this many rows in a row of one node's history are deltas; then a whole node is
+/// stored. A read at an old block applies at most `FULL_ROW_EVERY - 1` deltas.
+pub const FULL_ROW_EVERY: u8 = 32;
+
+const MASKS: usize = 6;
+const HASH: usize = 32;
+const DELTA_HEAD: usize = 1 + MASKS + 2;
+
+/// What a history row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeRow<'a> {
+    /// The node did not exist before the block.
+    Absent,
+    /// The whole node.
+    Whole(&'a [u8]),
+    /// A delta against the next version; `run` counts the deltas in a row ending here.
+    Delta {
+        /// Deltas in a row ending with this one.
+        run: u8,
+        /// The row bytes.
+        bytes: &'a [u8],
+    },
+}
+
+/// Classifies a stored history row by its length.
+pub fn node_row(row: &[u8]) -> Result<NodeRow<'_>, String> {
+    if row.is_empty() {
+        Ok(NodeRow::Absent)
+    } else if row.len() >= MASKS && (row.len() - MASKS).is_multiple_of(HASH) {
+        Ok(NodeRow::Whole(row))
+    } else if row.len() >= DELTA_HEAD && (row.len() - DELTA_HEAD).is_multiple_of(HASH) {
+        Ok(NodeRow::Delta { run: row[0], bytes: row })
+    } else {
+        Err(format!("trie history row of {} bytes is neither a node nor a delta", row.len()))
+    }
+}
+
+fn mask(bytes: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([bytes[at], bytes[at + 1]])
+}
+
+/// The hash of each nibble of a whole node (`None` where its hash mask has no bit).
+fn child_hashes(node: &[u8]) -> Result<[Option<&[u8]>; 16], String> {
+    if node.len() < MASKS {
+        return Err(format!("node of {} bytes", node.len()));
+    }
+    let hash_mask = mask(node, 4);
+    let want = MASKS + HASH * hash_mask.count_ones() as usize;
+    if node.len() != want {
+        return Err(format!("node of {} bytes, want {want} for its hash mask", node.len()));
+    }
+    let mut out = [None; 16];
+    let mut hashes = node[MASKS..].chunks_exact(HASH);
+    for (nibble, slot) in out.iter_mut().enumerate() {
+        if hash_mask & (1 << nibble) != 0 {
+            *slot = hashes.next();
+        }
+    }
+    Ok(out)
+}
+
+/// The history row for a node that was `old` (empty: absent) before a block and is `new` after
+/// it (`None`: removed), where `prev_run` is the run of the node's newest earlier row (0 if
+/// that row is whole, absent, or there is none). Whole when the node is removed or the run is
+/// full; otherwise a delta against `new`.
+pub fn encode_node_row(old: &[u8], new: Option<&[u8]>, prev_run: u8) -> Result<Vec<u8>, String> {
+    let run = prev_run.saturating_add(1);
+    let Some(new) = new else { return Ok(old.to_vec()) };
+    if old.is_empty() || run >= FULL_ROW_EVERY {
+        return Ok(old.to_vec());
+    }
+    let old_hashes = child_hashes(old)?;
+    let new_hashes = child_hashes(new)?;
+    let mut differs = 0u16;
+    for nibble in 0..16 {
+        if let Some(h) = old_hashes[nibble]
+            && new_hashes[nibble] != Some(h)
+        {
+            differs |= 1 << nibble;
+        }
+    }
+    let mut out = Vec::with_capacity(DELTA_HEAD + HASH * differs.count_ones() as usize);
+    out.push(run);
+    out.extend_from_slice(&old[..MASKS]);
+    out.extend_from_slice(&differs.to_be_bytes());
+    for (nibble, h) in old_hashes.iter().enumerate() {
+        if let Some(h) = h
+            && differs & (1 << nibble) != 0
+        {
+            out.extend_from_slice(h);
+        }
+    }
+    Ok(out)
+}
+
+/// The node a history row stands for (empty: absent), given the node's next version `next`
+/// (the next row's node, or the current one; empty: absent).
+pub fn resolve_node_row(row: &[u8], next: &[u8]) -> Result<Vec<u8>, String> {
+    let bytes = match node_row(row)? {
+        NodeRow::Absent => return Ok(Vec::new()),
+        NodeRow::Whole(node) => return Ok(node.to_vec()),
+        NodeRow::Delta { bytes, .. } => bytes,
+    };
+    if next.is_empty() {
+        return Err("delta row with no next version of the node".into());
+    }
+    let next_hashes = child_hashes(next)?;
+    let masks = &bytes[1..1 + MASKS];
+    let hash_mask = mask(masks, 4);
+    let differs = mask(bytes, 1 + MASKS);
+    if differs & !hash_mask != 0 {
+        return Err("delta names a hash outside the node's hash mask".into());
+    }
+    if bytes.len() != DELTA_HEAD + HASH * differs.count_ones() as usize {
+        return Err(format!("delta of {} bytes for {} hashes", bytes.len(), differs.count_ones()));
+    }
+    let mut own = bytes[DELTA_HEAD..].chunks_exact(HASH);
+    let mut out = Vec::with_capacity(MASKS + HASH * hash_mask.count_ones() as usize);
+    out.extend_from_slice(masks);
+    for (nibble, next_hash) in next_hashes.iter().enumerate() {
+        if hash_mask & (1 << nibble) == 0 {
+            continue;
+        }
+        let hash = if differs & (1 << nibble) != 0 { own.next() } else { *next_hash };
+        let hash = hash.ok_or_else(|| {
+            format!("delta takes nibble {nibble:x}'s hash from a next version without one")
+        })?;
+        out.extend_from_slice(hash);
+    }
+    Ok(out)
+}
+
+fn corrupt(table: &'static str, detail: String) -> StorageError {
+    StorageError::Corrupt { table, detail }
+}
+
+/// Records in a trie history table that the node at `key` (`path ++ block BE`) was `old`
+/// before the block and becomes `new`. Returns whether the row is new; if the block already
+/// wrote one (the node changed twice in the block), that row is re-encoded against `new` so
+/// that it still stands for the node before the block.
+pub fn record_old_node<const N: usize>(
+    history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
+    table: &'static str,
+    key: &[u8; N],
+    old: &[u8],
+    new: Option<&[u8]>,
+) -> StorageResult<bool> {
+    let mut first = *key;
+    first[N - 8..].fill(0);
+    let newest = match history.range::<&[u8; N]>(&first..=key)?.next_back() {
+        Some(item) => {
+            let (k, v) = item?;
+            Some((*k.value() == *key, v.value().to_vec()))
+        }
+        None => None,
+    };
+    let (before, prev_run, fresh) = match newest {
+        Some((true, row)) => {
+            // Written earlier in this block against `old`, the node in between.
+            let before = resolve_node_row(&row, old).map_err(|d| corrupt(table, d))?;
+            let prev_run = match node_row(&row).map_err(|d| corrupt(table, d))? {
+                NodeRow::Delta { run, .. } => run.saturating_sub(1),
+                NodeRow::Whole(_) | NodeRow::Absent => FULL_ROW_EVERY,
+            };
+            (before, prev_run, false)
+        }
+        Some((false, row)) => {
+            let prev_run = match node_row(&row).map_err(|d| corrupt(table, d))? {
+                NodeRow::Delta { run, .. } => run,
+                NodeRow::Whole(_) | NodeRow::Absent => 0,
+            };
+            (old.to_vec(), prev_run, true)
+        }
+        None => (old.to_vec(), 0, true),
+    };
+    let row = encode_node_row(&before, new, prev_run).map_err(|d| corrupt(table, d))?;
+    history.insert(key, row.as_slice())?;
+    Ok(fresh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(state: u16, hashes: &[(u8, u8)]) -> Vec<u8> {
+        let hash_mask = hashes.iter().fold(0u16, |m, (n, _)| m | 1 << n);
+        let mut out = Vec::new();
+        out.extend_from_slice(&state.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&hash_mask.to_be_bytes());
+        let mut sorted = hashes.to_vec();
+        sorted.sort();
+        for (_, byte) in sorted {
+            out.extend_from_slice(&[byte; 32]);
+        }
+        out
+    }
+
+    #[test]
+    fn a_delta_holds_only_the_changed_hashes_and_resolves_to_the_old_node() {
+        let old = node(0xffff, &[(0, 1), (3, 2), (9, 3), (15, 4)]);
+        let new = node(0xffff, &[(0, 1), (3, 7), (9, 3), (12, 8), (15, 4)]);
+        let row = encode_node_row(&old, Some(&new), 0).unwrap();
+        assert_eq!(row.len(), DELTA_HEAD + HASH);
+        assert!(matches!(node_row(&row).unwrap(), NodeRow::Delta { run: 1, .. }));
+        assert_eq!(resolve_node_row(&row, &new).unwrap(), old);
+        // Against a next version missing a hash the delta needs: an error, not a wrong node.
+        let other = node(0xffff, &[(0, 1), (3, 7), (15, 4)]);
+        assert!(resolve_node_row(&row, &other).is_err());
+        assert!(resolve_node_row(&row, &[]).is_err());
+    }
+
+    #[test]
+    fn whole_rows_when_absent_removed_or_the_run_is_full() {
+        let old = node(0b11, &[(0, 1), (1, 2)]);
+        let new = node(0b11, &[(0, 1), (1, 3)]);
+        assert!(encode_node_row(&[], Some(&new), 0).unwrap().is_empty());
+        assert_eq!(encode_node_row(&old, None, 0).unwrap(), old);
+        assert_eq!(encode_node_row(&old, Some(&new), FULL_ROW_EVERY - 1).unwrap(), old);
+        let row = encode_node_row(&old, Some(&new), FULL_ROW_EVERY - 2).unwrap();
+        assert!(
+            matches!(node_row(&row).unwrap(), NodeRow::Delta { run, .. } if run == FULL_ROW_EVERY - 1)
+        );
+        // A format-4 row (a whole node) reads as itself.
+        assert_eq!(resolve_node_row(&old, &[]).unwrap(), old);
+        assert!(node_row(&[0u8; 7]).is_err());
+    }
+}
