@@ -98,8 +98,10 @@ pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
     TableDefinition::new("storage_trie_history");
 
 /// `block BE ++ kind (u8) → keys`: the change index. For each history table (the kind, see
-/// [`crate::storage::ChangeKind`]) the concatenated keys of the rows `block` wrote there, so
-/// that a block can be unwound without scanning history ([`crate::storage::Writer::unwind_head`]).
+/// [`crate::storage::ChangeKind`]) the sorted keys of the rows `block` wrote there, so that a
+/// block can be unwound without scanning history ([`crate::storage::Writer::unwind_head`]).
+/// Under `kind + 0x10` the keys are front-coded (trie paths trimmed to the nibbles they use);
+/// under `kind` alone (format 4) they are concatenated. Both are read.
 pub const BLOCK_CHANGES: TableDefinition<'_, &[u8; 9], &[u8]> =
     TableDefinition::new("block_changes");
 
@@ -142,7 +144,8 @@ pub mod meta {
 ///    their history) are gone; the EVM reads the hashed tables, and [`PREIMAGES`] maps
 ///    hashes back to addresses and slots.
 /// 5: trie-node history rows may be deltas (the child hashes that differ from the next
-///    version, `storage::node_history`); a format-4 database opens as format 5 unchanged.
+///    version, `storage::node_history`), and change lists are front-coded; a format-4
+///    database opens as format 5 unchanged.
 pub const SCHEMA_VERSION: u64 = 5;
 
 /// The older format a database is upgraded from in place when opened: its rows already read
