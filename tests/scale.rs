@@ -48,7 +48,7 @@ fn head(datadir: &Path) -> Option<u64> {
 }
 
 fn verify(datadir: &Path, when: &str) {
-    let out = run(&["verify", "--datadir", datadir.to_str().unwrap()]);
+    let out = run(&["verify", "--history", "--datadir", datadir.to_str().unwrap()]);
     assert!(out.status.success(), "verify {when}: {}", text(&out));
 }
 

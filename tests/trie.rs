@@ -11,7 +11,7 @@
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
 use loupe::storage::{Database, FullRecompute, StateDump, StoredAccount, state_root_of};
-use loupe::trie::{RootMode, update_state_root, verify};
+use loupe::trie::{RootMode, update_state_root, verify, verify_history};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
 use revm::state::AccountInfo;
@@ -182,6 +182,7 @@ fn store_block(
     w.commit(false).map_err(|e| fail(&e))?;
     let report = verify(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
     prop_assert_eq!(report.root, root);
+    verify_history(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
     Ok(root)
 }
 

@@ -178,3 +178,54 @@ fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
     assert!(!out.status.success(), "verify passed with a missing preimage: {msg}");
     assert!(msg.contains("preimage") && msg.contains(&hash.to_string()), "{msg}");
 }
+
+/// Trie-node history rows are resolved by `verify --history`: on the fixture chain every row
+/// resolves, and a delta row whose run breaks the count (a whole row is due at least every
+/// `FULL_ROW_EVERY` rows) is named with its table and key.
+#[test]
+fn verify_resolves_trie_history_and_names_a_broken_delta_run() {
+    use redb::ReadableTable;
+    const HISTORY: redb::TableDefinition<'_, &[u8; 41], &[u8]> =
+        redb::TableDefinition::new("account_trie_history");
+    let Some(fx) = Fixture::load() else { return };
+    let dir = import_fixture(&fx);
+    let d = dir.path().to_str().unwrap();
+    let out = loupe(&["verify", "--history", "--datadir", d]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: u64 = text(&out)
+        .split(" trie-history rows")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no history count in {}", text(&out)));
+    assert!(rows > CHAIN_LEN, "only {rows} trie-history rows checked");
+
+    // A delta row (9 + 32m bytes, run first) of the account trie's root, its run made 40.
+    let key = {
+        let db = redb::Database::open(dir.path().join("loupe.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        let key = {
+            let mut t = w.open_table(HISTORY).unwrap();
+            let (key, mut row) = t
+                .iter()
+                .unwrap()
+                .map(|r| r.unwrap())
+                .map(|(k, v)| (*k.value(), v.value().to_vec()))
+                .find(|(_, v)| v.len() >= 9 && (v.len() - 9) % 32 == 0)
+                .expect("a delta row in the account trie's history");
+            row[0] = 40;
+            t.insert(&key, row.as_slice()).unwrap();
+            key
+        };
+        w.commit().unwrap();
+        key
+    };
+    let out = loupe(&["verify", "--datadir", d]);
+    assert!(out.status.success(), "history is checked only with --history: {}", text(&out));
+    let out = loupe(&["verify", "--history", "--datadir", d]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "verify passed with a broken delta run: {msg}");
+    assert!(msg.contains("account_trie_history"), "{msg}");
+    assert!(msg.contains(&alloy_primitives::hex::encode(key)), "names the row's key: {msg}");
+    assert!(msg.contains("delta run 40"), "{msg}");
+}

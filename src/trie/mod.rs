@@ -21,4 +21,4 @@ pub use error::TrieError;
 pub use overlay::overlay_state_root;
 pub use proof::{AccountProof, StorageProof, prove_account};
 pub use root::{RootMode, build_state_root, update_state_root};
-pub use verify::{VerifyReport, verify};
+pub use verify::{VerifyReport, verify, verify_history};
