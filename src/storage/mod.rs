@@ -29,9 +29,7 @@ pub use codec::{
 };
 pub use copy::CopySummary;
 pub use error::{StorageError, StorageResult};
-pub use node_history::{
-    FULL_ROW_EVERY, NodeRow, encode_node_row, node_row, record_old_node, resolve_node_row,
-};
+pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};

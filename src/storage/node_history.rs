@@ -86,7 +86,7 @@ fn child_hashes(node: &[u8]) -> Result<[Option<&[u8]>; 16], String> {
 /// it (`None`: removed), where `prev_run` is the run of the node's newest earlier row (0 if
 /// that row is whole, absent, or there is none). Whole when the node is removed or the run is
 /// full; otherwise a delta against `new`.
-pub fn encode_node_row(old: &[u8], new: Option<&[u8]>, prev_run: u8) -> Result<Vec<u8>, String> {
+fn encode_node_row(old: &[u8], new: Option<&[u8]>, prev_run: u8) -> Result<Vec<u8>, String> {
     let run = prev_run.saturating_add(1);
     let Some(new) = new else { return Ok(old.to_vec()) };
     if old.is_empty() || run >= FULL_ROW_EVERY {

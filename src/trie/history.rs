@@ -8,7 +8,7 @@
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
 //! against the next version (`storage::node_history`), resolved here.
 
-use crate::storage::{HASHED_ACCOUNT_LEN, NodeRow, node_row, resolve_node_row};
+use crate::storage::{FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, NodeRow, node_row, resolve_node_row};
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::{ReadOnlyTable, Value};
@@ -91,7 +91,7 @@ where
         history: &'t ReadOnlyTable<&'static [u8; H], V2>,
         block: u64,
     ) -> Self {
-        Self { current, history, block, node_rows: true }
+        Self { node_rows: true, ..Self::new(current, history, block) }
     }
 
     /// The value of `key` after the block; `None` if it did not exist.
@@ -121,6 +121,11 @@ where
         while let Some(last) = chain.last()
             && matches!(node_row(last).map_err(corrupt)?, NodeRow::Delta { .. })
         {
+            if chain.len() > usize::from(FULL_ROW_EVERY) {
+                return Err(corrupt(format!(
+                    "more than {FULL_ROW_EVERY} history rows without a whole node"
+                )));
+            }
             match rows.next() {
                 Some(item) => chain.push(item?.1.value().as_ref().to_vec()),
                 None => {
