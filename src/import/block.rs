@@ -11,10 +11,14 @@ use alloy_primitives::{Address, B256, Bloom};
 
 use super::ImportError;
 use crate::chain::ChainSpec;
-use crate::evm::execute_block;
+use crate::evm::{BlockOutcome, EvmError, execute_block};
 use crate::storage::{Database, Writer};
 use crate::trie::{RootMode, update_state_root};
 use revm::database::DatabaseRef;
+
+/// A block's outcome from the execution thread ([`super::ahead`]), used instead of executing it
+/// again on the writer's state.
+pub(super) type Ahead = Result<BlockOutcome, EvmError>;
 
 /// What [`import_block`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +73,7 @@ pub fn import_block(
     }
     let writer = db.begin_write()?;
     let prepared = Prepared::new(block, Senders::AllCores);
-    store_on_snapshot(&reader, &writer, spec, block, &prepared)?;
+    store_on_snapshot(&reader, &writer, spec, block, &prepared, None)?;
     // A file's chain is taken as final.
     writer.set_markers(number, number, number)?;
     let started = std::time::Instant::now();
@@ -112,7 +116,7 @@ pub fn import_block_uncommitted(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    store_uncommitted(db, writer, spec, block, &Prepared::new(block, Senders::AllCores))
+    store_uncommitted(db, writer, spec, block, &Prepared::new(block, Senders::AllCores), None)
 }
 
 /// [`import_block_uncommitted`] with the block's [`Prepared`] part already done.
@@ -122,6 +126,7 @@ pub(super) fn store_uncommitted(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
+    ahead: Option<Ahead>,
 ) -> Result<B256, ImportError> {
     let hash = prepared.hash;
     let reader = db.begin_read()?;
@@ -133,7 +138,7 @@ pub(super) fn store_uncommitted(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    store_on_snapshot(&reader, writer, spec, block, prepared)?;
+    store_on_snapshot(&reader, writer, spec, block, prepared, ahead)?;
     Ok(hash)
 }
 
@@ -143,12 +148,13 @@ fn store_on_snapshot(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
+    ahead: Option<Ahead>,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_header(spec, &block.header, &parent, prepared.hash)?;
-    store_block(writer, spec, block, prepared, parent_hash, reader.state_at(head)?)
+    store_block(writer, spec, block, prepared, parent_hash, reader.state_at(head)?, ahead)
 }
 
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
@@ -160,7 +166,7 @@ pub fn import_block_pending(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores))
+    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores), None)
 }
 
 /// [`import_block_pending`] with the block's [`Prepared`] part already done.
@@ -169,6 +175,7 @@ pub(super) fn store_pending(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
+    ahead: Option<Ahead>,
 ) -> Result<B256, ImportError> {
     let number = block.header.number;
     let hash = prepared.hash;
@@ -179,7 +186,7 @@ pub(super) fn store_pending(
     let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_header(spec, &block.header, &parent, hash)?;
-    store_block(writer, spec, block, prepared, parent_hash, writer.pending_state()?)?;
+    store_block(writer, spec, block, prepared, parent_hash, writer.pending_state()?, ahead)?;
     Ok(hash)
 }
 
@@ -278,6 +285,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     prepared: &Prepared,
     parent_hash: B256,
     parent_state: DB,
+    ahead: Option<Ahead>,
 ) -> Result<(), ImportError>
 where
     DB::Error: std::fmt::Display,
@@ -317,11 +325,16 @@ where
 
     let mut timings = Timings::default();
     let started = std::time::Instant::now();
-    let outcome = execute_block(spec, &parent_state, block, senders, |changes| {
-        // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
-        writer.apply_changeset(number, changes)?;
-        update_state_root(writer.transaction(), number, changes, RootMode::Compute)
-    })
+    // Executed on the import's execution thread already, or here on the writer's state.
+    let executed_ahead = ahead.is_some();
+    let outcome = match ahead {
+        Some(outcome) => outcome,
+        None => execute_block(spec, &parent_state, block, senders, |changes| {
+            // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
+            writer.apply_changeset(number, changes)?;
+            update_state_root(writer.transaction(), number, changes, RootMode::Compute)
+        }),
+    }
     .map_err(|error| ImportError::Execution { number, hash, error })?;
     timings.execute = started.elapsed();
     writer.apply_changeset(number, &outcome.changes)?;
@@ -378,6 +391,7 @@ where
         number,
         %hash,
         txs = body.transactions.len(),
+        executed_ahead,
         exec_us = timings.execute.as_micros() as u64,
         state_us = timings.state.as_micros() as u64,
         root_us = timings.root.as_micros() as u64,
@@ -412,6 +426,11 @@ impl Prepared {
     /// The block's hash.
     pub(super) fn hash(&self) -> B256 {
         self.hash
+    }
+
+    /// The recovered senders, or the first transaction whose signature did not recover.
+    pub(super) fn senders(&self) -> Result<&[Address], &(usize, String)> {
+        self.senders.as_deref()
     }
 
     /// Computes it all for `block`.

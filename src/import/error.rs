@@ -10,11 +10,9 @@ use crate::storage::StorageError;
 /// Why an import or init stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    /// The thread that reads a chain file ahead could not be started.
-    #[error("cannot start the thread that reads {path} ahead: {error}")]
+    /// A thread that reads or executes the chain files ahead could not be started.
+    #[error("cannot start an import thread: {error}")]
     Thread {
-        /// Path of the chain file.
-        path: String,
         /// Why the system refused.
         error: std::io::Error,
     },

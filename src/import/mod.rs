@@ -5,8 +5,10 @@
 //! → state written into one write transaction with history → post-execution checks (gas, receipts
 //! root, bloom, requests, blob gas, state root) → commit. A failed check drops the transaction,
 //! so nothing of the bad block is stored and every earlier block stays. A file import decodes,
-//! hashes and recovers senders on a second thread, a few blocks ahead of execution.
+//! hashes and recovers senders on one thread and executes on another, each a few blocks ahead of
+//! the thread that verifies roots and stores (`ahead`).
 
+mod ahead;
 mod block;
 mod error;
 mod genesis;
@@ -33,6 +35,10 @@ pub struct ImportSummary {
     pub imported: u64,
     /// Blocks already stored with the same hash, skipped.
     pub skipped: u64,
+    /// Of the imported blocks, those executed on the execution thread ahead of the writer
+    /// (the others were executed inline: pre-Byzantium blocks, and blocks after a gap in what
+    /// that thread could see).
+    pub executed_ahead: u64,
     /// Transactions in the imported blocks.
     pub transactions: u64,
     /// Gas used by the imported blocks.
@@ -138,42 +144,56 @@ pub fn import_files_with(
         || options.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     // The open write transaction and the blocks it holds, committed every `batch` blocks.
     let mut group: Option<Group> = None;
-    let mut result = (|| {
-        for path in paths {
-            let path = path.as_ref();
-            let file = std::fs::File::open(path)
-                .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
-            let reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
-            // Decoding, hashing and sender recovery run on a second thread, a few blocks ahead
-            // of execution: they do not need the parent's state, and the import is otherwise
-            // one thread. The bounded channel keeps at most PREPARE_AHEAD blocks in memory;
-            // when this thread stops reading (the end, an error, a stop), the sender fails and
-            // the reader thread ends.
-            let stop = std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
-                std::thread::Builder::new()
-                    .name("loupe-prepare".into())
-                    .spawn_scoped(scope, move || prepare_ahead(reader, &tx))
-                    .map_err(|error| ImportError::Thread {
-                        path: path.display().to_string(),
-                        error,
-                    })?;
-                let mut file = FileImport { path, last_in_file: None };
-                for next in rx {
-                    if stopped() {
-                        return Ok(true);
-                    }
-                    file.block(db, spec, next, &mut group, &mut summary, &mut progress, &options)?;
-                }
-                Ok::<bool, ImportError>(false)
-            })?;
-            if stop {
+    let paths: Vec<&Path> = paths.iter().map(AsRef::as_ref).collect();
+    let paths = paths.as_slice();
+    let mut result = std::thread::scope(|scope| {
+        // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
+        // recovery run a few blocks ahead of execution: they do not need the parent's state.
+        // Execution runs on the next thread, ahead of the writer, on the committed state plus
+        // the blocks it executed since (`ahead`), across file boundaries. This thread verifies
+        // the roots and stores. Each bounded channel keeps at most PREPARE_AHEAD blocks in
+        // memory; when this thread stops reading (the end, an error, a stop), the senders
+        // fail and the other threads end.
+        let thread_error = |error| ImportError::Thread { error };
+        let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
+        std::thread::Builder::new()
+            .name("loupe-prepare".into())
+            .spawn_scoped(scope, move || prepare_ahead(paths, &tx))
+            .map_err(thread_error)?;
+        let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
+        std::thread::Builder::new()
+            .name("loupe-execute".into())
+            .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx))
+            .map_err(thread_error)?;
+        let mut file: Option<FileImport<'_>> = None;
+        for (index, item, executed) in executed_rx {
+            if stopped() {
                 summary.interrupted = true;
                 break;
             }
+            let path = paths[index];
+            if file.as_ref().is_some_and(|f| f.index != index) {
+                file = None;
+            }
+            let file = file.get_or_insert(FileImport { path, index, last_in_file: None });
+            let next = match item {
+                FileItem::Open(error) => {
+                    return Err(ImportError::Open { path: path.display().to_string(), error });
+                }
+                FileItem::Block(next) => *next,
+            };
+            file.block(
+                db,
+                spec,
+                (next, executed),
+                &mut group,
+                &mut summary,
+                &mut progress,
+                &options,
+            )?;
         }
         Ok::<(), ImportError>(())
-    })();
+    });
     // Whatever happened, make what was committed durable, the open group's blocks included.
     if let Some(Err(e)) = group.take().map(|g| g.commit(true)) {
         result = result.and(Err(e));
@@ -194,20 +214,38 @@ const PREPARE_AHEAD: usize = 4;
 type Next =
     Result<(u64, alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared), SourceError>;
 
-/// Reads every block of a file and prepares it, until the file ends, a block does not decode,
-/// or the receiving side is gone.
-fn prepare_ahead(
-    mut reader: BlockReader<impl std::io::Read>,
-    tx: &std::sync::mpsc::SyncSender<Next>,
-) {
-    while let Some(next) = reader.next_block() {
-        let failed = next.is_err();
-        let next = next.map(|(offset, block)| {
-            let prepared = Prepared::new(&block, Senders::ThisThread);
-            (offset, block, prepared)
-        });
-        if tx.send(next).is_err() || failed {
-            return;
+/// What the reading thread found next in a chain file.
+enum FileItem {
+    /// The file did not open.
+    Open(std::io::Error),
+    /// The next block, or what was wrong with the bytes there (boxed: a block is large).
+    Block(Box<Next>),
+}
+
+/// One [`FileItem`] and the index of the file it is from.
+type Item = (usize, FileItem);
+
+/// Reads every block of every file in turn and prepares it, until the files end, a file does
+/// not open, a block does not decode, or the receiving side is gone.
+fn prepare_ahead(paths: &[&Path], tx: &std::sync::mpsc::SyncSender<Item>) {
+    for (index, path) in paths.iter().enumerate() {
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(error) => {
+                let _ = tx.send((index, FileItem::Open(error)));
+                return;
+            }
+        };
+        let mut reader = BlockReader::new(std::io::BufReader::with_capacity(1 << 20, file));
+        while let Some(next) = reader.next_block() {
+            let failed = next.is_err();
+            let next = next.map(|(offset, block)| {
+                let prepared = Prepared::new(&block, Senders::ThisThread);
+                (offset, block, prepared)
+            });
+            if tx.send((index, FileItem::Block(Box::new(next)))).is_err() || failed {
+                return;
+            }
         }
     }
 }
@@ -215,6 +253,8 @@ fn prepare_ahead(
 /// One chain file being imported.
 struct FileImport<'p> {
     path: &'p Path,
+    /// Its place in the list of files.
+    index: usize,
     /// The last block read from the file.
     last_in_file: Option<u64>,
 }
@@ -227,7 +267,7 @@ impl FileImport<'_> {
         &mut self,
         db: &Database,
         spec: &ChainSpec,
-        next: Next,
+        (next, ahead): ahead::Executed,
         group: &mut Option<Group>,
         summary: &mut ImportSummary,
         progress: &mut Progress,
@@ -272,7 +312,9 @@ impl FileImport<'_> {
                 Group { writer: db.begin_write()?, blocks: Vec::new() }
             }
         };
-        let g = g.add(db, spec, block, prepared).map_err(|e| e.at_offset(offset))?;
+        let was_ahead = matches!(ahead, Some(Ok(_)));
+        let g = g.add(db, spec, block, prepared, ahead).map_err(|e| e.at_offset(offset))?;
+        summary.executed_ahead += u64::from(was_ahead);
         if g.blocks.len() >= options.batch.max(1) as usize || durable {
             g.commit(durable)?;
         } else {
@@ -310,11 +352,12 @@ impl Group {
         spec: &ChainSpec,
         block: alloy_consensus::Block<alloy_consensus::TxEnvelope>,
         prepared: Prepared,
+        ahead: Option<block::Ahead>,
     ) -> Result<Self, ImportError> {
         let stored = if self.blocks.is_empty() {
-            block::store_uncommitted(db, &self.writer, spec, &block, &prepared)
+            block::store_uncommitted(db, &self.writer, spec, &block, &prepared, ahead)
         } else {
-            block::store_pending(&self.writer, spec, &block, &prepared)
+            block::store_pending(&self.writer, spec, &block, &prepared, ahead)
         };
         let number = block.header.number;
         match stored.and_then(|_| Ok(self.writer.set_markers(number, number, number)?)) {
@@ -326,7 +369,7 @@ impl Group {
                 drop(self.writer);
                 let mut again = Self { writer: db.begin_write()?, blocks: Vec::new() };
                 for (b, p) in self.blocks {
-                    again = again.add(db, spec, b, p)?;
+                    again = again.add(db, spec, b, p, None)?;
                 }
                 again.commit(true)?;
                 Err(e)
