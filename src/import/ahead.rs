@@ -22,10 +22,10 @@ use revm::database::DatabaseRef;
 use revm::database::states::StateChangeset;
 use revm::state::AccountInfo;
 
-use super::block::Prepared;
-use super::{FileItem, Item, Next};
+use super::block::{Ahead as Outcome, Prepared};
+use super::{FileItem, Item};
 use crate::chain::ChainSpec;
-use crate::evm::{BlockOutcome, EvmError, execute_block};
+use crate::evm::execute_block;
 use crate::storage::{Database, StateAt, StorageError};
 
 /// Blocks executed ahead of the last commit that the overlay may hold. The writer commits every
@@ -33,13 +33,10 @@ use crate::storage::{Database, StateAt, StorageError};
 /// thread then waits for the next commit, executing nothing, so memory stays bounded.
 const MAX_AHEAD: u64 = 1024;
 
-/// What the execution thread hands the writer for one block: the block as read, and its
-/// execution outcome when it ran here (`None`: the writer executes it inline).
-pub(super) type Executed = (Next, Option<Result<BlockOutcome, EvmError>>);
-
-/// An [`Executed`] as the writer receives it: with the index of its file, or a file that did not
-/// open in place of the block.
-pub(super) type ExecutedItem = (usize, FileItem, Option<Result<BlockOutcome, EvmError>>);
+/// What the execution thread hands the writer for each item it read: the index of the file,
+/// the block as read (or the file that did not open), and the block's execution outcome when it
+/// ran here (`None`: the writer executes it inline).
+pub(super) type ExecutedItem = (usize, FileItem, Option<Outcome>);
 
 /// Changes of the blocks executed since the snapshot's head, newest value per key, each tagged
 /// with the block that wrote it so that a newer snapshot can drop what it already holds.
@@ -181,11 +178,7 @@ impl Ahead<'_> {
     }
 
     /// Executes `block` if it is the next one on top of what this thread holds.
-    fn execute(
-        &mut self,
-        block: &Block<TxEnvelope>,
-        prepared: &Prepared,
-    ) -> Option<Result<BlockOutcome, EvmError>> {
+    fn execute(&mut self, block: &Block<TxEnvelope>, prepared: &Prepared) -> Option<Outcome> {
         if let Err(error) = self.refresh() {
             // The writer reads the same tables and reports the error itself.
             tracing::debug!(target: "import", %error, "execution ahead paused");
@@ -281,34 +274,10 @@ mod tests {
         assert_eq!(read(&o), (Some(0), U256::from(5), U256::ZERO, B256::ZERO));
         assert!(!genesis_hash.is_zero());
         // Block 1 clears slot 1 (a zero must shadow the snapshot's 5) and sets slot 2.
-        o.apply(
-            1,
-            B256::repeat_byte(0xb1),
-            &StateChangeset {
-                accounts: vec![(a, Some(info(1)))],
-                storage: vec![PlainStorageChangeset {
-                    address: a,
-                    wipe_storage: false,
-                    storage: vec![(U256::from(1), U256::ZERO), (U256::from(2), U256::from(7))],
-                }],
-                contracts: vec![],
-            },
-        );
+        o.apply(1, B256::repeat_byte(0xb1), &change(a, Some(1), false, &[(1, 0), (2, 7)]));
         assert_eq!(read(&o), (Some(1), U256::ZERO, U256::from(7), B256::repeat_byte(0xb1)));
         // Block 2 destroys it: no account, and every slot reads zero.
-        o.apply(
-            2,
-            B256::repeat_byte(0xb2),
-            &StateChangeset {
-                accounts: vec![(a, None)],
-                storage: vec![PlainStorageChangeset {
-                    address: a,
-                    wipe_storage: true,
-                    storage: vec![],
-                }],
-                contracts: vec![],
-            },
-        );
+        o.apply(2, B256::repeat_byte(0xb2), &change(a, None, true, &[]));
         assert_eq!(read(&o), (None, U256::ZERO, U256::ZERO, B256::repeat_byte(0xb1)));
         // New code is served from the overlay; the genesis code from the snapshot.
         let code = Bytecode::new_raw(vec![0x60, 0x02].into());
@@ -331,8 +300,18 @@ mod tests {
         assert_eq!(s.block_hash_ref(0).unwrap(), genesis_hash);
     }
 
-    fn info(nonce: u64) -> AccountInfo {
-        AccountInfo { nonce, ..Default::default() }
+    /// One block's changes to one account: its nonce (`None`: destroyed), whether its
+    /// storage was wiped, and the slots written.
+    fn change(a: Address, nonce: Option<u64>, wipe: bool, slots: &[(u64, u64)]) -> StateChangeset {
+        StateChangeset {
+            accounts: vec![(a, nonce.map(|nonce| AccountInfo { nonce, ..Default::default() }))],
+            storage: vec![PlainStorageChangeset {
+                address: a,
+                wipe_storage: wipe,
+                storage: slots.iter().map(|(k, v)| (U256::from(*k), U256::from(*v))).collect(),
+            }],
+            contracts: vec![],
+        }
     }
 
     fn slot(o: &Overlay, a: Address, s: u64) -> Option<U256> {
@@ -345,46 +324,10 @@ mod tests {
         let a = Address::repeat_byte(1);
         let mut o = Overlay::default();
         // Block 2 destroys `a`, block 3 re-creates it with one slot, block 4 sets another.
-        o.apply(
-            2,
-            B256::repeat_byte(2),
-            &StateChangeset {
-                accounts: vec![(a, None)],
-                storage: vec![PlainStorageChangeset {
-                    address: a,
-                    wipe_storage: true,
-                    storage: vec![],
-                }],
-                contracts: vec![],
-            },
-        );
+        o.apply(2, B256::repeat_byte(2), &change(a, None, true, &[]));
         assert_eq!(slot(&o, a, 9), Some(U256::ZERO), "a wiped account reads zero");
-        o.apply(
-            3,
-            B256::repeat_byte(3),
-            &StateChangeset {
-                accounts: vec![(a, Some(info(1)))],
-                storage: vec![PlainStorageChangeset {
-                    address: a,
-                    wipe_storage: true,
-                    storage: vec![(U256::from(1), U256::from(10))],
-                }],
-                contracts: vec![],
-            },
-        );
-        o.apply(
-            4,
-            B256::repeat_byte(4),
-            &StateChangeset {
-                accounts: vec![(a, Some(info(2)))],
-                storage: vec![PlainStorageChangeset {
-                    address: a,
-                    wipe_storage: false,
-                    storage: vec![(U256::from(2), U256::from(20))],
-                }],
-                contracts: vec![],
-            },
-        );
+        o.apply(3, B256::repeat_byte(3), &change(a, Some(1), true, &[(1, 10)]));
+        o.apply(4, B256::repeat_byte(4), &change(a, Some(2), false, &[(2, 20)]));
         assert_eq!(slot(&o, a, 1), Some(U256::from(10)));
         assert_eq!(slot(&o, a, 9), Some(U256::ZERO), "still wiped since block 3");
         // A snapshot at block 3 holds the re-creation: only block 4's writes stay, and a slot
