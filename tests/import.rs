@@ -13,7 +13,9 @@ use alloy_consensus::proofs::calculate_receipt_root;
 use alloy_consensus::{Block, TxEnvelope};
 use alloy_primitives::B256;
 use alloy_rlp::{Decodable, Encodable};
-use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root, write_file};
+use common::{
+    CHAIN_LEN, Fixture, assert_chain_prefix, assert_same_tables, assert_state_root, write_file,
+};
 use loupe::chain::ChainSpec;
 use loupe::import::{
     ImportError, ImportOptions, ImportSummary, import_files, import_files_with, init_genesis,
@@ -528,6 +530,7 @@ fn execution_ahead_stores_what_inline_execution_stores() {
         loupe::import::import_block(&inline, &spec, &block, false).expect("import inline");
     }
     let rb = inline.begin_read().expect("read");
+    let mut databases = Vec::new();
 
     let (mut cleared, mut created) = (0, 0);
     // Groups of 3: the execution thread moves to a new snapshot at every commit. One group of
@@ -561,6 +564,13 @@ fn execution_ahead_stores_what_inline_execution_stores() {
                 }
             }
         }
+        databases.push((batch, tmp.path().join(format!("ahead-{batch}"))));
+    }
+    // Row by row, every table is what the inline import (a commit per block) stored, the
+    // history rows of the trie nodes a group rewrites in every block included.
+    drop((rb, inline));
+    for (batch, dir) in databases {
+        assert_same_tables(&dir, &tmp.path().join("inline"), &format!("batch {batch}"));
     }
     // The overlay's slot deletions and new code were exercised (whole-account deletions are
     // checked by `ahead`'s unit test: generated chains do not remove accounts that existed).

@@ -10,7 +10,7 @@
 
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
-use loupe::storage::{Database, FullRecompute, StateDump, StoredAccount, state_root_of};
+use loupe::storage::{Database, FullRecompute, StateDump, StoredAccount, Writer, state_root_of};
 use loupe::trie::{RootMode, update_state_root, verify, verify_history};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
@@ -142,17 +142,42 @@ fn apply_to_model(model: &mut StateDump, changes: &StateChangeset) {
     }
 }
 
-/// Stores `changes` as block `number` with the incremental root, then checks it against the
-/// model (which it first brings up to date).
+/// Stores `changes` as block `number` with the incremental root in its own transaction, then
+/// checks it against the model (which it first brings up to date) and `verify`.
 fn store_block(
     db: &Database,
     model: &mut StateDump,
     number: u64,
     changes: &StateChangeset,
 ) -> Result<B256, TestCaseError> {
-    apply_to_model(model, changes);
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     let w = db.begin_write().map_err(|e| fail(&e))?;
+    let root = store_in(&w, model, number, changes)?;
+    w.commit(false).map_err(|e| fail(&e))?;
+    check_stored(db, root)?;
+    Ok(root)
+}
+
+/// `verify` on the committed database: every stored node equals a from-scratch build, the
+/// root is `root`, and every trie-history row resolves.
+fn check_stored(db: &Database, root: B256) -> Result<(), TestCaseError> {
+    let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
+    let report = verify(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
+    prop_assert_eq!(report.root, root);
+    verify_history(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
+    Ok(())
+}
+
+/// Stores `changes` as block `number` in `w`, which may hold earlier blocks not yet committed,
+/// and checks the root against the model and `FullRecompute`.
+fn store_in(
+    w: &Writer,
+    model: &mut StateDump,
+    number: u64,
+    changes: &StateChangeset,
+) -> Result<B256, TestCaseError> {
+    apply_to_model(model, changes);
+    let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     w.apply_changeset(number, changes).map_err(|e| fail(&e))?;
     // A pre-Byzantium style intermediate root first: computing must not disturb storing.
     let early = update_state_root(w.transaction(), number, changes, RootMode::Compute)
@@ -168,7 +193,7 @@ fn store_block(
         "incremental root differs from the model's root at block {}",
         number
     );
-    let oracle = FullRecompute.state_root(&w).map_err(|e| fail(&e))?;
+    let oracle = FullRecompute.state_root(w).map_err(|e| fail(&e))?;
     prop_assert_eq!(
         root,
         oracle,
@@ -179,10 +204,6 @@ fn store_block(
     let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
     w.insert_block(&block, B256::with_last_byte(number as u8), &[], &[]).map_err(|e| fail(&e))?;
     w.set_markers(number, number, number).map_err(|e| fail(&e))?;
-    w.commit(false).map_err(|e| fail(&e))?;
-    let report = verify(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
-    prop_assert_eq!(report.root, root);
-    verify_history(&db.begin_read().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
     Ok(root)
 }
 
@@ -200,6 +221,35 @@ proptest! {
         for (i, ops) in blocks.iter().enumerate() {
             let changes = changeset(ops, &mut exists);
             store_block(&db, &mut model, i as u64, &changes)?;
+        }
+    }
+
+    /// Several blocks in one write transaction, as an import group stores them: each block
+    /// walks the trie nodes the earlier ones wrote and removed (branches that collapsed,
+    /// extensions found by seeking) before anything is committed.
+    #[test]
+    fn incremental_root_holds_over_blocks_grouped_in_one_transaction(
+        groups in prop::collection::vec(
+            prop::collection::vec(prop::collection::vec(op(), 1..24), 1..6),
+            1..12,
+        ),
+    ) {
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let db = Database::open(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
+        let mut exists = [false; 256];
+        let mut model = StateDump::new();
+        let mut number = 0;
+        for group in &groups {
+            let w = db.begin_write().map_err(|e| fail(&e))?;
+            let mut root = B256::ZERO;
+            for ops in group {
+                let changes = changeset(ops, &mut exists);
+                root = store_in(&w, &mut model, number, &changes)?;
+                number += 1;
+            }
+            w.commit(false).map_err(|e| fail(&e))?;
+            check_stored(&db, root)?;
         }
     }
 }

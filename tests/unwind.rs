@@ -11,103 +11,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use alloy_consensus::{Block, TxEnvelope};
-use common::{CHAIN_LEN, Fixture};
+use common::{CHAIN_LEN, Fixture, assert_same_tables};
 use loupe::chain::ChainSpec;
 use loupe::import::{BlockReader, import_block, import_block_pending, init_genesis};
-use loupe::storage::{Database, tables};
-use redb::{ReadableDatabase, ReadableTable, TableHandle};
-
-/// Every row of every table, as debug text, by table name. Bytecodes and preimages are content
-/// addressed and never deleted, so they are returned apart.
-type Tables = BTreeMap<String, Vec<(String, String)>>;
-
-fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
-    let db = redb::Database::open(dir.join(loupe::storage::DB_FILE)).unwrap();
-    let txn = db.begin_read().unwrap();
-    let mut out = Tables::new();
-    macro_rules! dump {
-        ($($t:ident),* $(,)?) => {$(
-            let t = txn.open_table(tables::$t).unwrap();
-            let rows = t
-                .iter()
-                .unwrap()
-                .map(|r| {
-                    let (k, v) = r.unwrap();
-                    (format!("{:?}", k.value()), format!("{:?}", v.value()))
-                })
-                .collect();
-            out.insert(tables::$t.name().to_string(), rows);
-        )*};
-    }
-    dump!(
-        HEADERS,
-        CANONICAL,
-        HASH_TO_NUMBER,
-        BODIES,
-        TRANSACTIONS,
-        RECEIPTS,
-        TX_LOOKUP,
-        HASHED_ACCOUNTS,
-        HASHED_STORAGE,
-        HASHED_ACCOUNT_HISTORY,
-        HASHED_STORAGE_HISTORY,
-        ACCOUNT_TRIE,
-        STORAGE_TRIE,
-        ACCOUNT_TRIE_HISTORY,
-        STORAGE_TRIE_HISTORY,
-        BLOCK_CHANGES,
-        TRACE_ADDRESSES,
-        META,
-    );
-    let codes = txn.open_table(tables::BYTECODES).unwrap();
-    let mut codes: Vec<String> =
-        codes.iter().unwrap().map(|r| format!("{:?}", r.unwrap().0.value())).collect();
-    let preimages = txn.open_table(tables::PREIMAGES).unwrap();
-    codes.extend(preimages.iter().unwrap().map(|r| {
-        let (k, v) = r.unwrap();
-        format!("{:?} {:?}", k.value(), v.value())
-    }));
-    // The list above must cover every table the database has.
-    for handle in txn.list_tables().unwrap() {
-        let name = handle.name().to_string();
-        assert!(
-            out.contains_key(&name)
-                || name == tables::BYTECODES.name()
-                || name == tables::PREIMAGES.name(),
-            "table {name} is not compared"
-        );
-    }
-    (out, codes)
-}
-
-fn assert_same(unwound: &Path, fresh: &Path, what: &str) {
-    let (a, codes_a) = dump_tables(unwound);
-    let (b, codes_b) = dump_tables(fresh);
-    for (name, rows_b) in &b {
-        let rows_a = &a[name];
-        if rows_a != rows_b {
-            let only_a: Vec<_> = rows_a.iter().filter(|r| !rows_b.contains(r)).take(3).collect();
-            let only_b: Vec<_> = rows_b.iter().filter(|r| !rows_a.contains(r)).take(3).collect();
-            let short = |rows: Vec<&(String, String)>| -> String {
-                format!("{rows:?}").chars().take(600).collect()
-            };
-            let (only_a, only_b) = (short(only_a), short(only_b));
-            panic!(
-                "{what}: table {name} differs ({} rows vs {}); only after unwind: {only_a:?}; \
-                 only in the fresh import: {only_b:?}",
-                rows_a.len(),
-                rows_b.len()
-            );
-        }
-    }
-    for code in &codes_b {
-        assert!(codes_a.contains(code), "{what}: bytecode or preimage {code} lost");
-    }
-}
+use loupe::storage::Database;
 
 struct Chain {
     genesis: String,
@@ -155,7 +65,7 @@ fn check_chain(chain: &Chain, targets: &[u64]) {
         drop(db);
         let fresh = tmp.path().join(format!("fresh-{target}"));
         drop(chain.import(&fresh, target));
-        assert_same(&work, &fresh, &format!("unwound to {target}"));
+        assert_same_tables(&work, &fresh, &format!("unwound to {target}"));
         std::fs::remove_dir_all(&fresh).unwrap();
         (db, spec) = {
             let db = Database::open(&work).unwrap();
@@ -179,7 +89,7 @@ fn check_chain(chain: &Chain, targets: &[u64]) {
     w.set_markers(len, len, len).unwrap();
     w.commit(true).unwrap();
     drop(db);
-    assert_same(&work, &full, "unwound and imported again");
+    assert_same_tables(&work, &full, "unwound and imported again");
 
     // Genesis stays.
     let db = Database::open(&work).unwrap();
