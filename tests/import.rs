@@ -13,9 +13,8 @@ use alloy_consensus::proofs::calculate_receipt_root;
 use alloy_consensus::{Block, TxEnvelope};
 use alloy_primitives::B256;
 use alloy_rlp::{Decodable, Encodable};
-use common::{
-    CHAIN_LEN, Fixture, assert_chain_prefix, assert_same_tables, assert_state_root, write_file,
-};
+use common::tables::assert_same_tables;
+use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root, write_file};
 use loupe::chain::ChainSpec;
 use loupe::import::{
     ImportError, ImportOptions, ImportSummary, import_files, import_files_with, init_genesis,

@@ -14,7 +14,8 @@ mod common;
 use std::path::Path;
 
 use alloy_consensus::{Block, TxEnvelope};
-use common::{CHAIN_LEN, Fixture, assert_same_tables};
+use common::tables::assert_same_tables;
+use common::{CHAIN_LEN, Fixture};
 use loupe::chain::ChainSpec;
 use loupe::import::{BlockReader, import_block, import_block_pending, init_genesis};
 use loupe::storage::Database;

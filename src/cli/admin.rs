@@ -6,6 +6,7 @@
 //! socket only the datadir's owner can reach, to take the copy from one read transaction
 //! ([`Database::copy_to`]). Serving and importing go on meanwhile. The protocol is one JSON
 //! line each way: `{"snapshot": "/abs/dir"}`, then `{"ok": {...}}` or `{"error": "..."}`.
+//! `loupe db compact` needs the datadir to itself, so it refuses where that socket answers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use eyre::{Result, WrapErr, eyre};
 use serde::{Deserialize, Serialize};
 
-use crate::storage::{CopySummary, DB_FILE, Database};
+use crate::storage::{CompactSummary, CopySummary, DB_FILE, Database};
 
 /// Name of the admin socket inside a datadir.
 pub(super) const SOCKET: &str = "loupe.sock";
@@ -137,6 +138,31 @@ pub(super) fn snapshot(datadir: &Path, out: &Path) -> Result<CopySummary> {
         format!("cannot open {} (is a loupe without an admin socket using it?)", datadir.display())
     })?;
     Ok(db.copy_to(&out)?)
+}
+
+/// `loupe db compact`: rewrites a datadir's database file packed ([`Database::compact`]),
+/// refusing while a process serves it.
+pub(super) fn compact(datadir: &Path) -> Result<CompactSummary> {
+    if !datadir.join(DB_FILE).exists() {
+        return Err(eyre!("{} holds no loupe database", datadir.display()));
+    }
+    #[cfg(unix)]
+    if std::os::unix::net::UnixStream::connect(datadir.join(SOCKET)).is_ok() {
+        return Err(eyre!(
+            "a loupe process serves {} (its admin socket answers): stop it before compacting, \
+             or take a packed copy while it serves with `loupe db snapshot --out DIR`",
+            datadir.display()
+        ));
+    }
+    let db = Database::open(datadir).wrap_err_with(|| {
+        format!(
+            "cannot open {} (is another loupe using it? compacting needs the datadir to itself)",
+            datadir.display()
+        )
+    })?;
+    db.compact().wrap_err_with(|| {
+        format!("compacting {} failed; the database is unchanged", datadir.display())
+    })
 }
 
 #[cfg(unix)]

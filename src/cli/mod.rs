@@ -64,6 +64,36 @@ pub enum DbCmd {
     /// copy is then taken by that process, through its admin socket `<datadir>/loupe.sock`).
     /// A new replica starts from the copy.
     Snapshot(SnapshotCmd),
+    /// Rewrite a datadir's database file with every table packed, which after an import takes
+    /// about half the space. Needs free disk space for the packed copy, and the datadir to
+    /// itself: stop the node first.
+    Compact(CompactCmd),
+}
+
+/// `loupe db compact`.
+#[derive(Debug, clap::Args)]
+pub struct CompactCmd {
+    /// Data directory to compact.
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+}
+
+impl CompactCmd {
+    fn run(self) -> Result<()> {
+        let started = std::time::Instant::now();
+        let done = admin::compact(&self.datadir.datadir)?;
+        let head = done.copy.head.map_or_else(|| "none".to_string(), |h| format!("#{h}"));
+        println!(
+            "compacted {} at head {head}: {} -> {} bytes on disk ({:.0} %), {} entries in {:.2}s",
+            done.copy.file.display(),
+            done.before,
+            done.after,
+            100.0 * done.after as f64 / done.before.max(1) as f64,
+            done.copy.entries,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
 }
 
 /// `loupe db snapshot`.
@@ -543,6 +573,7 @@ impl Cli {
             Some(Command::Generate(cmd)) => cmd.run(),
             Some(Command::Follow(cmd)) => cmd.run(),
             Some(Command::Db(DbCmd::Snapshot(cmd))) => cmd.run(),
+            Some(Command::Db(DbCmd::Compact(cmd))) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

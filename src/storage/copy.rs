@@ -1,5 +1,6 @@
 //! [`Database::copy_to`]: a consistent copy of the whole database into a new datadir, taken
-//! from one read transaction while the node goes on serving and importing.
+//! from one read transaction while the node goes on serving and importing; and
+//! [`Database::compact`], the same copy renamed over the original.
 //!
 //! A byte copy of a live redb file is not consistent (the header and free pages change under
 //! it), so the copy re-inserts every entry of every table, in key order, into a fresh file.
@@ -27,6 +28,39 @@ pub struct CopySummary {
     pub bytes: u64,
 }
 
+/// What [`Database::compact`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactSummary {
+    /// Disk space the database file took before, in bytes (allocated blocks: a redb file can
+    /// be sparse).
+    pub before: u64,
+    /// Disk space the packed file takes, in bytes.
+    pub after: u64,
+    /// The packed copy that replaced it.
+    pub copy: CopySummary,
+}
+
+/// Where [`Database::compact`] writes its copy, inside the datadir. A kill leaves it behind;
+/// the next compaction removes it first.
+pub const COMPACT_DIR: &str = "compact.tmp";
+
+/// The page cache of the file a copy writes (and a compaction then packs): it is written or
+/// read once, in order, so a small cache loses nothing and keeps memory bounded.
+const COPY_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The disk space a file takes: its allocated blocks where the platform tells them, else its
+/// length.
+fn disk_bytes(path: &Path) -> std::io::Result<u64> {
+    let meta = std::fs::metadata(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(meta.blocks() * 512)
+    }
+    #[cfg(not(unix))]
+    Ok(meta.len())
+}
+
 /// Copies one table's entries, in key order.
 fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     from: &redb::ReadTransaction,
@@ -43,6 +77,35 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
 }
 
 impl Database {
+    /// Rewrites the database file packed: a [`Database::copy_to`] into `COMPACT_DIR` inside the
+    /// datadir, renamed over the file once durable. Inserted in key order, every B-tree leaf of
+    /// the copy is full, where the pages of a database grown by imports are about half empty
+    /// (history rows land all over each table, and a full leaf splits in two halves). Every
+    /// row stays as it was. Needs free disk space for the copy and the datadir to itself: the
+    /// handle is consumed, and a process that opens the datadir afterwards gets the new file.
+    /// A kill at any moment leaves either the old file or the new one in place, never neither.
+    pub fn compact(self) -> StorageResult<CompactSummary> {
+        let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
+        let datadir = self.path.parent().unwrap_or_else(|| Path::new(".")).to_path_buf();
+        let work = datadir.join(COMPACT_DIR);
+        if work.exists() {
+            std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?;
+        }
+        let before = disk_bytes(&self.path).map_err(|e| io(&self.path, e))?;
+        let copy = self.copy_to(&work)?;
+        // The copy's leaves are full; redb's own compaction then gives back the free space a
+        // fresh file keeps at its end.
+        redb::Database::builder().set_cache_size(COPY_CACHE_BYTES).open(&copy.file)?.compact()?;
+        let after = disk_bytes(&copy.file).map_err(|e| io(&copy.file, e))?;
+        // Still open here, so no other process can have opened the old file meanwhile.
+        std::fs::rename(&copy.file, &self.path).map_err(|e| io(&self.path, e))?;
+        std::fs::File::open(&datadir).and_then(|d| d.sync_all()).map_err(|e| io(&datadir, e))?;
+        std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?;
+        let copy = CopySummary { file: self.path.clone(), ..copy };
+        drop(self);
+        Ok(CompactSummary { before, after, copy })
+    }
+
     /// Writes a consistent copy of this database to `dest` (a datadir that must not hold a
     /// database yet; it is created if needed), as of the last commit when the copy starts.
     /// Readers and the writer are not blocked. The file is written under a temporary name and
@@ -65,7 +128,7 @@ impl Database {
             std::fs::remove_file(&tmp).map_err(|e| io(&tmp, e))?;
         }
         let from = self.db.begin_read()?;
-        let target = redb::Database::builder().set_cache_size(64 * 1024 * 1024).create(&tmp)?;
+        let target = redb::Database::builder().set_cache_size(COPY_CACHE_BYTES).create(&tmp)?;
         let to = target.begin_write()?;
         let mut copied = Vec::new();
         let mut entries = 0;

@@ -60,5 +60,6 @@ from_redb!(
     redb::TableError,
     redb::StorageError,
     redb::CommitError,
-    redb::SetDurabilityError
+    redb::SetDurabilityError,
+    redb::CompactionError
 );

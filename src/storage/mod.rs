@@ -27,7 +27,7 @@ pub use codec::{
     Blooms, HASHED_ACCOUNT_LEN, HashedAccount, StoredAccount, hashed_account_history_key,
     hashed_storage_history_key, hashed_storage_key,
 };
-pub use copy::CopySummary;
+pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
