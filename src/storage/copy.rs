@@ -92,11 +92,23 @@ impl Database {
             std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?;
         }
         let before = disk_bytes(&self.path).map_err(|e| io(&self.path, e))?;
-        let copy = self.copy_to(&work)?;
-        // The copy's leaves are full; redb's own compaction then gives back the free space a
-        // fresh file keeps at its end.
-        redb::Database::builder().set_cache_size(COPY_CACHE_BYTES).open(&copy.file)?.compact()?;
-        let after = disk_bytes(&copy.file).map_err(|e| io(&copy.file, e))?;
+        let packed = || -> StorageResult<(CopySummary, u64)> {
+            let copy = self.copy_to(&work)?;
+            // The copy's leaves are full; redb's own compaction then gives back the free space
+            // a fresh file keeps at its end.
+            let mut builder = redb::Database::builder();
+            builder.set_cache_size(COPY_CACHE_BYTES).open(&copy.file)?.compact()?;
+            let after = disk_bytes(&copy.file).map_err(|e| io(&copy.file, e))?;
+            Ok((copy, after))
+        };
+        let (copy, after) = match packed() {
+            Ok(done) => done,
+            Err(e) => {
+                // Best effort: the next compaction removes it too.
+                let _ = std::fs::remove_dir_all(&work);
+                return Err(e);
+            }
+        };
         // Still open here, so no other process can have opened the old file meanwhile.
         std::fs::rename(&copy.file, &self.path).map_err(|e| io(&self.path, e))?;
         std::fs::File::open(&datadir).and_then(|d| d.sync_all()).map_err(|e| io(&datadir, e))?;
