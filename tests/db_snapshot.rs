@@ -181,6 +181,10 @@ fn compacting_an_imported_datadir_keeps_every_row_and_shrinks_the_file() {
     std::fs::create_dir_all(&before).unwrap();
     let file = loupe::storage::DB_FILE;
     std::fs::copy(data.join(file), before.join(file)).unwrap();
+    // The file's mode (and owner) carry over to the packed file.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::Permissions::from_mode(0o640);
+    std::fs::set_permissions(data.join(file), mode).unwrap();
     // What a compaction killed while copying leaves behind.
     let stale = data.join(loupe::storage::COMPACT_DIR);
     std::fs::create_dir_all(&stale).unwrap();
@@ -190,6 +194,8 @@ fn compacting_an_imported_datadir_keeps_every_row_and_shrinks_the_file() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("at head #80"), "{}", text(&out));
     assert!(!stale.exists(), "the work directory is left behind");
+    let packed = std::fs::metadata(data.join(file)).unwrap();
+    assert_eq!(packed.permissions().mode() & 0o777, 0o640);
     // Disk blocks and length alike (a redb file can be sparse).
     let size = |d: &Path| {
         use std::os::unix::fs::MetadataExt;

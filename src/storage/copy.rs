@@ -61,6 +61,19 @@ fn disk_bytes(path: &Path) -> std::io::Result<u64> {
     Ok(meta.len())
 }
 
+/// Gives `to` the permissions, and on Unix the owner and group, of `from`: a datadir compacted
+/// by root keeps working for the service account that owns it.
+fn same_owner_and_mode(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::metadata(from)?;
+    std::fs::set_permissions(to, meta.permissions())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::os::unix::fs::chown(to, Some(meta.uid()), Some(meta.gid()))?;
+    }
+    Ok(())
+}
+
 /// Copies one table's entries, in key order.
 fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     from: &redb::ReadTransaction,
@@ -99,6 +112,7 @@ impl Database {
             let mut builder = redb::Database::builder();
             builder.set_cache_size(COPY_CACHE_BYTES).open(&copy.file)?.compact()?;
             let after = disk_bytes(&copy.file).map_err(|e| io(&copy.file, e))?;
+            same_owner_and_mode(&self.path, &copy.file).map_err(|e| io(&copy.file, e))?;
             Ok((copy, after))
         };
         let (copy, after) = match packed() {
