@@ -2,7 +2,7 @@
 //! receipt, trace and historical balance, storage slot and code exactly as the original does
 //! and passes `loupe verify`; taken while `loupe node` serves the datadir (through its admin
 //! socket), after that node was killed (a stale socket), and refused with a clear message where
-//! it cannot be taken. `loupe db compact` rewrites an imported datadir packed: every table
+//! it cannot be taken. `loupe db compact` (refused while a node serves) rewrites an imported datadir packed: every table
 //! keeps its rows, the file shrinks, `verify` passes, and it is refused where it must be.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -123,6 +123,10 @@ fn a_snapshot_is_taken_by_the_serving_node_and_without_it_after_a_kill() {
     assert!(!locked.status.success(), "{}", text(&locked));
     let out = snapshot(&a, &b);
     assert!(out.status.success(), "{}", text(&out));
+    // Compaction needs the datadir to itself: refused, naming the serving process.
+    let busy = loupe(&["db", "compact", "--datadir"], &[&a]);
+    assert!(!busy.status.success());
+    assert!(text(&busy).contains("its admin socket answers"), "{}", text(&busy));
     node.kill().unwrap();
     node.wait().unwrap();
     // The killed node left its socket file; nothing answers there, so the copy is direct.
@@ -188,7 +192,7 @@ fn compacting_an_imported_datadir_keeps_every_row_and_shrinks_the_file() {
     // What a compaction killed while copying leaves behind.
     let stale = data.join(loupe::storage::COMPACT_DIR);
     std::fs::create_dir_all(&stale).unwrap();
-    std::fs::write(stale.join(format!("{file}.copying")), b"half a copy").unwrap();
+    std::fs::write(stale.join(file), b"half a copy").unwrap();
 
     let out = run(&[os("db"), os("compact"), os("--datadir"), data.as_os_str()]);
     assert!(out.status.success(), "{}", text(&out));

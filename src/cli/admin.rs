@@ -142,7 +142,7 @@ pub(super) fn snapshot(datadir: &Path, out: &Path) -> Result<CopySummary> {
 
 /// `loupe db compact`: rewrites a datadir's database file packed ([`Database::compact`]),
 /// refusing while a process serves it.
-pub(super) fn compact(datadir: &Path) -> Result<CompactSummary> {
+pub(super) fn compact(datadir: &Path, cache_bytes: usize) -> Result<CompactSummary> {
     if !datadir.join(DB_FILE).exists() {
         return Err(eyre!("{} holds no loupe database", datadir.display()));
     }
@@ -154,14 +154,14 @@ pub(super) fn compact(datadir: &Path) -> Result<CompactSummary> {
             datadir.display()
         ));
     }
-    let db = Database::open(datadir).wrap_err_with(|| {
+    let db = Database::open_with_cache(datadir, cache_bytes).wrap_err_with(|| {
         format!(
             "cannot open {} (is another loupe using it? compacting needs the datadir to itself)",
             datadir.display()
         )
     })?;
     db.compact().wrap_err_with(|| {
-        format!("compacting {} failed; the database is unchanged", datadir.display())
+        format!("compacting {} failed; the datadir keeps a whole database (the old file or the packed one)", datadir.display())
     })
 }
 

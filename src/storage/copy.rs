@@ -69,9 +69,12 @@ fn same_owner_and_mode(from: &Path, to: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        std::os::unix::fs::chown(to, Some(meta.uid()), Some(meta.gid()))?;
+        let new = std::fs::metadata(to)?;
+        if (new.uid(), new.gid()) != (meta.uid(), meta.gid()) {
+            std::os::unix::fs::chown(to, Some(meta.uid()), Some(meta.gid()))?;
+        }
     }
-    Ok(())
+    std::fs::File::open(to)?.sync_all()
 }
 
 /// Copies one table's entries, in key order.
@@ -99,35 +102,42 @@ impl Database {
     /// A kill at any moment leaves either the old file or the new one in place, never neither.
     pub fn compact(self) -> StorageResult<CompactSummary> {
         let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
-        let datadir = self.path.parent().unwrap_or_else(|| Path::new(".")).to_path_buf();
+        let datadir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         let work = datadir.join(COMPACT_DIR);
-        if work.exists() {
-            std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?;
+        match std::fs::symlink_metadata(&work) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?,
+            Ok(_) => std::fs::remove_file(&work).map_err(|e| io(&work, e))?,
+            Err(_) => {}
         }
         let before = disk_bytes(&self.path).map_err(|e| io(&self.path, e))?;
-        let packed = || -> StorageResult<(CopySummary, u64)> {
+        let packed = || -> StorageResult<CopySummary> {
             let copy = self.copy_to(&work)?;
             // The copy's leaves are full; redb's own compaction then gives back the free space
             // a fresh file keeps at its end.
             let mut builder = redb::Database::builder();
             builder.set_cache_size(COPY_CACHE_BYTES).open(&copy.file)?.compact()?;
-            let after = disk_bytes(&copy.file).map_err(|e| io(&copy.file, e))?;
             same_owner_and_mode(&self.path, &copy.file).map_err(|e| io(&copy.file, e))?;
-            Ok((copy, after))
+            // Still open here, so no other process can have opened the old file meanwhile.
+            std::fs::rename(&copy.file, &self.path).map_err(|e| io(&self.path, e))?;
+            Ok(copy)
         };
-        let (copy, after) = match packed() {
-            Ok(done) => done,
+        let copy = match packed() {
+            Ok(copy) => copy,
             Err(e) => {
                 // Best effort: the next compaction removes it too.
                 let _ = std::fs::remove_dir_all(&work);
                 return Err(e);
             }
         };
-        // Still open here, so no other process can have opened the old file meanwhile.
-        std::fs::rename(&copy.file, &self.path).map_err(|e| io(&self.path, e))?;
+        // From here the packed file is in place: what fails now is reported, not undone.
         std::fs::File::open(&datadir).and_then(|d| d.sync_all()).map_err(|e| io(&datadir, e))?;
-        std::fs::remove_dir_all(&work).map_err(|e| io(&work, e))?;
-        let copy = CopySummary { file: self.path.clone(), ..copy };
+        let _ = std::fs::remove_dir_all(&work);
+        let after = disk_bytes(&self.path).map_err(|e| io(&self.path, e))?;
+        let bytes = std::fs::metadata(&self.path).map_err(|e| io(&self.path, e))?.len();
+        let copy = CopySummary { file: self.path.clone(), bytes, ..copy };
         drop(self);
         Ok(CompactSummary { before, after, copy })
     }

@@ -12,6 +12,7 @@ use redb::{ReadableDatabase, ReadableTable, TableHandle};
 /// addressed and never deleted, so they are returned apart.
 pub type Tables = BTreeMap<String, Vec<(String, String)>>;
 
+/// Every table of the database in `dir`, row by row, and the content-addressed rows apart.
 pub fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
     let db = redb::Database::open(dir.join(loupe::storage::DB_FILE)).expect("reading the database");
     let txn = db.begin_read().expect("reading the database");
