@@ -18,8 +18,12 @@ pub struct DatadirArgs {
 impl DatadirArgs {
     /// Opens the database with the page cache asked for.
     pub fn open(&self) -> crate::storage::StorageResult<crate::storage::Database> {
-        let bytes = usize::try_from(self.cache_mb << 20).unwrap_or(usize::MAX);
-        crate::storage::Database::open_with_cache(&self.datadir, bytes)
+        crate::storage::Database::open_with_cache(&self.datadir, self.cache_bytes())
+    }
+
+    /// `--db.cache-mb` in bytes.
+    pub fn cache_bytes(&self) -> usize {
+        usize::try_from(self.cache_mb << 20).unwrap_or(usize::MAX)
     }
 }
 

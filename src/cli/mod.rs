@@ -81,8 +81,7 @@ pub struct CompactCmd {
 impl CompactCmd {
     fn run(self) -> Result<()> {
         let started = std::time::Instant::now();
-        let cache = usize::try_from(self.datadir.cache_mb << 20).unwrap_or(usize::MAX);
-        let done = admin::compact(&self.datadir.datadir, cache)?;
+        let done = admin::compact(&self.datadir.datadir, self.datadir.cache_bytes())?;
         let head = done.copy.head.map_or_else(|| "none".to_string(), |h| format!("#{h}"));
         println!(
             "compacted {} at head {head}: {} -> {} bytes on disk ({:.0} %), {} entries in {:.2}s",
