@@ -10,7 +10,9 @@
 
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
-use loupe::storage::{Database, FullRecompute, StateDump, StoredAccount, Writer, state_root_of};
+use loupe::storage::{
+    Database, Epochs, FullRecompute, StateDump, StoredAccount, Writer, state_root_of,
+};
 use loupe::trie::{RootMode, update_state_root, verify, verify_history};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
@@ -215,7 +217,9 @@ proptest! {
         blocks in prop::collection::vec(prop::collection::vec(op(), 1..24), 1..40),
     ) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let db = Database::open(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // Small history epochs: the blocks cross many epoch boundaries and indexings.
+        let db = Database::open_with_epochs(dir.path(), Epochs { len: 3 })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mut exists = [false; 256];
         let mut model = StateDump::new();
         for (i, ops) in blocks.iter().enumerate() {
@@ -235,7 +239,8 @@ proptest! {
         ),
     ) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let db = Database::open(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
         let mut exists = [false; 256];
         let mut model = StateDump::new();
@@ -258,7 +263,7 @@ proptest! {
 #[test]
 fn scenarios_collapse_empty_and_recreate() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path()).unwrap();
+    let db = Database::open_with_epochs(dir.path(), Epochs { len: 2 }).unwrap();
     let mut exists = [false; 256];
     let wide: Vec<(u16, u8)> = (0..300).map(|s| (s, 1 + (s % 200) as u8)).collect();
     let scenarios: Vec<Vec<Op>> = vec![
@@ -297,6 +302,17 @@ fn scenarios_collapse_empty_and_recreate() {
 /// `FULL_ROW_EVERY`, with whole rows among them).
 #[test]
 fn proofs_at_every_old_block_verify_across_runs_of_delta_rows() {
+    proofs_at_every_old_block(Epochs { len: 1024 });
+}
+
+/// The same with history epochs of 5 blocks: every node's first row in an epoch is whole, and
+/// reads of nodes and leaves go through the epoch index and the open epoch.
+#[test]
+fn proofs_at_every_old_block_verify_across_history_epochs() {
+    proofs_at_every_old_block(Epochs { len: 5 });
+}
+
+fn proofs_at_every_old_block(epochs: Epochs) {
     use alloy_primitives::{Bytes, keccak256};
     use alloy_trie::proof::verify_proof;
     use alloy_trie::root::storage_root_unhashed;
@@ -306,7 +322,7 @@ fn proofs_at_every_old_block_verify_across_runs_of_delta_rows() {
     use redb::ReadableTable;
 
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path()).unwrap();
+    let db = Database::open_with_epochs(dir.path(), epochs).unwrap();
     let mut exists = [false; 256];
     let mut model = StateDump::new();
     let mut snapshots = Vec::new();
@@ -404,7 +420,13 @@ fn proofs_at_every_old_block_verify_across_runs_of_delta_rows() {
             NodeRow::Absent => {}
         }
     }
-    assert!(deltas > 2 * whole, "{deltas} delta rows, {whole} whole");
     assert!(whole > 0, "no run of deltas ended in a whole row");
-    assert_eq!(longest, FULL_ROW_EVERY - 1);
+    if epochs.len > 2 * u64::from(FULL_ROW_EVERY) {
+        assert!(deltas > 2 * whole, "{deltas} delta rows, {whole} whole");
+        assert_eq!(longest, FULL_ROW_EVERY - 1);
+    } else {
+        // Runs end at each epoch's first row, which is whole.
+        assert!(deltas > 0, "no delta rows");
+        assert_eq!(u64::from(longest), epochs.len - 1);
+    }
 }

@@ -184,9 +184,8 @@ fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
 /// `FULL_ROW_EVERY` rows) is named with its table and key.
 #[test]
 fn verify_resolves_trie_history_and_names_a_broken_delta_run() {
+    use loupe::storage::tables::ACCOUNT_TRIE_HISTORY as HISTORY;
     use redb::ReadableTable;
-    const HISTORY: redb::TableDefinition<'_, &[u8; 41], &[u8]> =
-        redb::TableDefinition::new("account_trie_history");
     let Some(fx) = Fixture::load() else { return };
     let dir = import_fixture(&fx);
     let d = dir.path().to_str().unwrap();

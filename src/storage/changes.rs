@@ -1,8 +1,9 @@
 //! The per-block change index ([`tables::BLOCK_CHANGES`]) and [`Writer::unwind_head`], which
 //! takes the head block back out of every table.
 //!
-//! History tables are keyed entity first (`key ++ block`), which serves "as of block N" reads
-//! with one seek but cannot list what one block changed without a full scan. So every history
+//! History tables are keyed by epoch, then entity (`epoch ++ key ++ block`), which serves "as of
+//! block N" reads with a few seeks but cannot list what one block changed without a scan of
+//! its epoch. So every history
 //! row a block writes is also named in the change index, under the block, and unwinding the
 //! block walks that list: each history row puts its value back into the current table and is
 //! removed, which leaves every table exactly as it was before the block.
@@ -11,6 +12,7 @@ use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::codec::u64_value;
+use super::epochs::Epochs;
 use super::node_history::resolve_node_row;
 use super::tables::{self, meta};
 use super::{StorageError, StorageResult, Writer};
@@ -198,13 +200,14 @@ fn take_changes(
 }
 
 /// A current-table key and its history key for `block`.
-fn row_keys<const K: usize, const H: usize>(key: &[u8], block: u64) -> ([u8; K], [u8; H]) {
+fn row_keys<const K: usize, const H: usize>(
+    epochs: Epochs,
+    key: &[u8],
+    block: u64,
+) -> ([u8; K], [u8; H]) {
     let mut k = [0u8; K];
     k.copy_from_slice(key);
-    let mut h = [0u8; H];
-    h[..K].copy_from_slice(key);
-    h[K..].copy_from_slice(&block.to_be_bytes());
-    (k, h)
+    (k, epochs.history_key(&k, block))
 }
 
 /// Puts back, for each key in `keys`, the trie node its history row saved for `block` (a
@@ -214,11 +217,11 @@ fn restore_nodes<const K: usize, const H: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     keys: &[u8],
-    block: u64,
+    (epochs, block): (Epochs, u64),
     table: &'static str,
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
-        let (k, h) = row_keys::<K, H>(key, block);
+        let (k, h) = row_keys::<K, H>(epochs, key, block);
         let row = history
             .remove(&h)?
             .map(|v| v.value().to_vec())
@@ -241,11 +244,11 @@ fn restore_accounts<const K: usize, const H: usize, const V: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8; V]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     keys: &[u8],
-    block: u64,
+    (epochs, block): (Epochs, u64),
     table: &'static str,
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
-        let (k, h) = row_keys::<K, H>(key, block);
+        let (k, h) = row_keys::<K, H>(epochs, key, block);
         let old = history
             .remove(&h)?
             .map(|v| v.value().to_vec())
@@ -269,11 +272,11 @@ fn restore_slots<const K: usize, const H: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8; 32]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8; 32]>,
     keys: &[u8],
-    block: u64,
+    (epochs, block): (Epochs, u64),
     table: &'static str,
 ) -> StorageResult<()> {
     for key in keys.chunks_exact(K) {
-        let (k, h) = row_keys::<K, H>(key, block);
+        let (k, h) = row_keys::<K, H>(epochs, key, block);
         let old = history
             .remove(&h)?
             .map(|v| *v.value())
@@ -299,6 +302,7 @@ impl Writer {
             return Err(StorageError::Unwind("genesis cannot be unwound"));
         }
         let txn = &self.txn;
+        let epochs = super::epochs::history_epochs(txn)?;
         let mut lists = Vec::with_capacity(ChangeKind::ALL.len());
         {
             let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
@@ -319,28 +323,28 @@ impl Writer {
             &mut txn.open_table(tables::HASHED_ACCOUNTS)?,
             &mut txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
             &hashed_accounts,
-            head,
+            (epochs, head),
             "hashed_account_history",
         )?;
         restore_slots(
             &mut txn.open_table(tables::HASHED_STORAGE)?,
             &mut txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             &hashed_storage,
-            head,
+            (epochs, head),
             "hashed_storage_history",
         )?;
         restore_nodes(
             &mut txn.open_table(tables::ACCOUNT_TRIE)?,
             &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
             &account_trie,
-            head,
+            (epochs, head),
             "account_trie_history",
         )?;
         restore_nodes(
             &mut txn.open_table(tables::STORAGE_TRIE)?,
             &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
             &storage_trie,
-            head,
+            (epochs, head),
             "storage_trie_history",
         )?;
 
@@ -381,6 +385,9 @@ impl Writer {
         m.insert(meta::HEAD, parent.to_be_bytes().as_slice())?;
         m.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
         m.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        drop(m);
+        // An epoch the head moves back into is open again: its index goes.
+        super::epochs::follow_head(txn, Some(head), parent)?;
         self.unwound = true;
         Ok(parent)
     }

@@ -5,6 +5,7 @@ use alloy_primitives::{Address, B256, Bloom, KECCAK256_EMPTY, Log, U256};
 use alloy_rlp::{Decodable, Encodable};
 
 use super::StorageError;
+use super::epochs::Epochs;
 
 /// An account as stored: what revm's `AccountInfo` holds, minus the code itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,25 +113,20 @@ pub fn hashed_storage_key(hashed_address: &B256, hashed_slot: &B256) -> [u8; 64]
     k
 }
 
-/// `keccak(address) ++ block`: key of [`super::tables::HASHED_ACCOUNT_HISTORY`].
-pub fn hashed_account_history_key(hashed_address: &B256, block: u64) -> [u8; 40] {
-    let mut k = [0u8; 40];
-    k[..32].copy_from_slice(hashed_address.as_slice());
-    k[32..].copy_from_slice(&block.to_be_bytes());
-    k
+/// `epoch ++ keccak(address) ++ block`: key of [`super::tables::HASHED_ACCOUNT_HISTORY`].
+pub fn hashed_account_history_key(epochs: Epochs, hashed_address: &B256, block: u64) -> [u8; 44] {
+    epochs.history_key(&hashed_address.0, block)
 }
 
-/// `keccak(address) ++ keccak(slot) ++ block`: key of
+/// `epoch ++ keccak(address) ++ keccak(slot) ++ block`: key of
 /// [`super::tables::HASHED_STORAGE_HISTORY`].
 pub fn hashed_storage_history_key(
+    epochs: Epochs,
     hashed_address: &B256,
     hashed_slot: &B256,
     block: u64,
-) -> [u8; 72] {
-    let mut k = [0u8; 72];
-    k[..64].copy_from_slice(&hashed_storage_key(hashed_address, hashed_slot));
-    k[64..].copy_from_slice(&block.to_be_bytes());
-    k
+) -> [u8; 76] {
+    epochs.history_key(&hashed_storage_key(hashed_address, hashed_slot), block)
 }
 
 /// `address ++ block BE`: the key of [`super::tables::TRACE_ADDRESSES`].
@@ -343,11 +339,17 @@ mod tests {
         let a = Address::repeat_byte(1);
         assert!(address_block_key(&a, 2) < address_block_key(&a, 256));
         let (h, s) = (B256::repeat_byte(1), B256::repeat_byte(5));
-        assert!(hashed_account_history_key(&h, 2) < hashed_account_history_key(&h, 256));
-        assert!(hashed_storage_history_key(&h, &s, 9) < hashed_storage_history_key(&h, &s, 10));
+        let e = Epochs { len: 4 };
+        assert!(hashed_account_history_key(e, &h, 2) < hashed_account_history_key(e, &h, 3));
+        // Epoch first: any key of an earlier epoch sorts before the next epoch.
+        let other = B256::repeat_byte(0);
+        assert!(hashed_account_history_key(e, &h, 3) < hashed_account_history_key(e, &other, 4));
+        assert!(
+            hashed_storage_history_key(e, &h, &s, 9) < hashed_storage_history_key(e, &h, &s, 10)
+        );
         let next = B256::repeat_byte(6);
         assert!(
-            hashed_storage_history_key(&h, &s, u64::MAX) < hashed_storage_history_key(&h, &next, 0)
+            hashed_storage_history_key(e, &h, &s, 11) < hashed_storage_history_key(e, &h, &next, 8)
         );
         assert_eq!(split_tx_key(&tx_key(300, 7)), (300, 7));
     }

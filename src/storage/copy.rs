@@ -188,10 +188,14 @@ impl Database {
             HASHED_STORAGE,
             HASHED_ACCOUNT_HISTORY,
             HASHED_STORAGE_HISTORY,
+            HASHED_ACCOUNT_EPOCHS,
+            HASHED_STORAGE_EPOCHS,
             ACCOUNT_TRIE,
             STORAGE_TRIE,
             ACCOUNT_TRIE_HISTORY,
             STORAGE_TRIE_HISTORY,
+            ACCOUNT_TRIE_EPOCHS,
+            STORAGE_TRIE_EPOCHS,
             BLOCK_CHANGES,
             TRACE_ADDRESSES,
             META,
@@ -233,7 +237,7 @@ mod tests {
         assert!(err.contains("already there"), "{err}");
         let copy = db.copy_to(&dir.path().join("c")).unwrap();
         assert_eq!(copy.head, None);
-        assert_eq!(copy.tables, 20);
+        assert_eq!(copy.tables, 24);
         drop(Database::open(&dir.path().join("c")).unwrap());
     }
 }

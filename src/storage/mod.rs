@@ -9,6 +9,7 @@ mod cache;
 mod changes;
 mod codec;
 mod copy;
+mod epochs;
 mod error;
 mod node_history;
 mod read;
@@ -28,6 +29,10 @@ pub use codec::{
     hashed_storage_history_key, hashed_storage_key,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
+pub use epochs::{
+    DEFAULT_EPOCH_LEN, EPOCH_ENV, Epochs, History, Row, first_in, history_epochs, index_key,
+    indexed_epoch, row_block, row_entity, row_epoch, row_key,
+};
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
@@ -81,6 +86,20 @@ impl Database {
     /// of the file's pages in memory; the node's RSS grows with the pages read and written
     /// until the cache is full).
     pub fn open_with_cache(datadir: &Path, cache_bytes: usize) -> StorageResult<Self> {
+        Self::open_inner(datadir, cache_bytes, None)
+    }
+
+    /// [`Database::open`], creating a new datadir with history epochs of `epochs` (instead of
+    /// [`EPOCH_ENV`] or [`DEFAULT_EPOCH_LEN`]); an existing datadir keeps its own.
+    pub fn open_with_epochs(datadir: &Path, epochs: Epochs) -> StorageResult<Self> {
+        Self::open_inner(datadir, DEFAULT_CACHE_BYTES, Some(epochs))
+    }
+
+    fn open_inner(
+        datadir: &Path,
+        cache_bytes: usize,
+        epochs: Option<Epochs>,
+    ) -> StorageResult<Self> {
         std::fs::create_dir_all(datadir)
             .map_err(|error| StorageError::Io { path: datadir.display().to_string(), error })?;
         let path = datadir.join(DB_FILE);
@@ -90,7 +109,7 @@ impl Database {
         let db = redb::Database::builder().set_cache_size(cache_bytes).create(&path)?;
         let cache = std::sync::Arc::new(cache::BlockCache::default());
         let w = Writer::new(db.begin_write()?, cache.clone());
-        w.create_tables()?;
+        w.create_tables(epochs)?;
         w.commit(true)?;
         let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?)?);
         let generation = cache.generation();
@@ -147,34 +166,48 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 5 }), "{err}");
+        assert!(matches!(err, StorageError::Schema { found: 99, supported: 6 }), "{err}");
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 
     #[test]
-    fn a_format_4_database_opens_as_format_5() {
+    fn a_format_5_database_is_refused_and_left_alone() {
+        // Format 5 kept history keyed `key ++ block`, in tables of other names and key types.
         let dir = tempfile::tempdir().unwrap();
-        drop(Database::open(dir.path()).unwrap());
-        let set_schema = |version: u64| {
-            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+        let old: redb::TableDefinition<'_, &[u8; 40], &[u8]> =
+            redb::TableDefinition::new("hashed_account_history");
+        {
+            let db = redb::Database::create(dir.path().join(DB_FILE)).unwrap();
             let w = db.begin_write().unwrap();
             w.open_table(tables::META)
                 .unwrap()
-                .insert(tables::meta::SCHEMA, version.to_be_bytes().as_slice())
+                .insert(tables::meta::SCHEMA, 5u64.to_be_bytes().as_slice())
                 .unwrap();
+            w.open_table(old).unwrap().insert(&[7u8; 40], [1u8, 2].as_slice()).unwrap();
             w.commit().unwrap();
-        };
-        set_schema(tables::SCHEMA_UPGRADES_FROM);
-        drop(Database::open(dir.path()).unwrap());
+        }
+        let err = Database::open(dir.path()).unwrap_err();
+        assert!(matches!(err, StorageError::Schema { found: 5, supported: 6 }), "{err}");
         let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
         let txn = db.begin_read().unwrap();
         let meta = txn.open_table(tables::META).unwrap();
-        let found = meta.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
-        assert_eq!(found, 5u64.to_be_bytes());
-        // Format 3 is not upgraded: its tables differ.
-        drop((meta, txn, db));
-        set_schema(3);
-        let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 3, supported: 5 }), "{err}");
+        assert_eq!(
+            meta.get(tables::meta::SCHEMA).unwrap().unwrap().value(),
+            5u64.to_be_bytes().as_slice()
+        );
+        assert_eq!(txn.open_table(old).unwrap().get(&[7u8; 40]).unwrap().unwrap().value(), [1, 2]);
+        // No table of format 6 was added to it.
+        let names: Vec<String> =
+            txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_new_database_keeps_its_epoch_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let r = db.begin_read().unwrap();
+        let want = std::env::var(EPOCH_ENV).ok().and_then(|v| v.parse().ok());
+        assert_eq!(r.trie_tables().epochs.len, want.unwrap_or(DEFAULT_EPOCH_LEN));
     }
 }

@@ -1,7 +1,7 @@
 //! Trie-node history rows: the whole node, or only the child hashes that differ from the node's
 //! next version, with a whole node at least every [`FULL_ROW_EVERY`] rows so a read stays bounded.
 //!
-//! A row of `account_trie_history` / `storage_trie_history` at `path ++ block` holds the node
+//! A row of `account_trie_history` / `storage_trie_history` at `epoch ++ path ++ block` holds the node
 //! *before* `block`. Most changes to a branch node replace one or two of its up to 16 child
 //! hashes, so storing the whole node (6 + 32 × 16 bytes) for each version repeats what the next
 //! version holds. A delta row stores the old node's masks and only the hashes that differ from
@@ -83,9 +83,10 @@ fn child_hashes(node: &[u8]) -> Result<[Option<&[u8]>; 16], String> {
 }
 
 /// The history row for a node that was `old` (empty: absent) before a block and is `new` after
-/// it (`None`: removed), where `prev_run` is the run of the node's newest earlier row (0 if
-/// that row is whole, absent, or there is none). Whole when the node is removed or the run is
-/// full; otherwise a delta against `new`.
+/// it (`None`: removed), where `prev_run` is the run of the node's newest earlier row in the
+/// epoch (0 if that row is whole or absent; `FULL_ROW_EVERY - 1` if there is none, which makes
+/// the row whole). Whole when the node is removed or the run is full; otherwise a delta against
+/// `new`.
 fn encode_node_row(old: &[u8], new: Option<&[u8]>, prev_run: u8) -> Result<Vec<u8>, String> {
     let run = prev_run.saturating_add(1);
     let Some(new) = new else { return Ok(old.to_vec()) };
@@ -157,10 +158,11 @@ fn corrupt(table: &'static str, detail: String) -> StorageError {
     StorageError::Corrupt { table, detail }
 }
 
-/// Records in a trie history table that the node at `key` (`path ++ block BE`) was `old`
-/// before the block and becomes `new`. Returns whether the row is new; if the block already
-/// wrote one (the node changed twice in the block), that row is re-encoded against `new` so
-/// that it still stands for the node before the block.
+/// Records in a trie history table that the node at `key` (`epoch ++ path ++ block BE`) was
+/// `old` before the block and becomes `new`. Returns whether the row is new; if the block
+/// already wrote one (the node changed twice in the block), that row is re-encoded against
+/// `new` so that it still stands for the node before the block. The node's first row in an
+/// epoch is whole, so that a read never follows deltas out of an epoch (`storage::epochs`).
 pub fn record_old_node<const N: usize>(
     history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
     table: &'static str,
@@ -194,7 +196,8 @@ pub fn record_old_node<const N: usize>(
             };
             (old.to_vec(), prev_run, true)
         }
-        None => (old.to_vec(), 0, true),
+        // The first row of the node in this epoch: whole.
+        None => (old.to_vec(), FULL_ROW_EVERY - 1, true),
     };
     let row = encode_node_row(&before, new, prev_run).map_err(|d| corrupt(table, d))?;
     history.insert(key, row.as_slice())?;

@@ -9,6 +9,7 @@ use super::codec::HASHED_ACCOUNT_LEN;
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
+use super::epochs::{Epochs, History};
 use super::tables::{self, meta};
 use super::{BlockMarkers, StorageResult};
 
@@ -36,12 +37,49 @@ pub struct TrieTables {
     pub preimages: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
     pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
     pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
-    pub hashed_account_history: ReadOnlyTable<&'static [u8; 40], &'static [u8]>,
-    pub hashed_storage_history: ReadOnlyTable<&'static [u8; 72], &'static [u8; 32]>,
+    pub hashed_account_history: ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
+    pub hashed_storage_history: ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,
+    pub hashed_account_epochs: ReadOnlyTable<&'static [u8; 36], ()>,
+    pub hashed_storage_epochs: ReadOnlyTable<&'static [u8; 68], ()>,
     pub account_trie: ReadOnlyTable<&'static [u8; 33], &'static [u8]>,
     pub storage_trie: ReadOnlyTable<&'static [u8; 65], &'static [u8]>,
-    pub account_trie_history: ReadOnlyTable<&'static [u8; 41], &'static [u8]>,
-    pub storage_trie_history: ReadOnlyTable<&'static [u8; 73], &'static [u8]>,
+    pub account_trie_history: ReadOnlyTable<&'static [u8; 45], &'static [u8]>,
+    pub storage_trie_history: ReadOnlyTable<&'static [u8; 77], &'static [u8]>,
+    pub account_trie_epochs: ReadOnlyTable<&'static [u8; 37], ()>,
+    pub storage_trie_epochs: ReadOnlyTable<&'static [u8; 69], ()>,
+    /// The datadir's history epoch length.
+    pub epochs: Epochs,
+    /// The epoch of the snapshot's head, the one not indexed yet (`storage::epochs`).
+    pub open_epoch: u32,
+}
+
+impl TrieTables {
+    /// The hashed-account history with its index.
+    pub fn account_history(
+        &self,
+    ) -> History<
+        '_,
+        ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
+        ReadOnlyTable<&'static [u8; 36], ()>,
+    > {
+        self.history(&self.hashed_account_history, &self.hashed_account_epochs)
+    }
+
+    /// The hashed-storage history with its index.
+    pub fn storage_history(
+        &self,
+    ) -> History<
+        '_,
+        ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,
+        ReadOnlyTable<&'static [u8; 68], ()>,
+    > {
+        self.history(&self.hashed_storage_history, &self.hashed_storage_epochs)
+    }
+
+    /// `rows` with its epoch `index`, as of this snapshot.
+    pub fn history<'t, R, X>(&self, rows: &'t R, index: &'t X) -> History<'t, R, X> {
+        History { rows, index, epochs: self.epochs, open: self.open_epoch }
+    }
 }
 
 impl std::fmt::Debug for TrieTables {
@@ -71,6 +109,8 @@ impl Snapshot {
             }),
             None => None,
         };
+        let epochs = Epochs::read(&meta_table)?;
+        let open_epoch = epochs.of(markers.as_ref().map_or(0, |m| m.head));
         Ok(Self {
             markers,
             headers: txn.open_table(tables::HEADERS)?,
@@ -89,10 +129,16 @@ impl Snapshot {
                 hashed_storage: txn.open_table(tables::HASHED_STORAGE)?,
                 hashed_account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
                 hashed_storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+                hashed_account_epochs: txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
+                hashed_storage_epochs: txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
                 account_trie: txn.open_table(tables::ACCOUNT_TRIE)?,
                 storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
                 account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
                 storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+                account_trie_epochs: txn.open_table(tables::ACCOUNT_TRIE_EPOCHS)?,
+                storage_trie_epochs: txn.open_table(tables::STORAGE_TRIE_EPOCHS)?,
+                epochs,
+                open_epoch,
             },
         })
     }

@@ -10,10 +10,7 @@ use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
-use super::codec::{
-    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
-    hashed_storage_key,
-};
+use super::codec::{HashedAccount, StoredAccount, hashed_storage_key};
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
@@ -21,8 +18,8 @@ use super::{StorageError, StorageResult};
 ///
 /// State is keyed by `keccak(address)` and `keccak(slot)`, as the trie keys it (one copy of the
 /// state). At the head this reads the current tables directly; at an older block every account
-/// or slot costs one ordered seek in the history tables (see
-/// [`super::tables::HASHED_ACCOUNT_HISTORY`]). It borrows
+/// or slot costs one to three seeks in the history tables, and an index seek when it changed
+/// in a later epoch (see [`super::tables::HASHED_ACCOUNT_HISTORY`]). It borrows
 /// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
 /// A clone shares the snapshot (one `Arc`).
 #[derive(Clone)]
@@ -60,13 +57,10 @@ impl StateAt {
     /// The account whose hashed address is `hashed`, with its storage root.
     fn hashed_account(&self, hashed: &B256) -> StorageResult<Option<HashedAccount>> {
         let t = &self.snap.trie;
-        if !self.at_head {
-            let from = hashed_account_history_key(hashed, self.block + 1);
-            let to = hashed_account_history_key(hashed, u64::MAX);
-            if let Some(item) = t.hashed_account_history.range::<&[u8; 40]>(&from..=&to)?.next() {
-                let (_, v) = item?;
-                return HashedAccount::decode_history(v.value());
-            }
+        if !self.at_head
+            && let Some((_, v)) = t.account_history().first_after(&hashed.0, self.block)?
+        {
+            return HashedAccount::decode_history(&v);
         }
         Ok(t.hashed_accounts.get(&hashed.0)?.map(|v| HashedAccount::decode(v.value())))
     }
@@ -79,18 +73,13 @@ impl StateAt {
     /// The value of the slot hashed `slot` of the account hashed `account` (zero if unset).
     fn hashed_slot(&self, account: &B256, slot: &B256) -> StorageResult<U256> {
         let t = &self.snap.trie;
-        if !self.at_head {
-            let from = hashed_storage_history_key(account, slot, self.block + 1);
-            let to = hashed_storage_history_key(account, slot, u64::MAX);
-            if let Some(item) = t.hashed_storage_history.range::<&[u8; 72]>(&from..=&to)?.next() {
-                let (_, v) = item?;
-                return Ok(U256::from_be_bytes(*v.value()));
-            }
+        let key = hashed_storage_key(account, slot);
+        if !self.at_head
+            && let Some((_, v)) = t.storage_history().first_after(&key, self.block)?
+        {
+            return Ok(U256::try_from_be_slice(&v).unwrap_or_default());
         }
-        Ok(t.hashed_storage
-            .get(&hashed_storage_key(account, slot))?
-            .map(|v| U256::from_be_bytes(*v.value()))
-            .unwrap_or_default())
+        Ok(t.hashed_storage.get(&key)?.map(|v| U256::from_be_bytes(*v.value())).unwrap_or_default())
     }
 
     /// Code with hash `hash` (empty for the empty-code hash).
@@ -113,7 +102,7 @@ impl StateAt {
             accounts.insert(B256::from(*item?.0.value()));
         }
         for item in t.hashed_account_history.iter()? {
-            accounts.insert(B256::from_slice(&item?.0.value()[..32]));
+            accounts.insert(B256::from_slice(&item?.0.value()[4..36]));
         }
         let mut slots: BTreeMap<B256, BTreeSet<B256>> = BTreeMap::new();
         for item in t.hashed_storage.iter()? {
@@ -123,9 +112,9 @@ impl StateAt {
         for item in t.hashed_storage_history.iter()? {
             let k = *item?.0.value();
             slots
-                .entry(B256::from_slice(&k[..32]))
+                .entry(B256::from_slice(&k[4..36]))
                 .or_default()
-                .insert(B256::from_slice(&k[32..64]));
+                .insert(B256::from_slice(&k[36..68]));
         }
         let mut out = StateDump::new();
         for hashed in accounts {

@@ -58,22 +58,34 @@ pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8; HASHED_ACCOUNT_L
 pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8; 32]> =
     TableDefinition::new("hashed_storage");
 
-/// `keccak(address) ++ block BE → hashed account before that block` (empty: did not exist).
+/// `epoch u32 BE ++ keccak(address) ++ block BE → hashed account before that block` (empty: did
+/// not exist). History tables are partitioned by epoch (`storage::epochs`): a block's rows land
+/// in its own epoch's range, whose size does not grow with the chain.
 ///
 /// Written once per account and block in which the account (or its storage root) changed. To
-/// read an account as it was *after* block N, seek the first key `>= keccak(address) ++ (N+1)`
-/// with the same hashed address: its value is the account before that later change, which is
-/// the account after N. No such key: the account has not changed since N, so the current value
-/// in [`HASHED_ACCOUNTS`] is the answer. In trie key order, the leaves of a trie region at an
-/// old block can be listed too (proofs at any block).
-pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 40], &[u8]> =
-    TableDefinition::new("hashed_account_history");
+/// read an account as it was *after* block N, find the first row of the account after N: in
+/// the epoch of N+1, else in the first later epoch that holds one ([`HASHED_ACCOUNT_EPOCHS`],
+/// or the open epoch, which is not indexed yet). Its value is the account before that later
+/// change, which is the account after N. No such row: the account has not changed since N, so
+/// the current value in [`HASHED_ACCOUNTS`] is the answer.
+pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 44], &[u8]> =
+    TableDefinition::new("hashed_account_history_e");
 
-/// `keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero: unset). The
-/// same one-seek lookup as [`HASHED_ACCOUNT_HISTORY`], falling back to [`HASHED_STORAGE`].
+/// `epoch ++ keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero:
+/// unset). The same lookup as [`HASHED_ACCOUNT_HISTORY`], falling back to [`HASHED_STORAGE`].
 /// Wiping an account's storage (self-destruct) writes an entry for every slot it held.
-pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 72], &[u8; 32]> =
-    TableDefinition::new("hashed_storage_history");
+pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8; 32]> =
+    TableDefinition::new("hashed_storage_history_e");
+
+/// `keccak(address) ++ epoch u32 BE → ()`: the closed epochs holding rows of an account in
+/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::epochs`).
+pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], ()> =
+    TableDefinition::new("hashed_account_epochs");
+
+/// `keccak(address) ++ keccak(slot) ++ epoch → ()`: the epoch index of
+/// [`HASHED_STORAGE_HISTORY`].
+pub const HASHED_STORAGE_EPOCHS: TableDefinition<'_, &[u8; 68], ()> =
+    TableDefinition::new("hashed_storage_epochs");
 
 /// `nibble path (packed, 32 bytes) ++ length → branch node` of the account trie. Only branch
 /// nodes the trie needs to skip work are stored (see `src/trie`); leaves and extensions are
@@ -85,17 +97,28 @@ pub const ACCOUNT_TRIE: TableDefinition<'_, &[u8; 33], &[u8]> =
 pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
     TableDefinition::new("storage_trie");
 
-/// `packed path ++ length ++ block BE → account-trie node before that block` (empty: absent),
-/// whole or as a delta against the node's next version (`storage::node_history`). The node at
-/// a path after block N: the first row after N, resolved forward to the next whole row or to
-/// [`ACCOUNT_TRIE`] (at most [`crate::storage::FULL_ROW_EVERY`] rows, one range scan).
-pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 41], &[u8]> =
-    TableDefinition::new("account_trie_history");
+/// `epoch ++ packed path ++ length ++ block BE → account-trie node before that block` (empty:
+/// absent), whole or as a delta against the node's next version (`storage::node_history`). A
+/// node's first row in each epoch is whole. The node at a path after block N: the first row
+/// after N (found as for [`HASHED_ACCOUNT_HISTORY`]), resolved forward within its epoch to a
+/// whole row, or with one hop to the node's next version (a whole row in a later epoch, or
+/// [`ACCOUNT_TRIE`]): at most [`crate::storage::FULL_ROW_EVERY`] rows of one range scan.
+pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 45], &[u8]> =
+    TableDefinition::new("account_trie_history_e");
 
-/// `keccak(address) ++ packed path ++ length ++ block BE → storage-trie node before that block`
-/// (empty: absent), whole or a delta, read as [`ACCOUNT_TRIE_HISTORY`] is.
-pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 73], &[u8]> =
-    TableDefinition::new("storage_trie_history");
+/// `epoch ++ keccak(address) ++ packed path ++ length ++ block BE → storage-trie node before
+/// that block` (empty: absent), whole or a delta, read as [`ACCOUNT_TRIE_HISTORY`] is.
+pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 77], &[u8]> =
+    TableDefinition::new("storage_trie_history_e");
+
+/// `packed path ++ length ++ epoch → ()`: the epoch index of [`ACCOUNT_TRIE_HISTORY`].
+pub const ACCOUNT_TRIE_EPOCHS: TableDefinition<'_, &[u8; 37], ()> =
+    TableDefinition::new("account_trie_epochs");
+
+/// `keccak(address) ++ packed path ++ length ++ epoch → ()`: the epoch index of
+/// [`STORAGE_TRIE_HISTORY`].
+pub const STORAGE_TRIE_EPOCHS: TableDefinition<'_, &[u8; 69], ()> =
+    TableDefinition::new("storage_trie_epochs");
 
 /// `block BE ++ kind (u8) → keys`: the change index. For each history table (the kind, see
 /// [`crate::storage::ChangeKind`]) the sorted keys of the rows `block` wrote there, so that a
@@ -134,6 +157,8 @@ pub mod meta {
     pub const ALLOC_DIGEST: &str = "alloc_digest";
     /// First block indexed in [`super::TRACE_ADDRESSES`] (u64 BE); absent: none yet.
     pub const TRACE_INDEX_FROM: &str = "trace_index_from";
+    /// Blocks per history epoch (u64 BE), fixed when the tables are created.
+    pub const HISTORY_EPOCH: &str = "history_epoch";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].
@@ -144,10 +169,8 @@ pub mod meta {
 ///    their history) are gone; the EVM reads the hashed tables, and [`PREIMAGES`] maps
 ///    hashes back to addresses and slots.
 /// 5: trie-node history rows may be deltas (the child hashes that differ from the next
-///    version, `storage::node_history`), and change lists are front-coded; a format-4
-///    database opens as format 5 unchanged.
-pub const SCHEMA_VERSION: u64 = 5;
-
-/// The older format a database is upgraded from in place when opened: its rows already read
-/// correctly as [`SCHEMA_VERSION`].
-pub const SCHEMA_UPGRADES_FROM: u64 = 4;
+///    version, `storage::node_history`), and change lists are front-coded.
+/// 6: history tables partitioned by epoch, with an index of the epochs that hold each key
+///    (`storage::epochs`); a node's first trie-history row in each epoch is whole. Older
+///    formats are refused: their chain must be imported again.
+pub const SCHEMA_VERSION: u64 = 6;

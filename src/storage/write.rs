@@ -70,7 +70,32 @@ impl Writer {
         Self { txn, cache, unwound: false }
     }
 
-    pub(super) fn create_tables(&self) -> StorageResult<()> {
+    /// Creates every table of a new database (its history epochs `epochs`, by default those of
+    /// `Epochs::for_new_datadir`), or checks the format of an existing one.
+    pub(super) fn create_tables(&self, epochs: Option<super::Epochs>) -> StorageResult<()> {
+        // The format first: an older file's tables may have other key types.
+        let mut m = self.txn.open_table(tables::META)?;
+        let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
+        match found {
+            None => {
+                m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                let epochs = match epochs {
+                    Some(e) if e.len > 0 => e,
+                    _ => super::epochs::Epochs::for_new_datadir()?,
+                };
+                m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
+            }
+            Some(found) if found != tables::SCHEMA_VERSION => {
+                return Err(super::StorageError::Schema {
+                    found,
+                    supported: tables::SCHEMA_VERSION,
+                });
+            }
+            Some(_) => {
+                super::epochs::Epochs::read(&m)?;
+            }
+        }
+        drop(m);
         self.txn.open_table(tables::HEADERS)?;
         self.txn.open_table(tables::CANONICAL)?;
         self.txn.open_table(tables::HASH_TO_NUMBER)?;
@@ -84,28 +109,16 @@ impl Writer {
         self.txn.open_table(tables::HASHED_STORAGE)?;
         self.txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
         self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
+        self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?;
+        self.txn.open_table(tables::HASHED_STORAGE_EPOCHS)?;
         self.txn.open_table(tables::ACCOUNT_TRIE)?;
         self.txn.open_table(tables::STORAGE_TRIE)?;
         self.txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?;
         self.txn.open_table(tables::STORAGE_TRIE_HISTORY)?;
+        self.txn.open_table(tables::ACCOUNT_TRIE_EPOCHS)?;
+        self.txn.open_table(tables::STORAGE_TRIE_EPOCHS)?;
         self.txn.open_table(tables::BLOCK_CHANGES)?;
         self.txn.open_table(tables::TRACE_ADDRESSES)?;
-        let mut m = self.txn.open_table(tables::META)?;
-        let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
-        match found {
-            // Format 4 differs only in that every trie-history row is a whole node, which
-            // format 5 reads as is: upgraded in place.
-            None | Some(tables::SCHEMA_UPGRADES_FROM) => {
-                m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
-            }
-            Some(found) if found != tables::SCHEMA_VERSION => {
-                return Err(super::StorageError::Schema {
-                    found,
-                    supported: tables::SCHEMA_VERSION,
-                });
-            }
-            Some(_) => {}
-        }
         Ok(())
     }
 
@@ -143,10 +156,14 @@ impl Writer {
             HASHED_STORAGE,
             HASHED_ACCOUNT_HISTORY,
             HASHED_STORAGE_HISTORY,
+            HASHED_ACCOUNT_EPOCHS,
+            HASHED_STORAGE_EPOCHS,
             ACCOUNT_TRIE,
             STORAGE_TRIE,
             ACCOUNT_TRIE_HISTORY,
             STORAGE_TRIE_HISTORY,
+            ACCOUNT_TRIE_EPOCHS,
+            STORAGE_TRIE_EPOCHS,
             BLOCK_CHANGES
         );
         Ok(())
@@ -193,25 +210,33 @@ impl Writer {
     }
 
     /// Moves the head marker to `number`; safe and finalized stay, lowered to `number` if above.
+    /// Epochs the head leaves behind are indexed (`storage::epochs`).
     pub fn set_head(&self, number: u64) -> StorageResult<()> {
-        let mut t = self.txn.open_table(tables::META)?;
-        let get = |key: &str| -> StorageResult<u64> {
-            Ok(t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()?.unwrap_or(0))
-        };
-        let (safe, finalized) = (get(meta::SAFE)?.min(number), get(meta::FINALIZED)?.min(number));
-        t.insert(meta::HEAD, number.to_be_bytes().as_slice())?;
-        t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
-        t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
-        Ok(())
+        let old = self.head()?;
+        {
+            let mut t = self.txn.open_table(tables::META)?;
+            let get = |key: &str| -> StorageResult<u64> {
+                Ok(t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()?.unwrap_or(0))
+            };
+            let (safe, finalized) =
+                (get(meta::SAFE)?.min(number), get(meta::FINALIZED)?.min(number));
+            t.insert(meta::HEAD, number.to_be_bytes().as_slice())?;
+            t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
+            t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        }
+        super::epochs::follow_head(&self.txn, old, number)
     }
 
-    /// Sets the head, safe and finalized markers.
+    /// Sets the head, safe and finalized markers (see [`Writer::set_head`] for the epochs).
     pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
-        let mut t = self.txn.open_table(tables::META)?;
-        t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
-        t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
-        t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
-        Ok(())
+        let old = self.head()?;
+        {
+            let mut t = self.txn.open_table(tables::META)?;
+            t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
+            t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
+            t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
+        }
+        super::epochs::follow_head(&self.txn, old, head)
     }
 
     /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
@@ -378,10 +403,11 @@ impl Writer {
 struct HashedWrites<'t> {
     preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
     accounts: Table<'t, &'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
-    account_history: Table<'t, &'static [u8; 40], &'static [u8]>,
+    account_history: Table<'t, &'static [u8; 44], &'static [u8]>,
     storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
-    storage_history: Table<'t, &'static [u8; 72], &'static [u8; 32]>,
+    storage_history: Table<'t, &'static [u8; 76], &'static [u8; 32]>,
     history: bool,
+    epochs: super::epochs::Epochs,
     /// Keys of the history rows added (for the change index).
     changed_accounts: Vec<u8>,
     changed_slots: Vec<u8>,
@@ -396,6 +422,7 @@ impl<'t> HashedWrites<'t> {
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             history,
+            epochs: super::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
         })
@@ -429,7 +456,7 @@ impl<'t> HashedWrites<'t> {
             }
             None => self.accounts.remove(&hashed_address.0)?.map(|v| *v.value()),
         };
-        let hkey = hashed_account_history_key(hashed_address, block);
+        let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
         let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
         if self.history && record_old(&mut self.account_history, &hkey, old_bytes)? {
             self.changed_accounts.extend_from_slice(hashed_address.as_slice());
@@ -447,8 +474,8 @@ impl<'t> HashedWrites<'t> {
             existing.push((*k.value(), *v.value()));
         }
         for (k, v) in existing {
-            let hkey =
-                hashed_storage_history_key(hashed_address, &B256::from_slice(&k[32..]), block);
+            let slot = B256::from_slice(&k[32..]);
+            let hkey = hashed_storage_history_key(self.epochs, hashed_address, &slot, block);
             if self.history && record_old_slot(&mut self.storage_history, &hkey, &v)? {
                 self.changed_slots.extend_from_slice(&k);
             }
@@ -479,7 +506,7 @@ impl<'t> HashedWrites<'t> {
             self.preimages.insert(&hashed_slot.0, slot.as_slice())?;
         }
         let old = old.unwrap_or([0u8; 32]);
-        let hkey = hashed_storage_history_key(hashed_address, hashed_slot, block);
+        let hkey = hashed_storage_history_key(self.epochs, hashed_address, hashed_slot, block);
         if self.history && record_old_slot(&mut self.storage_history, &hkey, &old)? {
             self.changed_slots.extend_from_slice(&key);
         }

@@ -2,13 +2,17 @@
 //! proofs at any stored block.
 //!
 //! Every versioned table pairs a current table (`key → value`) with a history table
-//! (`key ++ block → value before that block`), as the account history does: the value after
-//! block N is that of the first history entry after N, else the current one. A key that did not
+//! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::epochs`),
+//! as the account history does: the value after block N is that of the first history entry
+//! after N, else the current one. A key that did not
 //! exist then has an empty (or all-zero) value. Listing the keys of a range at N merges the
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
 //! against the next version (`storage::node_history`), resolved here.
 
-use crate::storage::{FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, NodeRow, node_row, resolve_node_row};
+use crate::storage::{
+    FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, History, NodeRow, index_key, node_row, resolve_node_row,
+    row_block, row_entity, row_key,
+};
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::{ReadOnlyTable, Value};
@@ -54,23 +58,28 @@ fn predecessor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
 /// A key and its value.
 pub(crate) type Entry<const K: usize> = ([u8; K], Vec<u8>);
 
+/// A history table with its epoch index, in a read snapshot.
+type Hist<'t, const H: usize, const I: usize, V2> =
+    History<'t, ReadOnlyTable<&'static [u8; H], V2>, ReadOnlyTable<&'static [u8; I], ()>>;
+
 /// A current table and its history, read as of the end of `block`.
 #[derive(Clone, Copy)]
 pub(crate) struct Versioned<
     't,
     const K: usize,
     const H: usize,
+    const I: usize,
     V1: Value + 'static,
     V2: Value + 'static,
 > {
     current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-    history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+    history: Hist<'t, H, I, V2>,
     block: u64,
     /// History rows are trie nodes, whole or deltas (`storage::node_history`).
     node_rows: bool,
 }
 
-impl<'t, const K: usize, const H: usize, V1, V2> Versioned<'t, K, H, V1, V2>
+impl<'t, const K: usize, const H: usize, const I: usize, V1, V2> Versioned<'t, K, H, I, V1, V2>
 where
     V1: Value + 'static,
     V2: Value + 'static,
@@ -79,7 +88,7 @@ where
 {
     pub(crate) fn new(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-        history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+        history: Hist<'t, H, I, V2>,
         block: u64,
     ) -> Self {
         Self { current, history, block, node_rows: false }
@@ -88,35 +97,39 @@ where
     /// [`Versioned::new`] for a trie-node table, whose history rows may be deltas.
     pub(crate) fn nodes(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-        history: &'t ReadOnlyTable<&'static [u8; H], V2>,
+        history: Hist<'t, H, I, V2>,
         block: u64,
     ) -> Self {
         Self { node_rows: true, ..Self::new(current, history, block) }
     }
 
+    fn current_value(&self, key: &[u8; K]) -> Result<Vec<u8>, TrieError> {
+        Ok(self.current.get(key)?.map(|v| v.value().as_ref().to_vec()).unwrap_or_default())
+    }
+
     /// The value of `key` after the block; `None` if it did not exist.
     pub(crate) fn get(&self, key: &[u8; K]) -> Result<Option<Vec<u8>>, TrieError> {
-        let mut lo = [0u8; H];
-        lo[..K].copy_from_slice(key);
-        lo[K..].copy_from_slice(&self.block.saturating_add(1).to_be_bytes());
-        let mut hi = [0xffu8; H];
-        hi[..K].copy_from_slice(key);
-        let mut rows = self.history.range::<&[u8; H]>(&lo..=&hi)?;
-        let Some(item) = rows.next() else {
-            return Ok(self.current.get(key)?.and_then(|v| present(v.value().as_ref())));
+        let Some((block, first)) = self.history.first_after::<K, H, I, V2>(key, self.block)? else {
+            return Ok(present(&self.current_value(key)?));
         };
-        let first = item?.1.value().as_ref().to_vec();
         if !self.node_rows {
             return Ok(present(&first));
         }
-        // Deltas name only what differs from the next version: walk forward to a whole row
-        // (at most FULL_ROW_EVERY rows) or to the current node, then resolve back.
+        // Deltas name only what differs from the next version: walk forward within the epoch
+        // to a whole row (at most FULL_ROW_EVERY rows), else hop once to the node's next
+        // version (its first row in a later epoch, which is whole, or the current node), then
+        // resolve back.
         let corrupt = |detail: String| TrieError::CorruptNode {
             table: "trie node history",
             key: alloy_primitives::hex::encode(key),
             detail,
         };
+        let epoch = self.history.epochs.of(block);
+        let lo: [u8; H] = row_key(epoch, key, block.saturating_add(1));
+        let hi: [u8; H] = row_key(epoch, key, u64::MAX);
+        let mut rows = self.history.rows.range::<&[u8; H]>(&lo..=&hi)?;
         let mut chain = vec![first];
+        let mut last_block = block;
         let mut next = Vec::new();
         while let Some(last) = chain.last()
             && matches!(node_row(last).map_err(corrupt)?, NodeRow::Delta { .. })
@@ -127,11 +140,23 @@ where
                 )));
             }
             match rows.next() {
-                Some(item) => chain.push(item?.1.value().as_ref().to_vec()),
+                Some(item) => {
+                    let (k, v) = item?;
+                    last_block = row_block(k.value());
+                    chain.push(v.value().as_ref().to_vec());
+                }
                 None => {
-                    if let Some(v) = self.current.get(key)? {
-                        next = v.value().as_ref().to_vec();
-                    }
+                    next = match self.history.first_after::<K, H, I, V2>(key, last_block)? {
+                        Some((at, row)) => {
+                            if matches!(node_row(&row).map_err(corrupt)?, NodeRow::Delta { .. }) {
+                                return Err(corrupt(format!(
+                                    "the first row of an epoch (block {at}) is a delta"
+                                )));
+                            }
+                            row
+                        }
+                        None => self.current_value(key)?,
+                    };
                     break;
                 }
             }
@@ -143,6 +168,10 @@ where
     }
 
     /// The first key in `from..=last` that existed after the block, with its value.
+    ///
+    /// Candidates come from the current table, the epoch index (every key with a row in a
+    /// closed epoch) and the open epoch's rows: every key that existed after the block is in
+    /// one of them, since it either exists now or has a history row after the block.
     pub(crate) fn next(
         &self,
         from: &[u8; K],
@@ -154,23 +183,24 @@ where
                 Some(item) => Some(*item?.0.value()),
                 None => None,
             };
-            let mut hfrom = [0u8; H];
-            hfrom[..K].copy_from_slice(&from);
-            let mut hlast = [0xffu8; H];
-            hlast[..K].copy_from_slice(last);
-            let hist = match self.history.range::<&[u8; H]>(&hfrom..=&hlast)?.next() {
+            let (ilo, ihi): ([u8; I], [u8; I]) = (index_key(&from, 0), index_key(last, u32::MAX));
+            let indexed = match self.history.index.range::<&[u8; I]>(&ilo..=&ihi)?.next() {
                 Some(item) => {
-                    let k = item?.0;
                     let mut key = [0u8; K];
-                    key.copy_from_slice(&k.value()[..K]);
+                    key.copy_from_slice(&item?.0.value()[..K]);
                     Some(key)
                 }
                 None => None,
             };
-            let candidate = match (cur, hist) {
-                (Some(a), Some(b)) => a.min(b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => return Ok(None),
+            let open = self.history.open;
+            let (hlo, hhi): ([u8; H], [u8; H]) =
+                (row_key(open, &from, 0), row_key(open, last, u64::MAX));
+            let recent = match self.history.rows.range::<&[u8; H]>(&hlo..=&hhi)?.next() {
+                Some(item) => Some(row_entity::<K, H>(item?.0.value())),
+                None => None,
+            };
+            let Some(candidate) = [cur, indexed, recent].into_iter().flatten().min() else {
+                return Ok(None);
             };
             if let Some(value) = self.get(&candidate)? {
                 return Ok(Some((candidate, value)));
@@ -195,7 +225,7 @@ fn last_path_key(prefix: &Nibbles) -> [u8; 33] {
 
 /// Account-trie nodes after a block.
 pub(crate) struct AccountNodesAt<'t>(
-    pub(crate) Versioned<'t, 33, 41, &'static [u8], &'static [u8]>,
+    pub(crate) Versioned<'t, 33, 45, 37, &'static [u8], &'static [u8]>,
 );
 
 impl NodeSource for AccountNodesAt<'_> {
@@ -221,7 +251,7 @@ impl NodeSource for AccountNodesAt<'_> {
 
 /// One account's storage-trie nodes after a block.
 pub(crate) struct StorageNodesAt<'t> {
-    pub(crate) nodes: Versioned<'t, 65, 73, &'static [u8], &'static [u8]>,
+    pub(crate) nodes: Versioned<'t, 65, 77, 69, &'static [u8], &'static [u8]>,
     pub(crate) account: B256,
 }
 
@@ -248,7 +278,7 @@ impl NodeSource for StorageNodesAt<'_> {
 
 /// Hashed accounts after a block.
 pub(crate) struct AccountLeavesAt<'t>(
-    pub(crate) Versioned<'t, 32, 40, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
+    pub(crate) Versioned<'t, 32, 44, 36, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
 );
 
 impl LeafSource for AccountLeavesAt<'_> {
@@ -286,7 +316,7 @@ impl LeafSource for AccountLeavesAt<'_> {
 
 /// One account's hashed storage after a block.
 pub(crate) struct StorageLeavesAt<'t> {
-    pub(crate) slots: Versioned<'t, 64, 72, &'static [u8; 32], &'static [u8; 32]>,
+    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8; 32], &'static [u8; 32]>,
     pub(crate) account: B256,
 }
 
@@ -326,17 +356,26 @@ impl LeafSource for StorageLeavesAt<'_> {
 /// The four versioned sources of a snapshot, after `block`.
 pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
     Sources {
-        account_nodes: Versioned::nodes(&t.account_trie, &t.account_trie_history, block),
-        storage_nodes: Versioned::nodes(&t.storage_trie, &t.storage_trie_history, block),
-        accounts: Versioned::new(&t.hashed_accounts, &t.hashed_account_history, block),
-        slots: Versioned::new(&t.hashed_storage, &t.hashed_storage_history, block),
+        account_nodes: Versioned::nodes(
+            &t.account_trie,
+            t.history(&t.account_trie_history, &t.account_trie_epochs),
+            block,
+        ),
+        storage_nodes: Versioned::nodes(
+            &t.storage_trie,
+            t.history(&t.storage_trie_history, &t.storage_trie_epochs),
+            block,
+        ),
+        accounts: Versioned::new(&t.hashed_accounts, t.account_history(), block),
+        slots: Versioned::new(&t.hashed_storage, t.storage_history(), block),
     }
 }
 
 /// See [`at`].
 pub(crate) struct Sources<'t> {
-    pub(crate) account_nodes: Versioned<'t, 33, 41, &'static [u8], &'static [u8]>,
-    pub(crate) storage_nodes: Versioned<'t, 65, 73, &'static [u8], &'static [u8]>,
-    pub(crate) accounts: Versioned<'t, 32, 40, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
-    pub(crate) slots: Versioned<'t, 64, 72, &'static [u8; 32], &'static [u8; 32]>,
+    pub(crate) account_nodes: Versioned<'t, 33, 45, 37, &'static [u8], &'static [u8]>,
+    pub(crate) storage_nodes: Versioned<'t, 65, 77, 69, &'static [u8], &'static [u8]>,
+    pub(crate) accounts:
+        Versioned<'t, 32, 44, 36, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
+    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8; 32], &'static [u8; 32]>,
 }

@@ -14,8 +14,8 @@ use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
-    ChangeKind, HashedAccount, hashed_account_history_key, record_changes, record_old,
-    record_old_node,
+    ChangeKind, Epochs, HashedAccount, hashed_account_history_key, history_epochs, record_changes,
+    record_old, record_old_node,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -62,8 +62,9 @@ fn touched(changes: &StateChangeset) -> Touched {
 struct TrieTables<'t> {
     account_trie: Table<'t, &'static [u8; 33], &'static [u8]>,
     storage_trie: Table<'t, &'static [u8; 65], &'static [u8]>,
-    account_trie_history: Table<'t, &'static [u8; 41], &'static [u8]>,
-    storage_trie_history: Table<'t, &'static [u8; 73], &'static [u8]>,
+    account_trie_history: Table<'t, &'static [u8; 45], &'static [u8]>,
+    storage_trie_history: Table<'t, &'static [u8; 77], &'static [u8]>,
+    epochs: Epochs,
     /// Keys of the history rows added, for the block's change index.
     changed_account_paths: Vec<u8>,
     changed_storage_keys: Vec<u8>,
@@ -76,6 +77,7 @@ impl<'t> TrieTables<'t> {
             storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
             account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
             storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            epochs: history_epochs(txn)?,
             changed_account_paths: Vec::new(),
             changed_storage_keys: Vec::new(),
         })
@@ -89,9 +91,7 @@ impl<'t> TrieTables<'t> {
         node: Option<&BranchNodeCompact>,
     ) -> Result<(), TrieError> {
         let key = pack_path(path);
-        let mut hkey = [0u8; 41];
-        hkey[..33].copy_from_slice(&key);
-        hkey[33..].copy_from_slice(&block.to_be_bytes());
+        let hkey: [u8; 45] = self.epochs.history_key(&key, block);
         let new = node.map(encode_node);
         let old = match &new {
             Some(new) => self.account_trie.insert(&key, new.as_slice())?,
@@ -113,9 +113,7 @@ impl<'t> TrieTables<'t> {
         key: &[u8; 65],
         node: Option<&[u8]>,
     ) -> Result<(), TrieError> {
-        let mut hkey = [0u8; 73];
-        hkey[..65].copy_from_slice(key);
-        hkey[65..].copy_from_slice(&block.to_be_bytes());
+        let hkey: [u8; 77] = self.epochs.history_key(key, block);
         let old = match node {
             Some(node) => self.storage_trie.insert(key, node)?,
             None => self.storage_trie.remove(key)?,
@@ -205,7 +203,7 @@ pub fn update_state_root(
         }
         let mut hashed = HashedAccount::decode(&row);
         if hashed.storage_root != out.root {
-            let hkey = hashed_account_history_key(account, block);
+            let hkey = hashed_account_history_key(trie.epochs, account, block);
             if record_old(&mut account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }

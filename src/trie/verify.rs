@@ -13,7 +13,8 @@ use super::codec::{concat, decode_node, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
 use crate::storage::{
-    FULL_ROW_EVERY, HashedAccount, NodeRow, Reader, TrieTables, node_row, resolve_node_row,
+    FULL_ROW_EVERY, HashedAccount, History, NodeRow, Reader, TrieTables, node_row,
+    resolve_node_row, row_block, row_entity, row_epoch,
 };
 
 /// What [`verify`] checked.
@@ -304,25 +305,49 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
 /// with `--history`.
 pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
     let t = reader.trie_tables();
-    Ok(check_history(&t.account_trie, &t.account_trie_history, "account_trie_history")?
-        + check_history(&t.storage_trie, &t.storage_trie_history, "storage_trie_history")?)
+    Ok(check_history(
+        &t.account_trie,
+        t.history(&t.account_trie_history, &t.account_trie_epochs),
+        "account_trie_history",
+    )? + check_history(
+        &t.storage_trie,
+        t.history(&t.storage_trie_history, &t.storage_trie_epochs),
+        "storage_trie_history",
+    )?)
 }
 
-/// Resolves every trie-node history row, newest first within each node (each row against the
-/// node after it: the one resolved before, or the current row), and checks that each gives a
-/// well-formed node and that delta runs count up by one from a whole row and stay under
-/// [`FULL_ROW_EVERY`]. Returns the rows checked. Memory stays bounded: one node at a time.
-fn check_history<const K: usize, const H: usize>(
+/// Resolves every trie-node history row, newest first within each node and epoch (each row
+/// against the node after it: the one resolved before, or the node's next version, which is
+/// its first row in a later epoch or the current row), and checks that each gives a
+/// well-formed node, that delta runs count up by one from a whole row and stay under
+/// [`FULL_ROW_EVERY`], and that each node's first row in an epoch is whole. Returns the rows
+/// checked. Memory stays bounded: one node at a time.
+fn check_history<const K: usize, const H: usize, const I: usize>(
     current: &ReadOnlyTable<&'static [u8; K], &'static [u8]>,
-    history: &ReadOnlyTable<&'static [u8; H], &'static [u8]>,
+    history: History<
+        '_,
+        ReadOnlyTable<&'static [u8; H], &'static [u8]>,
+        ReadOnlyTable<&'static [u8; I], ()>,
+    >,
     table: &'static str,
 ) -> Result<u64, TrieError> {
     let mut rows = 0u64;
-    let mut node: Option<[u8; K]> = None;
+    // The node and epoch of the rows being walked.
+    let mut group: Option<(u32, [u8; K])> = None;
     let mut next = Vec::new();
-    // The run the next older row of this node must have (`Some(0)`: whole, absent or none).
+    // The run the next older row of this node must have (`None`: the last row was whole).
     let mut want_older: Option<u8> = None;
-    for item in history.iter()?.rev() {
+    let unfinished = |key: &[u8], want: Option<u8>| match want {
+        Some(run) => Err(TrieError::CorruptNode {
+            table,
+            key: alloy_primitives::hex::encode(key),
+            detail: format!(
+                "the node's first row in its epoch is a delta (a whole row of run {run} is missing)"
+            ),
+        }),
+        None => Ok(()),
+    };
+    for item in history.rows.iter()?.rev() {
         let (k, v) = item?;
         let key = k.value();
         let corrupt = |detail: String| TrieError::CorruptNode {
@@ -330,17 +355,20 @@ fn check_history<const K: usize, const H: usize>(
             key: alloy_primitives::hex::encode(key),
             detail,
         };
-        let mut this = [0u8; K];
-        this.copy_from_slice(&key[..K]);
-        if node != Some(this) {
-            if let Some(run) = want_older.filter(|r| *r > 0) {
-                return Err(corrupt(format!(
-                    "the oldest row before a delta of run {} is missing",
-                    run + 1
-                )));
+        let this: [u8; K] = row_entity(key);
+        let epoch = row_epoch(key);
+        if group != Some((epoch, this)) {
+            if let Some((_, node)) = group {
+                unfinished(&node, want_older)?;
             }
-            next = current.get(&this)?.map(|v| v.value().to_vec()).unwrap_or_default();
-            node = Some(this);
+            next = match history.first_after::<K, H, I, &[u8]>(&this, row_block(key))? {
+                Some((_, row)) => row,
+                None => current.get(&this)?.map(|v| v.value().to_vec()).unwrap_or_default(),
+            };
+            if matches!(node_row(&next).map_err(corrupt)?, NodeRow::Delta { .. }) {
+                return Err(corrupt("the node's next version is a delta".into()));
+            }
+            group = Some((epoch, this));
             want_older = None;
         }
         let row = v.value();
@@ -360,12 +388,8 @@ fn check_history<const K: usize, const H: usize>(
         }
         rows += 1;
     }
-    if let Some(run) = want_older.filter(|r| *r > 0) {
-        return Err(TrieError::CorruptNode {
-            table,
-            key: node.map(alloy_primitives::hex::encode).unwrap_or_default(),
-            detail: format!("the oldest row before a delta of run {} is missing", run + 1),
-        });
+    if let Some((_, node)) = group {
+        unfinished(&node, want_older)?;
     }
     Ok(rows)
 }

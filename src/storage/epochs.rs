@@ -1,0 +1,464 @@
+//! History partitioned by epoch: rows keyed `epoch ++ key ++ block`, and for each history table
+//! an index of the closed epochs that hold rows of each key.
+//!
+//! Keyed entity first (`key ++ block`), every history row a block writes lands beside that
+//! key's older rows, at a random place in a table that grows with the chain, and once the table
+//! has more leaves than a commit group has rows each row dirties a page of its own: a block's
+//! import cost grew with the chain's length. With the epoch first, a block's rows land in the
+//! open epoch's range, which holds at most one epoch of rows.
+//!
+//! The value of key K after block N is that of K's first history row after N:
+//! 1. in the epoch of N+1, from N+1 on (one range seek);
+//! 2. else in the first closed epoch after it that holds a row of K: one seek in the index
+//!    (`K ++ epoch → ()`), then the first row of K in that epoch;
+//! 3. else in the open epoch (the head's), which is not indexed yet;
+//! 4. else K has not changed since N: the current table answers.
+//!
+//! Every epoch below the head's is indexed, in the write transaction that moves the head into
+//! a later epoch ([`follow_head`]); moving the head back (an unwind) removes the index of every
+//! epoch that is open again, so a database that unwound and re-imported equals one that only
+//! imported, row for row. Indexing reads the closed epoch's rows once, in key order, and adds
+//! one index row per key: its cost depends on what the epoch changed, not on the chain.
+
+use redb::{ReadableTable, TableDefinition, Value, WriteTransaction};
+
+use super::codec::u64_value;
+use super::tables::{self, meta};
+use super::{StorageError, StorageResult};
+
+/// Blocks per epoch of a datadir created without [`EPOCH_ENV`].
+pub const DEFAULT_EPOCH_LEN: u64 = 1024;
+
+/// Environment variable read when a datadir is created: its epoch length in blocks (tests use
+/// small epochs so that every property crosses epoch boundaries). Ignored afterwards: the
+/// length is kept in [`meta::HISTORY_EPOCH`].
+pub const EPOCH_ENV: &str = "LOUPE_HISTORY_EPOCH";
+
+/// The epoch length of a datadir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epochs {
+    /// Blocks per epoch (at least 1).
+    pub len: u64,
+}
+
+impl Epochs {
+    /// The epoch of `block`.
+    pub fn of(self, block: u64) -> u32 {
+        u32::try_from(block / self.len).unwrap_or(u32::MAX)
+    }
+
+    /// The history key of `key` at `block`: `epoch ++ key ++ block`.
+    pub fn history_key<const K: usize, const H: usize>(self, key: &[u8; K], block: u64) -> [u8; H] {
+        row_key(self.of(block), key, block)
+    }
+
+    /// The length for a new datadir: [`EPOCH_ENV`] if set to a positive number, else
+    /// [`DEFAULT_EPOCH_LEN`].
+    pub(super) fn for_new_datadir() -> StorageResult<Self> {
+        match std::env::var(EPOCH_ENV) {
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(len) if len > 0 => Ok(Self { len }),
+                _ => Err(StorageError::Corrupt {
+                    table: "meta",
+                    detail: format!("{EPOCH_ENV}={v:?} is not a positive number of blocks"),
+                }),
+            },
+            Err(_) => Ok(Self { len: DEFAULT_EPOCH_LEN }),
+        }
+    }
+
+    /// The length recorded in `meta`.
+    pub(super) fn read(
+        meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    ) -> StorageResult<Self> {
+        let len = meta
+            .get(meta::HISTORY_EPOCH)?
+            .map(|v| u64_value("meta", v.value()))
+            .transpose()?
+            .filter(|len| *len > 0)
+            .ok_or_else(|| StorageError::Corrupt {
+                table: "meta",
+                detail: "no history epoch length".into(),
+            })?;
+        Ok(Self { len })
+    }
+}
+
+/// The epoch length of the database `txn` writes.
+pub fn history_epochs(txn: &WriteTransaction) -> StorageResult<Epochs> {
+    Epochs::read(&txn.open_table(tables::META)?)
+}
+
+/// `epoch ++ key ++ block`, the key of a history row (`H` = `K` + 12).
+pub fn row_key<const K: usize, const H: usize>(epoch: u32, key: &[u8; K], block: u64) -> [u8; H] {
+    const { assert!(H == K + 12) };
+    let mut h = [0u8; H];
+    h[..4].copy_from_slice(&epoch.to_be_bytes());
+    h[4..4 + K].copy_from_slice(key);
+    h[4 + K..].copy_from_slice(&block.to_be_bytes());
+    h
+}
+
+/// `key ++ epoch`, the key of an index row (`I` = `K` + 4).
+pub fn index_key<const K: usize, const I: usize>(key: &[u8; K], epoch: u32) -> [u8; I] {
+    const { assert!(I == K + 4) };
+    let mut k = [0u8; I];
+    k[..K].copy_from_slice(key);
+    k[K..].copy_from_slice(&epoch.to_be_bytes());
+    k
+}
+
+/// The block of a history row key.
+pub fn row_block<const H: usize>(key: &[u8; H]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&key[H - 8..]);
+    u64::from_be_bytes(b)
+}
+
+/// The entity key inside a history row key.
+pub fn row_entity<const K: usize, const H: usize>(key: &[u8; H]) -> [u8; K] {
+    let mut k = [0u8; K];
+    k.copy_from_slice(&key[4..4 + K]);
+    k
+}
+
+/// The epoch of a history row key.
+pub fn row_epoch<const H: usize>(key: &[u8; H]) -> u32 {
+    let mut e = [0u8; 4];
+    e.copy_from_slice(&key[..4]);
+    u32::from_be_bytes(e)
+}
+
+/// A history row: its block and value.
+pub type Row = (u64, Vec<u8>);
+
+/// The first row of `key` in `epoch` at or after block `from`.
+pub fn first_in<const K: usize, const H: usize, V>(
+    rows: &impl ReadableTable<&'static [u8; H], V>,
+    epoch: u32,
+    key: &[u8; K],
+    from: u64,
+) -> StorageResult<Option<Row>>
+where
+    V: Value + 'static,
+    for<'a> V::SelfType<'a>: AsRef<[u8]>,
+{
+    let lo: [u8; H] = row_key(epoch, key, from);
+    let hi: [u8; H] = row_key(epoch, key, u64::MAX);
+    match rows.range::<&[u8; H]>(&lo..=&hi)?.next() {
+        Some(item) => {
+            let (k, v) = item?;
+            Ok(Some((row_block(k.value()), v.value().as_ref().to_vec())))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The first closed epoch in `from..=to` that holds a row of `key`, from the index.
+pub fn indexed_epoch<const K: usize, const I: usize>(
+    index: &impl ReadableTable<&'static [u8; I], ()>,
+    key: &[u8; K],
+    from: u32,
+    to: u32,
+) -> StorageResult<Option<u32>> {
+    if from > to {
+        return Ok(None);
+    }
+    let lo: [u8; I] = index_key(key, from);
+    let hi: [u8; I] = index_key(key, to);
+    match index.range::<&[u8; I]>(&lo..=&hi)?.next() {
+        Some(item) => {
+            let k = item?.0;
+            let mut e = [0u8; 4];
+            e.copy_from_slice(&k.value()[K..]);
+            Ok(Some(u32::from_be_bytes(e)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// One history table with its epoch index, read in a snapshot whose head is in epoch `open`.
+pub struct History<'t, R, X> {
+    /// The history rows.
+    pub rows: &'t R,
+    /// The epoch index.
+    pub index: &'t X,
+    /// The datadir's epoch length.
+    pub epochs: Epochs,
+    /// The head's epoch: the one that is not indexed yet.
+    pub open: u32,
+}
+
+impl<R, X> std::fmt::Debug for History<'_, R, X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").field("epochs", &self.epochs).field("open", &self.open).finish()
+    }
+}
+
+impl<R, X> Clone for History<'_, R, X> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R, X> Copy for History<'_, R, X> {}
+
+impl<'t, R, X> History<'t, R, X> {
+    /// The first row of `key` after block `after` (see the module documentation), `None` if
+    /// the key has not changed since.
+    pub fn first_after<const K: usize, const H: usize, const I: usize, V>(
+        &self,
+        key: &[u8; K],
+        after: u64,
+    ) -> StorageResult<Option<Row>>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        X: ReadableTable<&'static [u8; I], ()>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        let Some(from) = after.checked_add(1) else { return Ok(None) };
+        let epoch = self.epochs.of(from);
+        if let Some(row) = first_in(self.rows, epoch, key, from)? {
+            return Ok(Some(row));
+        }
+        if epoch >= self.open {
+            return Ok(None);
+        }
+        if let Some(later) = indexed_epoch(self.index, key, epoch + 1, self.open - 1)? {
+            return match first_in(self.rows, later, key, 0)? {
+                Some(row) => Ok(Some(row)),
+                None => Err(StorageError::Corrupt {
+                    table: "history epoch index",
+                    detail: format!(
+                        "epoch {later} is indexed for key {} but holds no row of it",
+                        alloy_primitives::hex::encode(key)
+                    ),
+                }),
+            };
+        }
+        first_in(self.rows, self.open, key, 0)
+    }
+}
+
+/// Keeps the epoch indexes in step with a head that moves from `old` to `new`: indexes every
+/// epoch that closes, and removes the index of every epoch that opens again.
+pub(super) fn follow_head(txn: &WriteTransaction, old: Option<u64>, new: u64) -> StorageResult<()> {
+    let epochs = history_epochs(txn)?;
+    let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
+    for epoch in from..to {
+        index_all(txn, epoch, true)?;
+    }
+    for epoch in (to..from).rev() {
+        index_all(txn, epoch, false)?;
+    }
+    Ok(())
+}
+
+fn index_all(txn: &WriteTransaction, epoch: u32, add: bool) -> StorageResult<()> {
+    index_one::<32, 44, 36, &[u8]>(
+        txn,
+        tables::HASHED_ACCOUNT_HISTORY,
+        tables::HASHED_ACCOUNT_EPOCHS,
+        epoch,
+        add,
+    )?;
+    index_one::<64, 76, 68, &[u8; 32]>(
+        txn,
+        tables::HASHED_STORAGE_HISTORY,
+        tables::HASHED_STORAGE_EPOCHS,
+        epoch,
+        add,
+    )?;
+    index_one::<33, 45, 37, &[u8]>(
+        txn,
+        tables::ACCOUNT_TRIE_HISTORY,
+        tables::ACCOUNT_TRIE_EPOCHS,
+        epoch,
+        add,
+    )?;
+    index_one::<65, 77, 69, &[u8]>(
+        txn,
+        tables::STORAGE_TRIE_HISTORY,
+        tables::STORAGE_TRIE_EPOCHS,
+        epoch,
+        add,
+    )
+}
+
+/// Adds (or removes) an index row for every key with a row in `epoch`. The rows come in key
+/// order, so the index rows go in in order too.
+fn index_one<const K: usize, const H: usize, const I: usize, V>(
+    txn: &WriteTransaction,
+    rows: TableDefinition<'_, &'static [u8; H], V>,
+    index: TableDefinition<'_, &'static [u8; I], ()>,
+    epoch: u32,
+    add: bool,
+) -> StorageResult<()>
+where
+    V: Value + 'static,
+{
+    let rows = txn.open_table(rows)?;
+    let mut index = txn.open_table(index)?;
+    let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
+    let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
+    let mut last: Option<[u8; K]> = None;
+    for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
+        let key: [u8; K] = row_entity(item?.0.value());
+        if last == Some(key) {
+            continue;
+        }
+        let ik: [u8; I] = index_key(&key, epoch);
+        if add {
+            index.insert(&ik, ())?;
+        } else {
+            index.remove(&ik)?;
+        }
+        last = Some(key);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const E: u64 = 4;
+
+    /// A database with only the tables these tests use, epochs of [`E`] blocks.
+    fn db() -> (tempfile::TempDir, redb::Database) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("t.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(tables::META)
+            .unwrap()
+            .insert(meta::HISTORY_EPOCH, E.to_be_bytes().as_slice())
+            .unwrap();
+        w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+        w.open_table(tables::HASHED_STORAGE_HISTORY).unwrap();
+        w.open_table(tables::HASHED_STORAGE_EPOCHS).unwrap();
+        w.open_table(tables::ACCOUNT_TRIE_HISTORY).unwrap();
+        w.open_table(tables::ACCOUNT_TRIE_EPOCHS).unwrap();
+        w.open_table(tables::STORAGE_TRIE_HISTORY).unwrap();
+        w.open_table(tables::STORAGE_TRIE_EPOCHS).unwrap();
+        w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+        w.commit().unwrap();
+        (dir, db)
+    }
+
+    fn index_rows(db: &redb::Database) -> Vec<[u8; 36]> {
+        let r = redb::ReadableDatabase::begin_read(db).unwrap();
+        let t = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+        t.iter().unwrap().map(|i| *i.unwrap().0.value()).collect()
+    }
+
+    /// Keys change at pseudo-random blocks; after every block, every read "after N" for every
+    /// N below the head and every key equals the model's first change after N, and unwinding
+    /// leaves the index as a database that only imported up to the same head.
+    #[test]
+    fn reads_at_every_block_match_a_model_and_unwinding_restores_the_index() {
+        let (_dir, db) = db();
+        let epochs = Epochs { len: E };
+        let keys: Vec<[u8; 32]> = (0..6u8).map(|i| [i * 40; 32]).collect();
+        // key → block → the value before that block.
+        let mut model: BTreeMap<[u8; 32], BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
+        let mut seed = 11u64;
+        let mut rand = move |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut index_at = BTreeMap::new();
+        let head = 41u64;
+        for block in 1..=head {
+            let w = db.begin_write().unwrap();
+            {
+                let mut rows = w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+                // Key 0 changes every block, key 5 never; the rest now and then.
+                for (i, key) in keys.iter().enumerate() {
+                    let changes = match i {
+                        0 => true,
+                        5 => false,
+                        _ => rand(5) == 0,
+                    };
+                    if changes {
+                        let value = vec![i as u8, block as u8];
+                        let k: [u8; 44] = epochs.history_key(key, block);
+                        rows.insert(&k, value.as_slice()).unwrap();
+                        model.entry(*key).or_default().insert(block, value);
+                    }
+                }
+            }
+            follow_head(&w, Some(block - 1), block).unwrap();
+            w.commit().unwrap();
+            index_at.insert(block, index_rows(&db));
+
+            let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+            let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+            let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+            let h = History { rows: &rows, index: &index, epochs, open: epochs.of(block) };
+            for key in &keys {
+                for n in 0..=block {
+                    let want = model
+                        .get(key)
+                        .and_then(|m| m.range(n + 1..).next())
+                        .map(|(b, v)| (*b, v.clone()));
+                    let got = h.first_after::<32, 44, 36, &[u8]>(key, n).unwrap();
+                    assert_eq!(got, want, "key {} after block {n} at head {block}", key[0]);
+                }
+            }
+        }
+        // Only closed epochs are indexed: one row per key and epoch that holds its rows.
+        let want: usize = (0..epochs.of(head))
+            .map(|e| {
+                keys.iter()
+                    .filter(|k| model.get(*k).is_some_and(|m| m.keys().any(|b| epochs.of(*b) == e)))
+                    .count()
+            })
+            .sum();
+        assert_eq!(index_rows(&db).len(), want);
+        assert!(want > 10, "only {want} index rows");
+
+        // Unwind block by block (rows first, then the head), comparing the index each time.
+        for block in (2..=head).rev() {
+            let w = db.begin_write().unwrap();
+            {
+                let mut rows = w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+                for key in &keys {
+                    let k: [u8; 44] = epochs.history_key(key, block);
+                    rows.remove(&k).unwrap();
+                }
+            }
+            follow_head(&w, Some(block), block - 1).unwrap();
+            w.commit().unwrap();
+            assert_eq!(index_rows(&db), index_at[&(block - 1)], "index after unwinding {block}");
+        }
+    }
+
+    #[test]
+    fn an_index_row_without_rows_is_reported() {
+        let (_dir, db) = db();
+        let epochs = Epochs { len: E };
+        let w = db.begin_write().unwrap();
+        let key = [9u8; 32];
+        w.open_table(tables::HASHED_ACCOUNT_EPOCHS)
+            .unwrap()
+            .insert(&index_key::<32, 36>(&key, 1), ())
+            .unwrap();
+        w.commit().unwrap();
+        let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+        let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+        let h = History { rows: &rows, index: &index, epochs, open: 3 };
+        let err = h.first_after::<32, 44, 36, &[u8]>(&key, 2).unwrap_err();
+        assert!(err.to_string().contains("epoch 1 is indexed"), "{err}");
+    }
+
+    #[test]
+    fn row_keys_take_apart() {
+        let epochs = Epochs { len: 1024 };
+        let k: [u8; 45] = epochs.history_key(&[3u8; 33], 5000);
+        assert_eq!((row_epoch(&k), row_block(&k)), (4, 5000));
+        assert_eq!(row_entity::<33, 45>(&k), [3u8; 33]);
+    }
+}
