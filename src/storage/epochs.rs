@@ -27,7 +27,7 @@ use super::tables::{self, meta};
 use super::{StorageError, StorageResult};
 
 /// Blocks per epoch of a datadir created without [`EPOCH_ENV`].
-pub const DEFAULT_EPOCH_LEN: u64 = 1024;
+pub const DEFAULT_EPOCH_LEN: u64 = 128;
 
 /// Environment variable read when a datadir is created: its epoch length in blocks (tests use
 /// small epochs so that every property crosses epoch boundaries). Ignored afterwards: the
@@ -176,6 +176,14 @@ pub fn indexed_epoch<const K: usize, const I: usize>(
         None => Ok(None),
     }
 }
+
+/// A history table of `H`-byte keys and `V` values with its `I`-byte epoch index, as a read
+/// snapshot opens them.
+pub type SnapshotHistory<'t, const H: usize, const I: usize, V> = History<
+    't,
+    redb::ReadOnlyTable<&'static [u8; H], V>,
+    redb::ReadOnlyTable<&'static [u8; I], ()>,
+>;
 
 /// One history table with its epoch index, read in a snapshot whose head is in epoch `open`.
 pub struct History<'t, R, X> {

@@ -30,8 +30,8 @@ pub use codec::{
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{
-    DEFAULT_EPOCH_LEN, EPOCH_ENV, Epochs, History, Row, first_in, history_epochs, index_key,
-    indexed_epoch, row_block, row_entity, row_epoch, row_key,
+    DEFAULT_EPOCH_LEN, EPOCH_ENV, Epochs, History, Row, SnapshotHistory, first_in, history_epochs,
+    index_key, indexed_epoch, row_block, row_entity, row_epoch, row_key,
 };
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};

@@ -9,7 +9,7 @@ use super::codec::HASHED_ACCOUNT_LEN;
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
-use super::epochs::{Epochs, History};
+use super::epochs::{Epochs, History, SnapshotHistory};
 use super::tables::{self, meta};
 use super::{BlockMarkers, StorageResult};
 
@@ -55,24 +55,12 @@ pub struct TrieTables {
 
 impl TrieTables {
     /// The hashed-account history with its index.
-    pub fn account_history(
-        &self,
-    ) -> History<
-        '_,
-        ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
-        ReadOnlyTable<&'static [u8; 36], ()>,
-    > {
+    pub fn account_history(&self) -> SnapshotHistory<'_, 44, 36, &'static [u8]> {
         self.history(&self.hashed_account_history, &self.hashed_account_epochs)
     }
 
     /// The hashed-storage history with its index.
-    pub fn storage_history(
-        &self,
-    ) -> History<
-        '_,
-        ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,
-        ReadOnlyTable<&'static [u8; 68], ()>,
-    > {
+    pub fn storage_history(&self) -> SnapshotHistory<'_, 76, 68, &'static [u8; 32]> {
         self.history(&self.hashed_storage_history, &self.hashed_storage_epochs)
     }
 

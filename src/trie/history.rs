@@ -10,8 +10,8 @@
 //! against the next version (`storage::node_history`), resolved here.
 
 use crate::storage::{
-    FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, History, NodeRow, index_key, node_row, resolve_node_row,
-    row_block, row_entity, row_key,
+    FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, NodeRow, SnapshotHistory, index_key, node_row,
+    resolve_node_row, row_block, row_entity, row_key,
 };
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
@@ -58,10 +58,6 @@ fn predecessor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
 /// A key and its value.
 pub(crate) type Entry<const K: usize> = ([u8; K], Vec<u8>);
 
-/// A history table with its epoch index, in a read snapshot.
-type Hist<'t, const H: usize, const I: usize, V2> =
-    History<'t, ReadOnlyTable<&'static [u8; H], V2>, ReadOnlyTable<&'static [u8; I], ()>>;
-
 /// A current table and its history, read as of the end of `block`.
 #[derive(Clone, Copy)]
 pub(crate) struct Versioned<
@@ -73,7 +69,7 @@ pub(crate) struct Versioned<
     V2: Value + 'static,
 > {
     current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-    history: Hist<'t, H, I, V2>,
+    history: SnapshotHistory<'t, H, I, V2>,
     block: u64,
     /// History rows are trie nodes, whole or deltas (`storage::node_history`).
     node_rows: bool,
@@ -88,7 +84,7 @@ where
 {
     pub(crate) fn new(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-        history: Hist<'t, H, I, V2>,
+        history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
         Self { current, history, block, node_rows: false }
@@ -97,7 +93,7 @@ where
     /// [`Versioned::new`] for a trie-node table, whose history rows may be deltas.
     pub(crate) fn nodes(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
-        history: Hist<'t, H, I, V2>,
+        history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
         Self { node_rows: true, ..Self::new(current, history, block) }

@@ -13,7 +13,7 @@ use super::codec::{concat, decode_node, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
 use crate::storage::{
-    FULL_ROW_EVERY, HashedAccount, History, NodeRow, Reader, TrieTables, node_row,
+    FULL_ROW_EVERY, HashedAccount, NodeRow, Reader, SnapshotHistory, TrieTables, node_row,
     resolve_node_row, row_block, row_entity, row_epoch,
 };
 
@@ -324,11 +324,7 @@ pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
 /// checked. Memory stays bounded: one node at a time.
 fn check_history<const K: usize, const H: usize, const I: usize>(
     current: &ReadOnlyTable<&'static [u8; K], &'static [u8]>,
-    history: History<
-        '_,
-        ReadOnlyTable<&'static [u8; H], &'static [u8]>,
-        ReadOnlyTable<&'static [u8; I], ()>,
-    >,
+    history: SnapshotHistory<'_, H, I, &'static [u8]>,
     table: &'static str,
 ) -> Result<u64, TrieError> {
     let mut rows = 0u64;
