@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Import cost along a chain: wall ms per block for each range of 512 blocks (four commit
-# groups), read from the import's own debug log, plus the whole import's time, peak RSS and the
+# Import cost along a chain: wall ms per block for each commit group of 128 blocks (the
+# default `--import.batch`), read from the import's own debug log, plus the whole import's time, peak RSS and the
 # datadir's size. A block's cost should not grow with the chain's length.
 # Usage: benches/import_along.sh GEN_DIR [WORK_DIR]   (GEN_DIR from `loupe generate`)
 # LOUPE_BIN=path uses that binary instead of target/release/loupe.
@@ -30,8 +30,8 @@ for line in open(sys.argv[1], errors="replace"):
 if not stored:
     sys.exit("no 'block stored' lines in the log")
 first, last = min(stored), max(stored)
-# The first group's commit has no earlier mark: ranges start after block 512.
-edges = [b for b in range(512, last + 1, 512)] + ([last] if last % 512 else [])
+# The first group's commit has no earlier mark: ranges start after block 128.
+edges = [b for b in range(128, last + 1, 128)] + ([last] if last % 128 else [])
 print("blocks        ms per block")
 for a, b in zip(edges, edges[1:]):
     ms = (stored[b] - stored[a]).total_seconds() * 1000 / (b - a)
