@@ -58,10 +58,9 @@ impl Epochs {
         match std::env::var(EPOCH_ENV) {
             Ok(v) => match v.trim().parse::<u64>() {
                 Ok(len) if len > 0 => Ok(Self { len }),
-                _ => Err(StorageError::Corrupt {
-                    table: "meta",
-                    detail: format!("{EPOCH_ENV}={v:?} is not a positive number of blocks"),
-                }),
+                _ => Err(StorageError::Config(format!(
+                    "{EPOCH_ENV}={v:?} is not a positive number of blocks"
+                ))),
             },
             Err(_) => Ok(Self { len: DEFAULT_EPOCH_LEN }),
         }
@@ -250,7 +249,8 @@ impl<'t, R, X> History<'t, R, X> {
 }
 
 /// Keeps the epoch indexes in step with a head that moves from `old` to `new`: indexes every
-/// epoch that closes, and removes the index of every epoch that opens again.
+/// epoch that closes, and removes the index of every epoch that opens again (only an unwind,
+/// which has removed the rows above `new`, moves the head back).
 pub(super) fn follow_head(txn: &WriteTransaction, old: Option<u64>, new: u64) -> StorageResult<()> {
     let epochs = history_epochs(txn)?;
     let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
@@ -261,6 +261,66 @@ pub(super) fn follow_head(txn: &WriteTransaction, old: Option<u64>, new: u64) ->
         index_all(txn, epoch, false)?;
     }
     Ok(())
+}
+
+/// Checks that the epoch `index` of `rows` names exactly the closed epochs (below `open`) that
+/// hold rows of each key: every (key, closed epoch) of the rows has its index row, and there is
+/// no other index row. Returns the index rows checked. One pass over the rows, one point read
+/// per (key, epoch): for `verify --history`.
+pub fn check_index<const K: usize, const H: usize, const I: usize, V>(
+    history: &SnapshotHistory<'_, H, I, V>,
+    table: &'static str,
+) -> StorageResult<u64>
+where
+    V: Value + 'static,
+    for<'a> V::SelfType<'a>: AsRef<[u8]>,
+{
+    let mut checked = 0u64;
+    let mut last: Option<(u32, [u8; K])> = None;
+    for item in history.rows.iter()? {
+        let k = *item?.0.value();
+        let (epoch, key) = (row_epoch(&k), row_entity::<K, H>(&k));
+        if epoch >= history.open || last == Some((epoch, key)) {
+            continue;
+        }
+        last = Some((epoch, key));
+        if history.index.get(&index_key::<K, I>(&key, epoch))?.is_none() {
+            return Err(StorageError::Corrupt {
+                table,
+                detail: format!(
+                    "key {} has rows in closed epoch {epoch} but no index row",
+                    alloy_primitives::hex::encode(key)
+                ),
+            });
+        }
+        checked += 1;
+    }
+    let rows = redb::ReadableTableMetadata::len(history.index)?;
+    if rows != checked {
+        // Find one to name: an index row of an open epoch, or one whose epoch holds no row.
+        for item in history.index.iter()? {
+            let ik = *item?.0.value();
+            let mut key = [0u8; K];
+            key.copy_from_slice(&ik[..K]);
+            let mut e = [0u8; 4];
+            e.copy_from_slice(&ik[K..]);
+            let epoch = u32::from_be_bytes(e);
+            if epoch >= history.open || first_in(history.rows, epoch, &key, 0)?.is_none() {
+                return Err(StorageError::Corrupt {
+                    table,
+                    detail: format!(
+                        "index row for key {} names epoch {epoch}, which is open or holds no row of it",
+                        alloy_primitives::hex::encode(key)
+                    ),
+                });
+            }
+        }
+        return Err(StorageError::Corrupt {
+            table,
+            detail: format!("{rows} index rows where {checked} were due"),
+        });
+    }
+    Ok(checked)
 }
 
 fn index_all(txn: &WriteTransaction, epoch: u32, add: bool) -> StorageResult<()> {
@@ -426,6 +486,41 @@ mod tests {
             .sum();
         assert_eq!(index_rows(&db).len(), want);
         assert!(want > 10, "only {want} index rows");
+        let check = |db: &redb::Database| {
+            let r = redb::ReadableDatabase::begin_read(db).unwrap();
+            let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+            let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+            let h = History { rows: &rows, index: &index, epochs, open: epochs.of(head) };
+            check_index::<32, 44, 36, &[u8]>(&h, "t").map_err(|e| e.to_string())
+        };
+        assert_eq!(check(&db), Ok(want as u64));
+        // A missing index row, and an index row for the open epoch, are both named.
+        let (first, _) = {
+            let rows = index_rows(&db);
+            (rows[0], rows.len())
+        };
+        type Index<'a> = redb::Table<'a, &'static [u8; 36], ()>;
+        let edit = |f: &dyn Fn(&mut Index<'_>)| {
+            let w = db.begin_write().unwrap();
+            f(&mut w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap());
+            w.commit().unwrap();
+        };
+        edit(&|t| {
+            t.remove(&first).unwrap();
+        });
+        assert!(check(&db).unwrap_err().contains("no index row"), "{:?}", check(&db));
+        edit(&|t| {
+            t.insert(&first, ()).unwrap();
+        });
+        assert_eq!(check(&db), Ok(want as u64));
+        let open: [u8; 36] = index_key(&keys[1], epochs.of(head));
+        edit(&|t| {
+            t.insert(&open, ()).unwrap();
+        });
+        assert!(check(&db).unwrap_err().contains("which is open"), "{:?}", check(&db));
+        edit(&|t| {
+            t.remove(&open).unwrap();
+        });
 
         // Unwind block by block (rows first, then the head), comparing the index each time.
         for block in (2..=head).rev() {

@@ -40,6 +40,17 @@ pub enum StorageError {
     /// A block could not be unwound.
     #[error("cannot unwind: {0}")]
     Unwind(&'static str),
+    /// A storage setting is out of range (the history epoch length).
+    #[error("invalid storage setting: {0}")]
+    Config(String),
+    /// The head marker was asked to move back other than by unwinding blocks.
+    #[error("the head is block {head}; moving it back to block {to} takes an unwind")]
+    HeadBack {
+        /// The current head.
+        head: u64,
+        /// The block asked for.
+        to: u64,
+    },
     /// Code referenced by an account is missing.
     #[error("bytecode {0} referenced by an account is not stored")]
     MissingCode(B256),

@@ -30,8 +30,8 @@ pub use codec::{
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{
-    DEFAULT_EPOCH_LEN, EPOCH_ENV, Epochs, History, Row, SnapshotHistory, first_in, history_epochs,
-    index_key, indexed_epoch, row_block, row_entity, row_epoch, row_key,
+    DEFAULT_EPOCH_LEN, EPOCH_ENV, Epochs, History, Row, SnapshotHistory, check_index, first_in,
+    history_epochs, index_key, indexed_epoch, row_block, row_entity, row_epoch, row_key,
 };
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
@@ -200,6 +200,22 @@ mod tests {
         let names: Vec<String> =
             txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn the_head_moves_back_only_by_unwinding_and_epochs_are_positive() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+        let w = db.begin_write().unwrap();
+        w.set_markers(0, 0, 0).unwrap();
+        w.set_head(5).unwrap();
+        w.set_head(5).unwrap();
+        let err = w.set_head(3).unwrap_err();
+        assert!(matches!(err, StorageError::HeadBack { head: 5, to: 3 }), "{err}");
+        assert!(w.set_markers(4, 4, 4).is_err());
+        drop(w);
+        let err = Database::open_with_epochs(&dir.path().join("b"), Epochs { len: 0 }).unwrap_err();
+        assert!(err.to_string().contains("epoch of 0 blocks"), "{err}");
     }
 
     #[test]

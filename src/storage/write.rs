@@ -80,8 +80,13 @@ impl Writer {
             None => {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
                 let epochs = match epochs {
-                    Some(e) if e.len > 0 => e,
-                    _ => super::epochs::Epochs::for_new_datadir()?,
+                    Some(e) if e.len == 0 => {
+                        return Err(super::StorageError::Config(
+                            "a history epoch of 0 blocks".into(),
+                        ));
+                    }
+                    Some(e) => e,
+                    None => super::epochs::Epochs::for_new_datadir()?,
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
             }
@@ -209,10 +214,19 @@ impl Writer {
         t.get(meta::HEAD)?.map(|v| u64_value("meta", v.value())).transpose()
     }
 
+    /// The head, which must not be above `to`: only [`Writer::unwind_head`] moves it back (it
+    /// removes the blocks' rows, which the epoch index must follow).
+    fn head_not_above(&self, to: u64) -> StorageResult<Option<u64>> {
+        match self.head()? {
+            Some(head) if head > to => Err(super::StorageError::HeadBack { head, to }),
+            old => Ok(old),
+        }
+    }
+
     /// Moves the head marker to `number`; safe and finalized stay, lowered to `number` if above.
     /// Epochs the head leaves behind are indexed (`storage::epochs`).
     pub fn set_head(&self, number: u64) -> StorageResult<()> {
-        let old = self.head()?;
+        let old = self.head_not_above(number)?;
         {
             let mut t = self.txn.open_table(tables::META)?;
             let get = |key: &str| -> StorageResult<u64> {
@@ -229,7 +243,7 @@ impl Writer {
 
     /// Sets the head, safe and finalized markers (see [`Writer::set_head`] for the epochs).
     pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
-        let old = self.head()?;
+        let old = self.head_not_above(head)?;
         {
             let mut t = self.txn.open_table(tables::META)?;
             t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
