@@ -2,11 +2,11 @@
 //! takes the head block back out of every table.
 //!
 //! History tables are keyed by epoch, then entity (`epoch ++ key ++ block`), which serves "as of
-//! block N" reads with a few seeks but cannot list what one block changed without a scan of
-//! its epoch. So every history
-//! row a block writes is also named in the change index, under the block, and unwinding the
-//! block walks that list: each history row puts its value back into the current table and is
-//! removed, which leaves every table exactly as it was before the block.
+//! block N" reads with a few seeks but cannot list what one block changed without a scan of its
+//! epoch. So every history row a block writes is also named in the change index, under the
+//! block, and unwinding the block walks that list: each history row puts its value back into
+//! the current table and is removed, which leaves every table exactly as it was before the
+//! block.
 
 use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
