@@ -133,23 +133,26 @@ fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
     use redb::ReadableTable;
     const PREIMAGES: redb::TableDefinition<'_, &[u8; 32], &[u8]> =
         redb::TableDefinition::new("preimages");
-    const HASHED_ACCOUNTS: redb::TableDefinition<'_, &[u8; 32], &[u8; 124]> =
+    const HASHED_ACCOUNTS: redb::TableDefinition<'_, &[u8; 32], &[u8]> =
         redb::TableDefinition::new("hashed_accounts");
     let Some(fx) = Fixture::load() else { return };
     let dir = import_fixture(&fx);
     let d = dir.path().to_str().unwrap();
     let open = || redb::Database::open(dir.path().join("loupe.redb")).unwrap();
 
-    // An account row whose address (its last 20 bytes) no longer hashes to its key.
+    // An account row whose address (bytes 1..21, after the flags) no longer hashes to its key.
     {
         let db = open();
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
-            let (key, mut row) =
-                t.first().unwrap().map(|(k, v)| (*k.value(), *v.value())).expect("an account");
-            row[123] ^= 1;
-            t.insert(&key, &row).unwrap();
+            let (key, mut row) = t
+                .first()
+                .unwrap()
+                .map(|(k, v)| (*k.value(), v.value().to_vec()))
+                .expect("an account");
+            row[20] ^= 1;
+            t.insert(&key, row.as_slice()).unwrap();
         }
         w.commit().unwrap();
     }
@@ -177,6 +180,30 @@ fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
     let msg = text(&out);
     assert!(!out.status.success(), "verify passed with a missing preimage: {msg}");
     assert!(msg.contains("preimage") && msg.contains(&hash.to_string()), "{msg}");
+
+    // Fresh import; then an account row cut short by one byte: named with its key.
+    let dir = import_fixture(&fx);
+    let d = dir.path().to_str().unwrap();
+    let key = {
+        let db = redb::Database::open(dir.path().join("loupe.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        let key = {
+            let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
+            let (key, row) = t
+                .last()
+                .unwrap()
+                .map(|(k, v)| (*k.value(), v.value().to_vec()))
+                .expect("an account");
+            t.insert(&key, &row[..row.len() - 1]).unwrap();
+            B256::from(key)
+        };
+        w.commit().unwrap();
+        key
+    };
+    let out = loupe(&["verify", "--datadir", d]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "verify passed with a short account row: {msg}");
+    assert!(msg.contains("hashed_accounts") && msg.contains(&key.to_string()), "{msg}");
 }
 
 /// Trie-node history rows are resolved by `verify --history`: on the fixture chain every row

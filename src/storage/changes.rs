@@ -240,8 +240,8 @@ fn restore_nodes<const K: usize, const H: usize>(
 
 /// [`restore_nodes`] for account tables, whose current values are fixed-width (`V` bytes) and whose
 /// history saves an empty value for an account that did not exist.
-fn restore_accounts<const K: usize, const H: usize, const V: usize>(
-    current: &mut Table<'_, &'static [u8; K], &'static [u8; V]>,
+fn restore_accounts<const K: usize, const H: usize>(
+    current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     keys: &[u8],
     (epochs, block): (Epochs, u64),
@@ -256,11 +256,9 @@ fn restore_accounts<const K: usize, const H: usize, const V: usize>(
         if old.is_empty() {
             current.remove(&k)?;
         } else {
-            let v: [u8; V] = old.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-                table,
-                detail: format!("history value of {} bytes", old.len()),
-            })?;
-            current.insert(&k, &v)?;
+            // Checked before it becomes the current row again.
+            super::codec::HashedAccount::decode(&old, table)?;
+            current.insert(&k, old.as_slice())?;
         }
     }
     Ok(())

@@ -45,8 +45,14 @@ impl StoredAccount {
     }
 }
 
-/// Length of a [`HashedAccount`] row.
-pub const HASHED_ACCOUNT_LEN: usize = 124;
+/// Longest [`HashedAccount`] row: flags, address, nonce and balance with their lengths, code
+/// hash and storage root.
+pub const HASHED_ACCOUNT_MAX: usize = 1 + 20 + 1 + 8 + 1 + 32 + 32 + 32;
+
+/// Flag of a [`HashedAccount`] row: the code hash follows (absent: [`KECCAK256_EMPTY`]).
+const HAS_CODE_HASH: u8 = 1;
+/// Flag of a [`HashedAccount`] row: the storage root follows (absent: the empty root).
+const HAS_STORAGE_ROOT: u8 = 2;
 
 /// An account as the state trie sees it: [`StoredAccount`] plus the root of its storage trie,
 /// and the address it belongs to (the preimage of its key, so that the state can be listed by
@@ -61,37 +67,99 @@ pub struct HashedAccount {
     pub storage_root: B256,
 }
 
+/// An encoded [`HashedAccount`], on the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedAccount {
+    buf: [u8; HASHED_ACCOUNT_MAX],
+    len: usize,
+}
+
+impl EncodedAccount {
+    /// The row's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// `bytes` without their leading zeros, after a length byte.
+    fn push_trimmed(&mut self, bytes: &[u8]) {
+        let from = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+        self.push(&[(bytes.len() - from) as u8]);
+        self.push(&bytes[from..]);
+    }
+}
+
 impl HashedAccount {
-    /// Encodes into the fixed layout: account (72) ++ storage root (32) ++ address (20).
-    pub fn encode(&self) -> [u8; HASHED_ACCOUNT_LEN] {
-        let mut out = [0u8; HASHED_ACCOUNT_LEN];
-        out[..72].copy_from_slice(&self.account.encode());
-        out[72..104].copy_from_slice(self.storage_root.as_slice());
-        out[104..].copy_from_slice(self.address.as_slice());
+    /// Encodes a row: flags, address (20), nonce and balance as a length byte and their
+    /// big-endian bytes without leading zeros, then the code hash unless it is
+    /// [`KECCAK256_EMPTY`] and the storage root unless it is the empty root. Most accounts are
+    /// plain: about 35 bytes instead of 124 in the fixed layout of format 6.
+    pub fn encode(&self) -> EncodedAccount {
+        let mut out = EncodedAccount { buf: [0u8; HASHED_ACCOUNT_MAX], len: 0 };
+        let code = self.account.code_hash != KECCAK256_EMPTY;
+        let storage = self.storage_root != alloy_trie::EMPTY_ROOT_HASH;
+        out.push(&[(u8::from(code) * HAS_CODE_HASH) | (u8::from(storage) * HAS_STORAGE_ROOT)]);
+        out.push(self.address.as_slice());
+        out.push_trimmed(&self.account.nonce.to_be_bytes());
+        out.push_trimmed(&self.account.balance.to_be_bytes::<32>());
+        if code {
+            out.push(self.account.code_hash.as_slice());
+        }
+        if storage {
+            out.push(self.storage_root.as_slice());
+        }
         out
     }
 
-    /// Decodes the fixed layout.
-    pub fn decode(b: &[u8; HASHED_ACCOUNT_LEN]) -> Self {
-        let mut a = [0u8; 72];
-        a.copy_from_slice(&b[..72]);
-        Self {
-            address: Address::from_slice(&b[104..]),
-            account: StoredAccount::decode(&a),
-            storage_root: B256::from_slice(&b[72..104]),
+    /// Decodes a row of [`HashedAccount::encode`]; `table` names the table in an error.
+    pub fn decode(b: &[u8], table: &'static str) -> Result<Self, StorageError> {
+        let bad = |what: &str| StorageError::Corrupt {
+            table,
+            detail: format!("account row of {} bytes: {what}", b.len()),
+        };
+        let (&flags, rest) = b.split_first().ok_or_else(|| bad("empty"))?;
+        if flags & !(HAS_CODE_HASH | HAS_STORAGE_ROOT) != 0 {
+            return Err(bad("unknown flags"));
         }
+        let (address, rest) = rest.split_at_checked(20).ok_or_else(|| bad("short address"))?;
+        let (nonce, rest) = trimmed::<8>(rest).ok_or_else(|| bad("bad nonce"))?;
+        let (balance, rest) = trimmed::<32>(rest).ok_or_else(|| bad("bad balance"))?;
+        let (code_hash, rest) = if flags & HAS_CODE_HASH != 0 {
+            let (h, rest) = rest.split_at_checked(32).ok_or_else(|| bad("short code hash"))?;
+            (B256::from_slice(h), rest)
+        } else {
+            (KECCAK256_EMPTY, rest)
+        };
+        let (storage_root, rest) = if flags & HAS_STORAGE_ROOT != 0 {
+            let (h, rest) = rest.split_at_checked(32).ok_or_else(|| bad("short storage root"))?;
+            (B256::from_slice(h), rest)
+        } else {
+            (alloy_trie::EMPTY_ROOT_HASH, rest)
+        };
+        if !rest.is_empty() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(Self {
+            address: Address::from_slice(address),
+            account: StoredAccount {
+                nonce: u64::from_be_bytes(nonce),
+                balance: U256::from_be_bytes(balance),
+                code_hash,
+            },
+            storage_root,
+        })
     }
 
     /// Decodes a history value: empty = did not exist.
     pub fn decode_history(b: &[u8]) -> Result<Option<Self>, StorageError> {
-        match <&[u8; HASHED_ACCOUNT_LEN]>::try_from(b) {
-            Ok(a) => Ok(Some(Self::decode(a))),
-            Err(_) if b.is_empty() => Ok(None),
-            Err(_) => Err(StorageError::Corrupt {
-                table: "hashed_account_history",
-                detail: format!("value of {} bytes", b.len()),
-            }),
+        if b.is_empty() {
+            return Ok(None);
         }
+        Self::decode(b, "hashed_account_history").map(Some)
     }
 
     /// The account leaf's value: RLP of the account with its storage root.
@@ -103,6 +171,19 @@ impl HashedAccount {
             code_hash: self.account.code_hash,
         }
     }
+}
+
+/// A length byte and that many big-endian bytes, right-aligned in `N` bytes; the rest of `b`.
+fn trimmed<const N: usize>(b: &[u8]) -> Option<([u8; N], &[u8])> {
+    let (&len, rest) = b.split_first()?;
+    let len = usize::from(len);
+    if len > N {
+        return None;
+    }
+    let (bytes, rest) = rest.split_at_checked(len)?;
+    let mut out = [0u8; N];
+    out[N - len..].copy_from_slice(bytes);
+    Some((out, rest))
 }
 
 /// `keccak(address) ++ keccak(slot)`: key of [`super::tables::HASHED_STORAGE`].
@@ -266,9 +347,41 @@ mod tests {
             account: a,
             storage_root: B256::repeat_byte(4),
         };
-        assert_eq!(HashedAccount::decode_history(&h.encode()).unwrap(), Some(h));
+        assert_eq!(HashedAccount::decode_history(h.encode().as_slice()).unwrap(), Some(h));
         assert_eq!(HashedAccount::decode_history(&[]).unwrap(), None);
         assert!(HashedAccount::decode_history(&[1, 2]).is_err());
+        // Plain accounts leave out the code hash and the storage root; zero and the largest
+        // values round-trip; a zero code hash (never written by the EVM) is kept as it is.
+        for (nonce, balance, code_hash, storage_root) in [
+            (0, U256::ZERO, KECCAK256_EMPTY, alloy_trie::EMPTY_ROOT_HASH),
+            (u64::MAX, U256::MAX, B256::ZERO, B256::repeat_byte(1)),
+            (1, U256::from(1u64) << 255, KECCAK256_EMPTY, B256::repeat_byte(2)),
+        ] {
+            let h = HashedAccount {
+                address: Address::repeat_byte(5),
+                account: StoredAccount { nonce, balance, code_hash },
+                storage_root,
+            };
+            let row = h.encode();
+            assert_eq!(HashedAccount::decode(row.as_slice(), "t").unwrap(), h);
+            // Every truncation and an extra byte are refused.
+            for cut in 0..row.as_slice().len() {
+                assert!(HashedAccount::decode(&row.as_slice()[..cut], "t").is_err());
+            }
+            let mut long = row.as_slice().to_vec();
+            long.push(0);
+            assert!(HashedAccount::decode(&long, "t").is_err());
+        }
+        let plain = HashedAccount {
+            address: Address::repeat_byte(5),
+            account: StoredAccount {
+                nonce: 3,
+                balance: U256::from(10u64).pow(U256::from(18u64)),
+                code_hash: KECCAK256_EMPTY,
+            },
+            storage_root: alloy_trie::EMPTY_ROOT_HASH,
+        };
+        assert_eq!(plain.encode().as_slice().len(), 1 + 20 + 2 + 9);
     }
 
     /// Receipts of every type, with and without logs, pre- and post-Byzantium.

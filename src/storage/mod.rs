@@ -25,8 +25,8 @@ use redb::ReadableDatabase;
 
 pub use changes::{ChangeKind, record_changes};
 pub use codec::{
-    Blooms, HASHED_ACCOUNT_LEN, HashedAccount, StoredAccount, hashed_account_history_key,
-    hashed_storage_history_key, hashed_storage_key,
+    Blooms, EncodedAccount, HASHED_ACCOUNT_MAX, HashedAccount, StoredAccount,
+    hashed_account_history_key, hashed_storage_history_key, hashed_storage_key,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{
@@ -166,7 +166,10 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 99, supported: 6 }), "{err}");
+        assert!(
+            matches!(err, StorageError::Schema { found: 99, supported: tables::SCHEMA_VERSION }),
+            "{err}"
+        );
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 
@@ -187,7 +190,10 @@ mod tests {
             w.commit().unwrap();
         }
         let err = Database::open(dir.path()).unwrap_err();
-        assert!(matches!(err, StorageError::Schema { found: 5, supported: 6 }), "{err}");
+        assert!(
+            matches!(err, StorageError::Schema { found: 5, supported: tables::SCHEMA_VERSION }),
+            "{err}"
+        );
         let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
         let txn = db.begin_read().unwrap();
         let meta = txn.open_table(tables::META).unwrap();
@@ -196,7 +202,7 @@ mod tests {
             5u64.to_be_bytes().as_slice()
         );
         assert_eq!(txn.open_table(old).unwrap().get(&[7u8; 40]).unwrap().unwrap().value(), [1, 2]);
-        // No table of format 6 was added to it.
+        // No table of the current format was added to it.
         let names: Vec<String> =
             txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_string()).collect();
         assert_eq!(names.len(), 2, "{names:?}");

@@ -5,7 +5,6 @@
 //! request makes, so readers share one snapshot per commit generation. A snapshot pins the
 //! pages it can see until its last reader drops it; writers are not blocked (MVCC).
 
-use super::codec::HASHED_ACCOUNT_LEN;
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
@@ -35,7 +34,7 @@ pub(crate) struct Snapshot {
 #[allow(missing_docs)]
 pub struct TrieTables {
     pub preimages: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
+    pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
     pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
     pub hashed_account_history: ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
     pub hashed_storage_history: ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,

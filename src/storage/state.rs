@@ -62,7 +62,10 @@ impl StateAt {
         {
             return HashedAccount::decode_history(&v);
         }
-        Ok(t.hashed_accounts.get(&hashed.0)?.map(|v| HashedAccount::decode(v.value())))
+        t.hashed_accounts
+            .get(&hashed.0)?
+            .map(|v| HashedAccount::decode(v.value(), "hashed_accounts"))
+            .transpose()
     }
 
     /// The value of storage `slot` of `address` (zero if unset).
@@ -205,7 +208,8 @@ impl DatabaseRef for PendingState<'_> {
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
         let t = self.txn.open_table(super::tables::HASHED_ACCOUNTS)?;
         let row = t.get(&keccak256(address).0)?;
-        Ok(row.map(|v| HashedAccount::decode(v.value()).account).map(|a| AccountInfo {
+        let row = row.map(|v| HashedAccount::decode(v.value(), "hashed_accounts")).transpose()?;
+        Ok(row.map(|h| h.account).map(|a| AccountInfo {
             balance: a.balance,
             nonce: a.nonce,
             code_hash: if a.code_hash.is_zero() { KECCAK256_EMPTY } else { a.code_hash },

@@ -3,7 +3,6 @@
 //! Integers in keys are big-endian so that byte order is numeric order; composite keys are
 //! fixed-width byte arrays so that a range scan over a prefix visits one entity in block order.
 
-use super::codec::HASHED_ACCOUNT_LEN;
 use redb::TableDefinition;
 
 /// `block number → RLP(header)`. Canonical headers only (loupe follows one chain).
@@ -45,12 +44,13 @@ pub const BYTECODES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::ne
 /// every account that uses the slot.
 pub const PREIMAGES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("preimages");
 
-/// `keccak(address) → account` (nonce u64 BE ++ balance 32 BE ++ code hash 32 ++ storage root
-/// 32 ++ address 20 = 124 bytes): the state after the head, keyed as the state trie keys it, with each
+/// `keccak(address) → account` (`HashedAccount::encode`: flags, address, nonce and balance
+/// without leading zeros, then the code hash and the storage root only where they are not
+/// empty; about 35 bytes for a plain account): the state after the head, keyed as the state trie keys it, with each
 /// account's storage root cached, so that an account leaf is one read. The only copy of the
 /// current accounts: the EVM reads it by `keccak(address)` too. Kept by
 /// [`crate::storage::Writer`]; the storage root is filled in by the trie.
-pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8; HASHED_ACCOUNT_LEN]> =
+pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new("hashed_accounts");
 
 /// `keccak(address) ++ keccak(slot) → value` (32 BE): storage after the head, keyed as the
@@ -173,4 +173,7 @@ pub mod meta {
 /// 6: history tables partitioned by epoch, with an index of the epochs that hold each key
 ///    (`storage::epochs`); a node's first trie-history row in each epoch is whole. Older
 ///    formats are refused: their chain must be imported again.
-pub const SCHEMA_VERSION: u64 = 6;
+/// 7: account rows (current and history) in a compact layout: plain accounts leave out the
+///    code hash and the storage root, and nonce and balance their leading zeros
+///    (`HashedAccount::encode`). Format 6 is refused like the older ones.
+pub const SCHEMA_VERSION: u64 = 7;

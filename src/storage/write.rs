@@ -12,8 +12,8 @@ use alloy_trie::EMPTY_ROOT_HASH;
 use redb::Table;
 
 use super::codec::{
-    HASHED_ACCOUNT_LEN, HashedAccount, StoredAccount, hashed_account_history_key,
-    hashed_storage_history_key, hashed_storage_key, tx_key, u64_value,
+    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
+    hashed_storage_key, tx_key, u64_value,
 };
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
@@ -396,7 +396,7 @@ impl Writer {
         let mut out = StateDump::new();
         for item in accounts.iter()? {
             let (k, v) = item?;
-            let row = HashedAccount::decode(v.value());
+            let row = HashedAccount::decode(v.value(), "hashed_accounts")?;
             by_hash.insert(B256::from(*k.value()), row.address);
             out.insert(row.address, (row.account, Default::default()));
         }
@@ -416,7 +416,7 @@ impl Writer {
 /// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history.
 struct HashedWrites<'t> {
     preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
-    accounts: Table<'t, &'static [u8; 32], &'static [u8; HASHED_ACCOUNT_LEN]>,
+    accounts: Table<'t, &'static [u8; 32], &'static [u8]>,
     account_history: Table<'t, &'static [u8; 44], &'static [u8]>,
     storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
     storage_history: Table<'t, &'static [u8; 76], &'static [u8; 32]>,
@@ -461,17 +461,19 @@ impl<'t> HashedWrites<'t> {
         // account that stays is then an in-place update of a page the read just loaded.
         let old = match account {
             Some(account) => {
-                let old = self.accounts.get(&hashed_address.0)?.map(|v| *v.value());
-                let storage_root =
-                    old.map(|o| HashedAccount::decode(&o).storage_root).unwrap_or(EMPTY_ROOT_HASH);
+                let old = self.accounts.get(&hashed_address.0)?.map(|v| v.value().to_vec());
+                let storage_root = match &old {
+                    Some(o) => HashedAccount::decode(o, "hashed_accounts")?.storage_root,
+                    None => EMPTY_ROOT_HASH,
+                };
                 let row = HashedAccount { address: *address, account, storage_root }.encode();
-                self.accounts.insert(&hashed_address.0, &row)?;
+                self.accounts.insert(&hashed_address.0, row.as_slice())?;
                 old
             }
-            None => self.accounts.remove(&hashed_address.0)?.map(|v| *v.value()),
+            None => self.accounts.remove(&hashed_address.0)?.map(|v| v.value().to_vec()),
         };
         let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
-        let old_bytes: &[u8] = old.as_ref().map(|b| b.as_slice()).unwrap_or(&[]);
+        let old_bytes: &[u8] = old.as_deref().unwrap_or(&[]);
         if self.history && record_old(&mut self.account_history, &hkey, old_bytes)? {
             self.changed_accounts.extend_from_slice(hashed_address.as_slice());
         }

@@ -1,6 +1,5 @@
 //! The walk's node and leaf sources over storage's redb tables, current or as of an old block.
 
-use crate::storage::HASHED_ACCOUNT_LEN;
 use alloy_primitives::{B256, U256};
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::ReadableTable;
@@ -84,21 +83,22 @@ impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> 
     }
 }
 
-/// RLP of an account leaf.
-/// Decodes a hashed-account row read as bytes (from the history-aware sources), naming the
-/// account when its length is wrong.
+/// Decodes a hashed-account row read as bytes (from the current table or the history-aware
+/// sources), naming the account when it does not decode.
 pub(crate) fn decode_account(row: &[u8], hashed: &B256) -> Result<HashedAccount, TrieError> {
-    let row: &[u8; HASHED_ACCOUNT_LEN] = row.try_into().map_err(|_| TrieError::CorruptNode {
+    HashedAccount::decode(row, "hashed_accounts").map_err(|e| TrieError::CorruptNode {
         table: "hashed_accounts",
         key: hashed.to_string(),
-        detail: format!("account of {} bytes", row.len()),
-    })?;
-    Ok(HashedAccount::decode(row))
+        detail: e.to_string(),
+    })
 }
 
-pub(crate) fn account_leaf(row: &[u8; HASHED_ACCOUNT_LEN], buf: &mut Vec<u8>) {
+/// RLP of the account leaf of row `row` under `hashed`.
+pub(crate) fn account_leaf(row: &[u8], hashed: &B256, buf: &mut Vec<u8>) -> Result<(), TrieError> {
+    let account = decode_account(row, hashed)?;
     buf.clear();
-    alloy_rlp::Encodable::encode(&HashedAccount::decode(row).trie_account(), buf);
+    alloy_rlp::Encodable::encode(&account.trie_account(), buf);
+    Ok(())
 }
 
 /// RLP of a storage leaf.
@@ -110,7 +110,7 @@ pub(crate) fn storage_leaf(value: &[u8; 32], buf: &mut Vec<u8>) {
 /// The current hashed accounts.
 pub(crate) struct AccountLeaves<'t, T>(pub(crate) &'t T);
 
-impl<T: ReadableTable<K<32>, K<HASHED_ACCOUNT_LEN>>> LeafSource for AccountLeaves<'_, T> {
+impl<T: ReadableTable<K<32>, &'static [u8]>> LeafSource for AccountLeaves<'_, T> {
     fn leaves(
         &mut self,
         from: &B256,
@@ -124,8 +124,9 @@ impl<T: ReadableTable<K<32>, K<HASHED_ACCOUNT_LEN>>> LeafSource for AccountLeave
         let mut buf = Vec::with_capacity(128);
         for item in range {
             let (k, v) = item?;
-            account_leaf(v.value(), &mut buf);
-            f(&B256::from(*k.value()), &buf)?;
+            let hashed = B256::from(*k.value());
+            account_leaf(v.value(), &hashed, &mut buf)?;
+            f(&hashed, &buf)?;
         }
         Ok(())
     }

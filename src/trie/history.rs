@@ -10,8 +10,8 @@
 //! against the next version (`storage::node_history`), resolved here.
 
 use crate::storage::{
-    FULL_ROW_EVERY, HASHED_ACCOUNT_LEN, NodeRow, SnapshotHistory, index_key, node_row,
-    resolve_node_row, row_block, row_entity, row_key,
+    FULL_ROW_EVERY, NodeRow, SnapshotHistory, index_key, node_row, resolve_node_row, row_block,
+    row_entity, row_key,
 };
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
@@ -274,7 +274,7 @@ impl NodeSource for StorageNodesAt<'_> {
 
 /// Hashed accounts after a block.
 pub(crate) struct AccountLeavesAt<'t>(
-    pub(crate) Versioned<'t, 32, 44, 36, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
+    pub(crate) Versioned<'t, 32, 44, 36, &'static [u8], &'static [u8]>,
 );
 
 impl LeafSource for AccountLeavesAt<'_> {
@@ -296,14 +296,9 @@ impl LeafSource for AccountLeavesAt<'_> {
         let mut buf = Vec::with_capacity(128);
         while let Some(from) = cursor {
             let Some((key, value)) = self.0.next(&from, &last)? else { break };
-            let row: &[u8; HASHED_ACCOUNT_LEN] =
-                value.as_slice().try_into().map_err(|_| TrieError::CorruptNode {
-                    table: "hashed_account_history",
-                    key: alloy_primitives::hex::encode(key),
-                    detail: format!("account of {} bytes", value.len()),
-                })?;
-            account_leaf(row, &mut buf);
-            f(&B256::from(key), &buf)?;
+            let hashed = B256::from(key);
+            account_leaf(&value, &hashed, &mut buf)?;
+            f(&hashed, &buf)?;
             cursor = successor(&key);
         }
         Ok(())
@@ -371,7 +366,6 @@ pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
 pub(crate) struct Sources<'t> {
     pub(crate) account_nodes: Versioned<'t, 33, 45, 37, &'static [u8], &'static [u8]>,
     pub(crate) storage_nodes: Versioned<'t, 65, 77, 69, &'static [u8], &'static [u8]>,
-    pub(crate) accounts:
-        Versioned<'t, 32, 44, 36, &'static [u8; HASHED_ACCOUNT_LEN], &'static [u8]>,
+    pub(crate) accounts: Versioned<'t, 32, 44, 36, &'static [u8], &'static [u8]>,
     pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8; 32], &'static [u8; 32]>,
 }

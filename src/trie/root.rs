@@ -14,8 +14,8 @@ use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
-    ChangeKind, Epochs, HashedAccount, hashed_account_history_key, history_epochs, record_changes,
-    record_old, record_old_node,
+    ChangeKind, Epochs, hashed_account_history_key, history_epochs, record_changes, record_old,
+    record_old_node,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -184,7 +184,7 @@ pub fn update_state_root(
         }
     }
     for (account, (wiped, slots)) in &touched.storage {
-        let Some(row) = accounts.get(&account.0)?.map(|v| *v.value()) else {
+        let Some(row) = accounts.get(&account.0)?.map(|v| v.value().to_vec()) else {
             // Deleted in this block: its storage is gone with it.
             continue;
         };
@@ -201,14 +201,14 @@ pub fn update_state_root(
             }
             trie.apply_storage(block, account, &out)?;
         }
-        let mut hashed = HashedAccount::decode(&row);
+        let mut hashed = super::db::decode_account(&row, account)?;
         if hashed.storage_root != out.root {
             let hkey = hashed_account_history_key(trie.epochs, account, block);
             if record_old(&mut account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
             hashed.storage_root = out.root;
-            accounts.insert(&account.0, &hashed.encode())?;
+            accounts.insert(&account.0, hashed.encode().as_slice())?;
         }
     }
 
@@ -255,7 +255,7 @@ pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
         };
         let mut leaves = StorageLeaves { table: &storage, account };
         let out = walk(&mut NoNodes, &mut leaves, &PrefixSet::all(), Some(&mut sink))?;
-        let row = accounts.get(&account.0)?.map(|v| *v.value());
+        let row = accounts.get(&account.0)?.map(|v| v.value().to_vec());
         let Some(row) = row else {
             return Err(TrieError::Mismatch {
                 what: "storage of an account that does not exist",
@@ -264,9 +264,9 @@ pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
                 expected: "none".into(),
             });
         };
-        let mut hashed = HashedAccount::decode(&row);
+        let mut hashed = super::db::decode_account(&row, &account)?;
         hashed.storage_root = out.root;
-        accounts.insert(&account.0, &hashed.encode())?;
+        accounts.insert(&account.0, hashed.encode().as_slice())?;
         let next = alloy_primitives::U256::from_be_bytes(account.0)
             .checked_add(alloy_primitives::U256::from(1));
         let Some(next) = next else { break };

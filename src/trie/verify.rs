@@ -13,8 +13,8 @@ use super::codec::{concat, decode_node, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
 use crate::storage::{
-    FULL_ROW_EVERY, HashedAccount, NodeRow, Reader, SnapshotHistory, TrieTables, check_index,
-    node_row, resolve_node_row, row_block, row_entity, row_epoch,
+    FULL_ROW_EVERY, NodeRow, Reader, SnapshotHistory, TrieTables, check_index, node_row,
+    resolve_node_row, row_block, row_entity, row_epoch,
 };
 
 /// What [`verify`] checked.
@@ -212,7 +212,7 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
         let (k, v) = item?;
         accounts += 1;
         let hash = B256::from(*k.value());
-        let address = HashedAccount::decode(v.value()).address;
+        let address = super::db::decode_account(v.value(), &hash)?.address;
         if keccak256(address) != hash {
             return Err(TrieError::Mismatch {
                 what: "account address",
@@ -234,7 +234,7 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
     for item in t.hashed_accounts.iter()? {
         let (k, v) = item?;
         let account = B256::from(*k.value());
-        let cached = HashedAccount::decode(v.value()).storage_root;
+        let cached = super::db::decode_account(v.value(), &account)?.storage_root;
         let (root, _, nodes) = verify_storage(t, &account)?;
         storage_nodes += nodes;
         if root != cached {
