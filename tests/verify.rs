@@ -138,72 +138,59 @@ fn verify_names_a_wrong_address_or_a_missing_slot_preimage() {
     let Some(fx) = Fixture::load() else { return };
     let dir = import_fixture(&fx);
     let d = dir.path().to_str().unwrap();
-    let open = || redb::Database::open(dir.path().join("loupe.redb")).unwrap();
 
     // An account row whose address (bytes 1..21, after the flags) no longer hashes to its key.
-    {
-        let db = open();
-        let w = db.begin_write().unwrap();
-        {
-            let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
-            let (key, mut row) = t
-                .first()
-                .unwrap()
-                .map(|(k, v)| (*k.value(), v.value().to_vec()))
-                .expect("an account");
-            row[20] ^= 1;
-            t.insert(&key, row.as_slice()).unwrap();
-        }
-        w.commit().unwrap();
-    }
-    let out = loupe(&["verify", "--datadir", d]);
-    let msg = text(&out);
-    assert!(!out.status.success(), "verify passed with a wrong address: {msg}");
+    edit(dir.path(), |w| {
+        let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
+        let (key, mut row) =
+            t.first().unwrap().map(|(k, v)| (*k.value(), v.value().to_vec())).expect("an account");
+        row[20] ^= 1;
+        t.insert(&key, row.as_slice()).unwrap();
+    });
+    let msg = verify_fails(d, "a wrong address");
     assert!(msg.contains("account address"), "{msg}");
 
     // Fresh import; then a slot preimage removed.
     let dir = import_fixture(&fx);
     let d = dir.path().to_str().unwrap();
-    let hash = {
-        let db = redb::Database::open(dir.path().join("loupe.redb")).unwrap();
-        let w = db.begin_write().unwrap();
-        let hash = {
-            let mut t = w.open_table(PREIMAGES).unwrap();
-            let key = t.first().unwrap().map(|(k, _)| *k.value()).expect("a slot preimage");
-            t.remove(&key).unwrap();
-            B256::from(key)
-        };
-        w.commit().unwrap();
-        hash
-    };
-    let out = loupe(&["verify", "--datadir", d]);
-    let msg = text(&out);
-    assert!(!out.status.success(), "verify passed with a missing preimage: {msg}");
+    let hash = edit(dir.path(), |w| {
+        let mut t = w.open_table(PREIMAGES).unwrap();
+        let key = t.first().unwrap().map(|(k, _)| *k.value()).expect("a slot preimage");
+        t.remove(&key).unwrap();
+        B256::from(key)
+    });
+    let msg = verify_fails(d, "a missing preimage");
     assert!(msg.contains("preimage") && msg.contains(&hash.to_string()), "{msg}");
 
     // Fresh import; then an account row cut short by one byte: named with its key.
     let dir = import_fixture(&fx);
     let d = dir.path().to_str().unwrap();
-    let key = {
-        let db = redb::Database::open(dir.path().join("loupe.redb")).unwrap();
-        let w = db.begin_write().unwrap();
-        let key = {
-            let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
-            let (key, row) = t
-                .last()
-                .unwrap()
-                .map(|(k, v)| (*k.value(), v.value().to_vec()))
-                .expect("an account");
-            t.insert(&key, &row[..row.len() - 1]).unwrap();
-            B256::from(key)
-        };
-        w.commit().unwrap();
-        key
-    };
+    let key = edit(dir.path(), |w| {
+        let mut t = w.open_table(HASHED_ACCOUNTS).unwrap();
+        let (key, row) =
+            t.last().unwrap().map(|(k, v)| (*k.value(), v.value().to_vec())).expect("an account");
+        t.insert(&key, &row[..row.len() - 1]).unwrap();
+        B256::from(key)
+    });
+    let msg = verify_fails(d, "a short account row");
+    assert!(msg.contains("hashed_accounts") && msg.contains(&key.to_string()), "{msg}");
+}
+
+/// Runs `f` in one committed write transaction on the datadir's database file.
+fn edit<T>(dir: &std::path::Path, f: impl FnOnce(&redb::WriteTransaction) -> T) -> T {
+    let db = redb::Database::open(dir.join("loupe.redb")).unwrap();
+    let w = db.begin_write().unwrap();
+    let out = f(&w);
+    w.commit().unwrap();
+    out
+}
+
+/// `loupe verify` on datadir `d`, which must fail (`what` says what was broken); its output.
+fn verify_fails(d: &str, what: &str) -> String {
     let out = loupe(&["verify", "--datadir", d]);
     let msg = text(&out);
-    assert!(!out.status.success(), "verify passed with a short account row: {msg}");
-    assert!(msg.contains("hashed_accounts") && msg.contains(&key.to_string()), "{msg}");
+    assert!(!out.status.success(), "verify passed with {what}: {msg}");
+    msg
 }
 
 /// Trie-node history rows are resolved by `verify --history`: on the fixture chain every row

@@ -238,8 +238,8 @@ fn restore_nodes<const K: usize, const H: usize>(
     Ok(())
 }
 
-/// [`restore_nodes`] for account tables, whose current values are fixed-width (`V` bytes) and whose
-/// history saves an empty value for an account that did not exist.
+/// [`restore_nodes`] for account tables, whose history saves an empty value for an account that
+/// did not exist; a saved row is checked to decode before it becomes current again.
 fn restore_accounts<const K: usize, const H: usize>(
     current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
     history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
@@ -256,7 +256,6 @@ fn restore_accounts<const K: usize, const H: usize>(
         if old.is_empty() {
             current.remove(&k)?;
         } else {
-            // Checked before it becomes the current row again.
             super::codec::HashedAccount::decode(&old, table)?;
             current.insert(&k, old.as_slice())?;
         }

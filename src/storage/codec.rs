@@ -47,7 +47,7 @@ impl StoredAccount {
 
 /// Longest [`HashedAccount`] row: flags, address, nonce and balance with their lengths, code
 /// hash and storage root.
-pub const HASHED_ACCOUNT_MAX: usize = 1 + 20 + 1 + 8 + 1 + 32 + 32 + 32;
+const HASHED_ACCOUNT_MAX: usize = 1 + 20 + 1 + 8 + 1 + 32 + 32 + 32;
 
 /// Flag of a [`HashedAccount`] row: the code hash follows (absent: [`KECCAK256_EMPTY`]).
 const HAS_CODE_HASH: u8 = 1;
@@ -97,7 +97,7 @@ impl HashedAccount {
     /// Encodes a row: flags, address (20), nonce and balance as a length byte and their
     /// big-endian bytes without leading zeros, then the code hash unless it is
     /// [`KECCAK256_EMPTY`] and the storage root unless it is the empty root. Most accounts are
-    /// plain: about 35 bytes instead of 124 in the fixed layout of format 6.
+    /// plain: about 32 bytes instead of 124 in the fixed layout of format 6.
     pub fn encode(&self) -> EncodedAccount {
         let mut out = EncodedAccount { buf: [0u8; HASHED_ACCOUNT_MAX], len: 0 };
         let code = self.account.code_hash != KECCAK256_EMPTY;

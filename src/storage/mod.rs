@@ -25,8 +25,8 @@ use redb::ReadableDatabase;
 
 pub use changes::{ChangeKind, record_changes};
 pub use codec::{
-    Blooms, EncodedAccount, HASHED_ACCOUNT_MAX, HashedAccount, StoredAccount,
-    hashed_account_history_key, hashed_storage_history_key, hashed_storage_key,
+    Blooms, EncodedAccount, HashedAccount, StoredAccount, hashed_account_history_key,
+    hashed_storage_history_key, hashed_storage_key,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{

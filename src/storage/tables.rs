@@ -46,8 +46,8 @@ pub const PREIMAGES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::ne
 
 /// `keccak(address) → account` (`HashedAccount::encode`: flags, address, nonce and balance
 /// without leading zeros, then the code hash and the storage root only where they are not
-/// empty; about 35 bytes for a plain account): the state after the head, keyed as the state trie keys it, with each
-/// account's storage root cached, so that an account leaf is one read. The only copy of the
+/// empty; about 32 bytes for a plain account): the state after the head, keyed as the state
+/// trie keys it, with each account's storage root cached, so that an account leaf is one read. The only copy of the
 /// current accounts: the EVM reads it by `keccak(address)` too. Kept by
 /// [`crate::storage::Writer`]; the storage root is filled in by the trie.
 pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8]> =
