@@ -10,15 +10,21 @@
 //! The value of key K after block N is that of K's first history row after N:
 //! 1. in the epoch of N+1, from N+1 on (one range seek);
 //! 2. else in the first closed epoch after it that holds a row of K: one seek in the index
-//!    (`K ++ epoch → ()`), then the first row of K in that epoch;
+//!    (`K ++ run → bitmap`, one bit per epoch of a run of [`EPOCHS_PER_RUN`]), then the first
+//!    row of K in that epoch;
 //! 3. else in the open epoch (the head's), which is not indexed yet;
 //! 4. else K has not changed since N: the current table answers.
 //!
 //! Every epoch below the head's is indexed, in the write transaction that moves the head into
 //! a later epoch ([`follow_head`]); moving the head back (an unwind) removes the index of every
 //! epoch that is open again, so a database that unwound and re-imported equals one that only
-//! imported, row for row. Indexing reads the closed epoch's rows once, in key order, and adds
-//! one index row per key: its cost depends on what the epoch changed, not on the chain.
+//! imported, row for row. Indexing reads the closed epoch's rows once, in key order, and sets
+//! one bit per key: its cost depends on what the epoch changed, not on the chain.
+//!
+//! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
+//! change in nearly every epoch: with a row per key and epoch, the trie indexes had ten to
+//! sixteen times as many rows as keys, and each epoch's close dirtied pages across all of them
+//! (BENCHMARKS.md, "Where the growth along the chain goes").
 
 use redb::{ReadableTable, TableDefinition, Value, WriteTransaction};
 
@@ -28,6 +34,25 @@ use super::{StorageError, StorageResult};
 
 /// Blocks per epoch of a datadir created without [`EPOCH_ENV`].
 pub const DEFAULT_EPOCH_LEN: u64 = 128;
+
+/// Epochs one index row covers: its value has one bit per epoch (bit `i` for epoch
+/// `run * EPOCHS_PER_RUN + i`).
+pub const EPOCHS_PER_RUN: u32 = 64;
+
+/// The run of `epoch`, as stored in an index key.
+pub fn run_of(epoch: u32) -> u32 {
+    epoch / EPOCHS_PER_RUN
+}
+
+/// The bit of `epoch` in its run's index row.
+pub fn epoch_bit(epoch: u32) -> u64 {
+    1 << (epoch % EPOCHS_PER_RUN)
+}
+
+/// The epochs whose bits are set in `bits`, the index row of `run`.
+pub fn run_epochs(run: u32, bits: u64) -> impl Iterator<Item = u32> {
+    (0..EPOCHS_PER_RUN).filter(move |i| bits & (1 << i) != 0).map(move |i| run * EPOCHS_PER_RUN + i)
+}
 
 /// Environment variable read when a datadir is created: its epoch length in blocks (tests use
 /// small epochs so that every property crosses epoch boundaries). Ignored afterwards: the
@@ -98,13 +123,20 @@ pub fn row_key<const K: usize, const H: usize>(epoch: u32, key: &[u8; K], block:
     h
 }
 
-/// `key ++ epoch`, the key of an index row (`I` = `K` + 4).
-pub fn index_key<const K: usize, const I: usize>(key: &[u8; K], epoch: u32) -> [u8; I] {
+/// `key ++ run`, the key of an index row (`I` = `K` + 4; see [`run_of`]).
+pub fn index_key<const K: usize, const I: usize>(key: &[u8; K], run: u32) -> [u8; I] {
     const { assert!(I == K + 4) };
     let mut k = [0u8; I];
     k[..K].copy_from_slice(key);
-    k[K..].copy_from_slice(&epoch.to_be_bytes());
+    k[K..].copy_from_slice(&run.to_be_bytes());
     k
+}
+
+/// The run of an index row key.
+fn index_run<const I: usize>(key: &[u8; I]) -> u32 {
+    let mut r = [0u8; 4];
+    r.copy_from_slice(&key[I - 4..]);
+    u32::from_be_bytes(r)
 }
 
 /// The block of a history row key.
@@ -153,9 +185,11 @@ where
     }
 }
 
-/// The first closed epoch in `from..=to` that holds a row of `key`, from the index.
+/// The first closed epoch in `from..=to` that holds a row of `key`, from the index: the
+/// lowest bit in range of the key's first index row at or after `from`'s run (and of the next
+/// one, when that row's bits in range all lie below `from`).
 pub fn indexed_epoch<const K: usize, const I: usize>(
-    index: &impl ReadableTable<&'static [u8; I], ()>,
+    index: &impl ReadableTable<&'static [u8; I], u64>,
     key: &[u8; K],
     from: u32,
     to: u32,
@@ -163,17 +197,16 @@ pub fn indexed_epoch<const K: usize, const I: usize>(
     if from > to {
         return Ok(None);
     }
-    let lo: [u8; I] = index_key(key, from);
-    let hi: [u8; I] = index_key(key, to);
-    match index.range::<&[u8; I]>(&lo..=&hi)?.next() {
-        Some(item) => {
-            let k = item?.0;
-            let mut e = [0u8; 4];
-            e.copy_from_slice(&k.value()[K..]);
-            Ok(Some(u32::from_be_bytes(e)))
+    let lo: [u8; I] = index_key(key, run_of(from));
+    let hi: [u8; I] = index_key(key, run_of(to));
+    for item in index.range::<&[u8; I]>(&lo..=&hi)? {
+        let (k, v) = item?;
+        let run = index_run(k.value());
+        if let Some(epoch) = run_epochs(run, v.value()).find(|e| (from..=to).contains(e)) {
+            return Ok(Some(epoch));
         }
-        None => Ok(None),
     }
+    Ok(None)
 }
 
 /// A history table of `H`-byte keys and `V` values with its `I`-byte epoch index, as a read
@@ -181,7 +214,7 @@ pub fn indexed_epoch<const K: usize, const I: usize>(
 pub type SnapshotHistory<'t, const H: usize, const I: usize, V> = History<
     't,
     redb::ReadOnlyTable<&'static [u8; H], V>,
-    redb::ReadOnlyTable<&'static [u8; I], ()>,
+    redb::ReadOnlyTable<&'static [u8; I], u64>,
 >;
 
 /// One history table with its epoch index, read in a snapshot whose head is in epoch `open`.
@@ -220,7 +253,7 @@ impl<'t, R, X> History<'t, R, X> {
     ) -> StorageResult<Option<Row>>
     where
         R: ReadableTable<&'static [u8; H], V>,
-        X: ReadableTable<&'static [u8; I], ()>,
+        X: ReadableTable<&'static [u8; I], u64>,
         V: Value + 'static,
         for<'a> V::SelfType<'a>: AsRef<[u8]>,
     {
@@ -264,9 +297,9 @@ pub(super) fn follow_head(txn: &WriteTransaction, old: Option<u64>, new: u64) ->
 }
 
 /// Checks that the epoch `index` of `rows` names exactly the closed epochs (below `open`) that
-/// hold rows of each key: every (key, closed epoch) of the rows has its index row, and there is
-/// no other index row. Returns the index rows checked. One pass over the rows, one point read
-/// per (key, epoch): for `verify --history`.
+/// hold rows of each key: every (key, closed epoch) of the rows has its bit set, and no other
+/// bit is. Returns the (key, epoch) pairs checked. One pass over the rows, one point read per
+/// (key, epoch): for `verify --history`.
 pub fn check_index<const K: usize, const H: usize, const I: usize, V>(
     history: &SnapshotHistory<'_, H, I, V>,
     table: &'static str,
@@ -284,40 +317,58 @@ where
             continue;
         }
         last = Some((epoch, key));
-        if history.index.get(&index_key::<K, I>(&key, epoch))?.is_none() {
+        let bits = history.index.get(&index_key::<K, I>(&key, run_of(epoch)))?.map(|v| v.value());
+        if bits.unwrap_or(0) & epoch_bit(epoch) == 0 {
             return Err(StorageError::Corrupt {
                 table,
                 detail: format!(
-                    "key {} has rows in closed epoch {epoch} but no index row",
+                    "key {} has rows in closed epoch {epoch} but the index does not name it",
                     alloy_primitives::hex::encode(key)
                 ),
             });
         }
         checked += 1;
     }
-    let rows = redb::ReadableTableMetadata::len(history.index)?;
-    if rows != checked {
-        // Find one to name: an index row of an open epoch, or one whose epoch holds no row.
+    let mut named = 0u64;
+    for item in history.index.iter()? {
+        let (k, v) = item?;
+        let (ik, bits) = (*k.value(), v.value());
+        let mut key = [0u8; K];
+        key.copy_from_slice(&ik[..K]);
+        if bits == 0 {
+            return Err(StorageError::Corrupt {
+                table,
+                detail: format!(
+                    "index row for key {} and run {} names no epoch",
+                    alloy_primitives::hex::encode(key),
+                    index_run(&ik)
+                ),
+            });
+        }
+        named += u64::from(bits.count_ones());
+    }
+    if named != checked {
+        // Find one to name: an open epoch, or one that holds no row of the key.
         for item in history.index.iter()? {
-            let ik = *item?.0.value();
+            let (k, v) = item?;
+            let (ik, bits) = (*k.value(), v.value());
             let mut key = [0u8; K];
             key.copy_from_slice(&ik[..K]);
-            let mut e = [0u8; 4];
-            e.copy_from_slice(&ik[K..]);
-            let epoch = u32::from_be_bytes(e);
-            if epoch >= history.open || first_in(history.rows, epoch, &key, 0)?.is_none() {
-                return Err(StorageError::Corrupt {
-                    table,
-                    detail: format!(
-                        "index row for key {} names epoch {epoch}, which is open or holds no row of it",
-                        alloy_primitives::hex::encode(key)
-                    ),
-                });
+            for epoch in run_epochs(index_run(&ik), bits) {
+                if epoch >= history.open || first_in(history.rows, epoch, &key, 0)?.is_none() {
+                    return Err(StorageError::Corrupt {
+                        table,
+                        detail: format!(
+                            "the index names epoch {epoch} for key {}, which is open or holds no row of it",
+                            alloy_primitives::hex::encode(key)
+                        ),
+                    });
+                }
             }
         }
         return Err(StorageError::Corrupt {
             table,
-            detail: format!("{rows} index rows where {checked} were due"),
+            detail: format!("the index names {named} epochs where {checked} were due"),
         });
     }
     Ok(checked)
@@ -354,12 +405,13 @@ fn index_all(txn: &WriteTransaction, epoch: u32, add: bool) -> StorageResult<()>
     )
 }
 
-/// Adds (or removes) an index row for every key with a row in `epoch`. The rows come in key
-/// order, so the index rows go in in order too.
+/// Sets (or clears) the bit of `epoch` in the index row of every key with a row in `epoch`; a
+/// row left with no bit is removed. The rows come in key order, so the index rows are visited
+/// in order too.
 fn index_one<const K: usize, const H: usize, const I: usize, V>(
     txn: &WriteTransaction,
     rows: TableDefinition<'_, &'static [u8; H], V>,
-    index: TableDefinition<'_, &'static [u8; I], ()>,
+    index: TableDefinition<'_, &'static [u8; I], u64>,
     epoch: u32,
     add: bool,
 ) -> StorageResult<()>
@@ -370,19 +422,25 @@ where
     let mut index = txn.open_table(index)?;
     let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
     let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
+    let (run, bit) = (run_of(epoch), epoch_bit(epoch));
     let mut last: Option<[u8; K]> = None;
     for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
         let key: [u8; K] = row_entity(item?.0.value());
         if last == Some(key) {
             continue;
         }
-        let ik: [u8; I] = index_key(&key, epoch);
-        if add {
-            index.insert(&ik, ())?;
-        } else {
-            index.remove(&ik)?;
-        }
         last = Some(key);
+        let ik: [u8; I] = index_key(&key, run);
+        let bits = index.get(&ik)?.map_or(0, |v| v.value());
+        let new = if add { bits | bit } else { bits & !bit };
+        if new == bits {
+            continue;
+        }
+        if new == 0 {
+            index.remove(&ik)?;
+        } else {
+            index.insert(&ik, new)?;
+        }
     }
     Ok(())
 }
@@ -415,19 +473,51 @@ mod tests {
         (dir, db)
     }
 
-    fn index_rows(db: &redb::Database) -> Vec<[u8; 36]> {
+    fn index_rows(db: &redb::Database) -> Vec<([u8; 36], u64)> {
         let r = redb::ReadableDatabase::begin_read(db).unwrap();
         let t = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
-        t.iter().unwrap().map(|i| *i.unwrap().0.value()).collect()
+        t.iter()
+            .unwrap()
+            .map(|i| {
+                let (k, v) = i.unwrap();
+                (*k.value(), v.value())
+            })
+            .collect()
+    }
+
+    /// The (key, epoch) pairs an index names.
+    fn named(rows: &[([u8; 36], u64)]) -> usize {
+        rows.iter().map(|(_, bits)| bits.count_ones() as usize).sum()
     }
 
     /// Keys change at pseudo-random blocks; after every block, every read "after N" for every
     /// N below the head and every key equals the model's first change after N, and unwinding
-    /// leaves the index as a database that only imported up to the same head.
+    /// leaves the index as a database that only imported up to the same head. Epochs of [`E`]
+    /// blocks over 41 blocks stay in one run of the index.
     #[test]
     fn reads_at_every_block_match_a_model_and_unwinding_restores_the_index() {
+        model_run(E, 41, true);
+    }
+
+    /// The same over epochs of one block and 150 blocks: three runs of the index, so reads
+    /// cross from one index row to the next.
+    #[test]
+    fn reads_across_index_runs_match_the_model() {
+        assert!(150 > 2 * u64::from(EPOCHS_PER_RUN));
+        model_run(1, 150, false);
+    }
+
+    fn model_run(len: u64, head: u64, corrupt: bool) {
         let (_dir, db) = db();
-        let epochs = Epochs { len: E };
+        let epochs = Epochs { len };
+        if len != E {
+            let w = db.begin_write().unwrap();
+            w.open_table(tables::META)
+                .unwrap()
+                .insert(meta::HISTORY_EPOCH, len.to_be_bytes().as_slice())
+                .unwrap();
+            w.commit().unwrap();
+        }
         let keys: Vec<[u8; 32]> = (0..6u8).map(|i| [i * 40; 32]).collect();
         // key → block → the value before that block.
         let mut model: BTreeMap<[u8; 32], BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
@@ -437,7 +527,6 @@ mod tests {
             (seed >> 33) % n
         };
         let mut index_at = BTreeMap::new();
-        let head = 41u64;
         for block in 1..=head {
             let w = db.begin_write().unwrap();
             {
@@ -476,7 +565,7 @@ mod tests {
                 }
             }
         }
-        // Only closed epochs are indexed: one row per key and epoch that holds its rows.
+        // Only closed epochs are indexed: one bit per key and epoch that holds its rows.
         let want: usize = (0..epochs.of(head))
             .map(|e| {
                 keys.iter()
@@ -484,8 +573,13 @@ mod tests {
                     .count()
             })
             .sum();
-        assert_eq!(index_rows(&db).len(), want);
-        assert!(want > 10, "only {want} index rows");
+        assert_eq!(named(&index_rows(&db)), want);
+        assert!(want > 10, "only {want} indexed epochs");
+        if len == 1 {
+            // Key 0 changes in every block: one row per run, every bit of the closed runs set.
+            let runs = index_rows(&db).iter().filter(|(k, _)| k[..32] == keys[0]).count();
+            assert_eq!(runs as u64, head.div_ceil(u64::from(EPOCHS_PER_RUN)));
+        }
         let check = |db: &redb::Database| {
             let r = redb::ReadableDatabase::begin_read(db).unwrap();
             let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
@@ -494,33 +588,47 @@ mod tests {
             check_index::<32, 44, 36, &[u8]>(&h, "t").map_err(|e| e.to_string())
         };
         assert_eq!(check(&db), Ok(want as u64));
-        // A missing index row, and an index row for the open epoch, are both named.
-        let (first, _) = {
-            let rows = index_rows(&db);
-            (rows[0], rows.len())
-        };
-        type Index<'a> = redb::Table<'a, &'static [u8; 36], ()>;
-        let edit = |f: &dyn Fn(&mut Index<'_>)| {
-            let w = db.begin_write().unwrap();
-            f(&mut w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap());
-            w.commit().unwrap();
-        };
-        edit(&|t| {
-            t.remove(&first).unwrap();
-        });
-        assert!(check(&db).unwrap_err().contains("no index row"), "{:?}", check(&db));
-        edit(&|t| {
-            t.insert(&first, ()).unwrap();
-        });
-        assert_eq!(check(&db), Ok(want as u64));
-        let open: [u8; 36] = index_key(&keys[1], epochs.of(head));
-        edit(&|t| {
-            t.insert(&open, ()).unwrap();
-        });
-        assert!(check(&db).unwrap_err().contains("which is open"), "{:?}", check(&db));
-        edit(&|t| {
-            t.remove(&open).unwrap();
-        });
+        if corrupt {
+            // A missing bit, a bit for the open epoch and a row with no bit are each named.
+            type Index<'a> = redb::Table<'a, &'static [u8; 36], u64>;
+            let edit = |f: &dyn Fn(&mut Index<'_>)| {
+                let w = db.begin_write().unwrap();
+                f(&mut w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap());
+                w.commit().unwrap();
+            };
+            let (first, bits) = index_rows(&db)[0];
+            let lowest = bits & bits.wrapping_neg();
+            edit(&|t| {
+                t.insert(&first, bits & !lowest).unwrap();
+            });
+            assert!(check(&db).unwrap_err().contains("does not name it"), "{:?}", check(&db));
+            edit(&|t| {
+                t.insert(&first, bits).unwrap();
+            });
+            assert_eq!(check(&db), Ok(want as u64));
+            let open = epochs.of(head);
+            let open_key: [u8; 36] = index_key(&keys[1], run_of(open));
+            let before = index_rows(&db).into_iter().find(|(k, _)| *k == open_key).map(|r| r.1);
+            edit(&|t| {
+                t.insert(&open_key, before.unwrap_or(0) | epoch_bit(open)).unwrap();
+            });
+            assert!(check(&db).unwrap_err().contains("which is open"), "{:?}", check(&db));
+            edit(&|t| {
+                match before {
+                    Some(bits) => t.insert(&open_key, bits).map(drop).unwrap(),
+                    None => t.remove(&open_key).map(drop).unwrap(),
+                };
+            });
+            let empty: [u8; 36] = index_key(&[0xee; 32], 0);
+            edit(&|t| {
+                t.insert(&empty, 0).unwrap();
+            });
+            assert!(check(&db).unwrap_err().contains("names no epoch"), "{:?}", check(&db));
+            edit(&|t| {
+                t.remove(&empty).unwrap();
+            });
+            assert_eq!(check(&db), Ok(want as u64));
+        }
 
         // Unwind block by block (rows first, then the head), comparing the index each time.
         for block in (2..=head).rev() {
@@ -546,7 +654,7 @@ mod tests {
         let key = [9u8; 32];
         w.open_table(tables::HASHED_ACCOUNT_EPOCHS)
             .unwrap()
-            .insert(&index_key::<32, 36>(&key, 1), ())
+            .insert(&index_key::<32, 36>(&key, run_of(1)), epoch_bit(1))
             .unwrap();
         w.commit().unwrap();
         let r = redb::ReadableDatabase::begin_read(&db).unwrap();

@@ -38,14 +38,14 @@ pub struct TrieTables {
     pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
     pub hashed_account_history: ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
     pub hashed_storage_history: ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,
-    pub hashed_account_epochs: ReadOnlyTable<&'static [u8; 36], ()>,
-    pub hashed_storage_epochs: ReadOnlyTable<&'static [u8; 68], ()>,
+    pub hashed_account_epochs: ReadOnlyTable<&'static [u8; 36], u64>,
+    pub hashed_storage_epochs: ReadOnlyTable<&'static [u8; 68], u64>,
     pub account_trie: ReadOnlyTable<&'static [u8; 33], &'static [u8]>,
     pub storage_trie: ReadOnlyTable<&'static [u8; 65], &'static [u8]>,
     pub account_trie_history: ReadOnlyTable<&'static [u8; 45], &'static [u8]>,
     pub storage_trie_history: ReadOnlyTable<&'static [u8; 77], &'static [u8]>,
-    pub account_trie_epochs: ReadOnlyTable<&'static [u8; 37], ()>,
-    pub storage_trie_epochs: ReadOnlyTable<&'static [u8; 69], ()>,
+    pub account_trie_epochs: ReadOnlyTable<&'static [u8; 37], u64>,
+    pub storage_trie_epochs: ReadOnlyTable<&'static [u8; 69], u64>,
     /// The datadir's history epoch length.
     pub epochs: Epochs,
     /// The epoch of the snapshot's head, the one not indexed yet (`storage::epochs`).

@@ -77,14 +77,15 @@ pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 44], &[u8]> =
 pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8; 32]> =
     TableDefinition::new("hashed_storage_history_e");
 
-/// `keccak(address) ++ epoch u32 BE → ()`: the closed epochs holding rows of an account in
-/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::epochs`).
-pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], ()> =
+/// `keccak(address) ++ run u32 BE → bitmap u64`: the closed epochs holding rows of an account in
+/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::epochs`), one row per run of
+/// [`crate::storage::EPOCHS_PER_RUN`] epochs with a bit for each.
+pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], u64> =
     TableDefinition::new("hashed_account_epochs");
 
-/// `keccak(address) ++ keccak(slot) ++ epoch → ()`: the epoch index of
+/// `keccak(address) ++ keccak(slot) ++ run → bitmap`: the epoch index of
 /// [`HASHED_STORAGE_HISTORY`].
-pub const HASHED_STORAGE_EPOCHS: TableDefinition<'_, &[u8; 68], ()> =
+pub const HASHED_STORAGE_EPOCHS: TableDefinition<'_, &[u8; 68], u64> =
     TableDefinition::new("hashed_storage_epochs");
 
 /// `nibble path (packed, 32 bytes) ++ length → branch node` of the account trie. Only branch
@@ -111,13 +112,13 @@ pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 45], &[u8]> =
 pub const STORAGE_TRIE_HISTORY: TableDefinition<'_, &[u8; 77], &[u8]> =
     TableDefinition::new("storage_trie_history_e");
 
-/// `packed path ++ length ++ epoch → ()`: the epoch index of [`ACCOUNT_TRIE_HISTORY`].
-pub const ACCOUNT_TRIE_EPOCHS: TableDefinition<'_, &[u8; 37], ()> =
+/// `packed path ++ length ++ run → bitmap`: the epoch index of [`ACCOUNT_TRIE_HISTORY`].
+pub const ACCOUNT_TRIE_EPOCHS: TableDefinition<'_, &[u8; 37], u64> =
     TableDefinition::new("account_trie_epochs");
 
-/// `keccak(address) ++ packed path ++ length ++ epoch → ()`: the epoch index of
+/// `keccak(address) ++ packed path ++ length ++ run → bitmap`: the epoch index of
 /// [`STORAGE_TRIE_HISTORY`].
-pub const STORAGE_TRIE_EPOCHS: TableDefinition<'_, &[u8; 69], ()> =
+pub const STORAGE_TRIE_EPOCHS: TableDefinition<'_, &[u8; 69], u64> =
     TableDefinition::new("storage_trie_epochs");
 
 /// `block BE ++ kind (u8) → keys`: the change index. For each history table (the kind, see
@@ -176,4 +177,6 @@ pub mod meta {
 /// 7: account rows (current and history) in a compact layout: plain accounts leave out the
 ///    code hash and the storage root, and nonce and balance their leading zeros
 ///    (`HashedAccount::encode`). Format 6 is refused like the older ones.
-pub const SCHEMA_VERSION: u64 = 7;
+/// 8: an epoch index row covers a run of [`crate::storage::EPOCHS_PER_RUN`] epochs, a bit for
+///    each (it was one row per key and epoch). Format 7 is refused like the older ones.
+pub const SCHEMA_VERSION: u64 = 8;
