@@ -312,6 +312,17 @@ fn proofs_at_every_old_block_verify_across_history_epochs() {
     proofs_at_every_old_block(Epochs { len: 5 });
 }
 
+/// The same with epochs of one block: the 71 blocks span two runs of the epoch index
+/// (`storage::EPOCHS_PER_RUN`), so reads at early blocks cross from one index row to the next.
+#[test]
+fn proofs_at_every_old_block_verify_across_epoch_index_runs() {
+    assert!(
+        2 * u64::from(loupe::storage::FULL_ROW_EVERY) + 7
+            > u64::from(loupe::storage::EPOCHS_PER_RUN)
+    );
+    proofs_at_every_old_block(Epochs { len: 1 });
+}
+
 fn proofs_at_every_old_block(epochs: Epochs) {
     use alloy_primitives::{Bytes, keccak256};
     use alloy_trie::proof::verify_proof;
@@ -425,8 +436,8 @@ fn proofs_at_every_old_block(epochs: Epochs) {
         assert!(deltas > 2 * whole, "{deltas} delta rows, {whole} whole");
         assert_eq!(longest, FULL_ROW_EVERY - 1);
     } else {
-        // Runs end at each epoch's first row, which is whole.
-        assert!(deltas > 0, "no delta rows");
+        // Runs end at each epoch's first row, which is whole (every row, with epochs of one).
+        assert_eq!(deltas > 0, epochs.len > 1, "{deltas} delta rows");
         assert_eq!(u64::from(longest), epochs.len - 1);
     }
 }
