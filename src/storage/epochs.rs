@@ -22,8 +22,8 @@
 //! one bit per key: its cost depends on what the epoch changed, not on the chain.
 //!
 //! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
-//! change in nearly every epoch: with a row per key and epoch, the trie indexes had ten to
-//! sixteen times as many rows as keys, and each epoch's close dirtied pages across all of them
+//! change in nearly every epoch: with a row per key and epoch, the trie indexes had 12 to 16
+//! times as many rows as keys, and each epoch's close dirtied pages across all of them
 //! (BENCHMARKS.md, "Where the growth along the chain goes").
 
 use redb::{ReadableTable, TableDefinition, Value, WriteTransaction};
