@@ -132,6 +132,14 @@ pub fn index_key<const K: usize, const I: usize>(key: &[u8; K], run: u32) -> [u8
     k
 }
 
+/// The entity key inside an index row key.
+pub fn index_entity<const K: usize, const I: usize>(key: &[u8; I]) -> [u8; K] {
+    const { assert!(I == K + 4) };
+    let mut k = [0u8; K];
+    k.copy_from_slice(&key[..K]);
+    k
+}
+
 /// The run of an index row key.
 fn index_run<const I: usize>(key: &[u8; I]) -> u32 {
     let mut r = [0u8; 4];
@@ -333,8 +341,7 @@ where
     for item in history.index.iter()? {
         let (k, v) = item?;
         let (ik, bits) = (*k.value(), v.value());
-        let mut key = [0u8; K];
-        key.copy_from_slice(&ik[..K]);
+        let key: [u8; K] = index_entity(&ik);
         if bits == 0 {
             return Err(StorageError::Corrupt {
                 table,
@@ -352,8 +359,7 @@ where
         for item in history.index.iter()? {
             let (k, v) = item?;
             let (ik, bits) = (*k.value(), v.value());
-            let mut key = [0u8; K];
-            key.copy_from_slice(&ik[..K]);
+            let key: [u8; K] = index_entity(&ik);
             for epoch in run_epochs(index_run(&ik), bits) {
                 if epoch >= history.open || first_in(history.rows, epoch, &key, 0)?.is_none() {
                     return Err(StorageError::Corrupt {

@@ -10,8 +10,8 @@
 //! against the next version (`storage::node_history`), resolved here.
 
 use crate::storage::{
-    FULL_ROW_EVERY, NodeRow, SnapshotHistory, index_key, node_row, resolve_node_row, row_block,
-    row_entity, row_key,
+    FULL_ROW_EVERY, NodeRow, SnapshotHistory, index_entity, index_key, node_row, resolve_node_row,
+    row_block, row_entity, row_key,
 };
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
@@ -181,11 +181,7 @@ where
             };
             let (ilo, ihi): ([u8; I], [u8; I]) = (index_key(&from, 0), index_key(last, u32::MAX));
             let indexed = match self.history.index.range::<&[u8; I]>(&ilo..=&ihi)?.next() {
-                Some(item) => {
-                    let mut key = [0u8; K];
-                    key.copy_from_slice(&item?.0.value()[..K]);
-                    Some(key)
-                }
+                Some(item) => Some(index_entity::<K, I>(item?.0.value())),
                 None => None,
             };
             let open = self.history.open;
