@@ -19,7 +19,9 @@
 //! a later epoch ([`follow_head`]); moving the head back (an unwind) removes the index of every
 //! epoch that is open again, so a database that unwound and re-imported equals one that only
 //! imported, row for row. Indexing reads the closed epoch's rows once, in key order, and sets
-//! one bit per key: its cost depends on what the epoch changed, not on the chain.
+//! one bit per key: its cost depends on what the epoch changed, not on the chain. The same pass
+//! packs the closed epoch's rows into full leaves (see [`index_one`]): the rows are unchanged,
+//! the space they take is not.
 //!
 //! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
 //! change in nearly every epoch: with a row per key and epoch, the trie indexes had 12 to 16
@@ -411,9 +413,19 @@ fn index_all(txn: &WriteTransaction, epoch: u32, add: bool) -> StorageResult<()>
     )
 }
 
+/// Rows of a closing epoch moved per batch by [`index_one`]: bounds the memory a close holds
+/// (at most this many rows, some hundred bytes each) whatever the epoch changed.
+const PACK_BATCH: usize = 16_384;
+
 /// Sets (or clears) the bit of `epoch` in the index row of every key with a row in `epoch`; a
 /// row left with no bit is removed. The rows come in key order, so the index rows are visited
 /// in order too.
+///
+/// Closing an epoch also packs its rows. While the epoch is open its rows arrive in random key
+/// order, so the B-tree splits leaves in half and leaves them about 60 % full; once closed they
+/// never change again (only an unwind removes some). Taking them out in key order, a batch at
+/// a time, and putting them back through one cursor writes full leaves: the closed history
+/// takes about a third less space, and a read at an old block touches fewer pages.
 fn index_one<const K: usize, const H: usize, const I: usize, V>(
     txn: &WriteTransaction,
     rows: TableDefinition<'_, &'static [u8; H], V>,
@@ -424,29 +436,61 @@ fn index_one<const K: usize, const H: usize, const I: usize, V>(
 where
     V: Value + 'static,
 {
-    let rows = txn.open_table(rows)?;
+    let mut rows = txn.open_table(rows)?;
     let mut index = txn.open_table(index)?;
     let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
     let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
     let (run, bit) = (run_of(epoch), epoch_bit(epoch));
     let mut last: Option<[u8; K]> = None;
-    for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
-        let key: [u8; K] = row_entity(item?.0.value());
+    let mut mark = |index: &mut redb::Table<'_, &'static [u8; I], u64>, key: [u8; K]| {
         if last == Some(key) {
-            continue;
+            return Ok::<_, StorageError>(());
         }
         last = Some(key);
         let ik: [u8; I] = index_key(&key, run);
         let bits = index.get(&ik)?.map_or(0, |v| v.value());
         let new = if add { bits | bit } else { bits & !bit };
-        if new == bits {
-            continue;
+        if new != bits {
+            if new == 0 {
+                index.remove(&ik)?;
+            } else {
+                index.insert(&ik, new)?;
+            }
         }
-        if new == 0 {
-            index.remove(&ik)?;
-        } else {
-            index.insert(&ik, new)?;
+        Ok(())
+    };
+    if !add {
+        for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
+            mark(&mut index, row_entity(item?.0.value()))?;
         }
+        return Ok(());
+    }
+    let mut from = std::ops::Bound::Included(lo);
+    let mut batch: Vec<([u8; H], Vec<u8>)> = Vec::with_capacity(PACK_BATCH);
+    loop {
+        batch.clear();
+        for item in rows
+            .extract_from_if::<&[u8; H], _>(
+                (from.as_ref(), std::ops::Bound::Included(&hi)),
+                |_, _| true,
+            )?
+            .take(PACK_BATCH)
+        {
+            let (k, v) = item?;
+            batch.push((*k.value(), V::as_bytes(&v.value()).as_ref().to_vec()));
+        }
+        let Some((first, _)) = batch.first() else { break };
+        let mut cursor = rows.lower_bound_mut(std::ops::Bound::Included(first))?;
+        for (k, v) in &batch {
+            mark(&mut index, row_entity(k))?;
+            cursor.insert_before(k, V::from_bytes(v)).map_err(|e| StorageError::Corrupt {
+                table: "history",
+                detail: format!("packing epoch {epoch}: {e}"),
+            })?;
+        }
+        cursor.close()?;
+        let Some((end, _)) = batch.last() else { break };
+        from = std::ops::Bound::Excluded(*end);
     }
     Ok(())
 }
@@ -650,6 +694,68 @@ mod tests {
             w.commit().unwrap();
             assert_eq!(index_rows(&db), index_at[&(block - 1)], "index after unwinding {block}");
         }
+    }
+
+    /// Closing an epoch packs its rows: a database whose epoch closed holds the same rows as
+    /// one where it did not, in fewer leaves. Rows written in random key order leave leaves
+    /// part empty; the close rewrites them full.
+    #[test]
+    fn closing_an_epoch_packs_its_rows_and_keeps_them() {
+        use redb::ReadableTableMetadata;
+        let epochs = Epochs { len: E };
+        let (closed, open) = (db(), db());
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed
+        };
+        // Epoch 0 (blocks 0..E) and the first block of epoch 1, keys in random order.
+        for block in 0..=E {
+            let mut batch = vec![];
+            for _ in 0..(if block == E { 300 } else { 5_000 }) {
+                let mut key = [0u8; 32];
+                for c in key.chunks_mut(8) {
+                    c.copy_from_slice(&next().to_be_bytes());
+                }
+                batch.push((key, vec![block as u8; 20 + (next() % 40) as usize]));
+            }
+            for (db, close) in [(&closed.1, true), (&open.1, false)] {
+                let w = db.begin_write().unwrap();
+                {
+                    let mut rows = w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+                    for (key, value) in &batch {
+                        let k: [u8; 44] = epochs.history_key(key, block);
+                        rows.insert(&k, value.as_slice()).unwrap();
+                    }
+                }
+                if close && block > 0 {
+                    follow_head(&w, Some(block - 1), block).unwrap();
+                }
+                w.commit().unwrap();
+            }
+        }
+        let all = |db: &redb::Database| {
+            let r = redb::ReadableDatabase::begin_read(db).unwrap();
+            let t = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+            let rows: Vec<([u8; 44], Vec<u8>)> = t
+                .iter()
+                .unwrap()
+                .map(|i| {
+                    let (k, v) = i.unwrap();
+                    (*k.value(), v.value().to_vec())
+                })
+                .collect();
+            (rows, t.stats().unwrap().leaf_pages())
+        };
+        let ((packed, packed_leaves), (loose, loose_leaves)) = (all(&closed.1), all(&open.1));
+        assert_eq!(packed.len(), 5_000 * E as usize + 300);
+        assert!(packed == loose, "closing the epoch changed its rows");
+        assert!(
+            packed_leaves * 5 < loose_leaves * 4,
+            "{packed_leaves} leaves after the close, {loose_leaves} without it"
+        );
+        // And every key of the closed epoch is indexed.
+        assert_eq!(named(&index_rows(&closed.1)), 5_000 * E as usize);
     }
 
     #[test]
