@@ -115,6 +115,98 @@ fn fixture_chain_unwinds_to_exactly_the_database_of_a_shorter_import() {
 
 #[test]
 fn generated_chain_unwinds_to_exactly_the_database_of_a_shorter_import() {
+    check_chain(&generated_chain(), &[11, 7, 3, 0]);
+}
+
+/// A database that keeps the change lists of its newest `depth` blocks, with `chain` imported
+/// up to `to`.
+fn import_with_depth(chain: &Chain, dir: &Path, to: u64, depth: u64) -> (Database, ChainSpec) {
+    let db = Database::open(dir).unwrap();
+    let w = db.begin_write().unwrap();
+    w.set_unwind_depth(depth).unwrap();
+    w.commit(true).unwrap();
+    let (spec, _) = init_genesis(&db, &chain.genesis).unwrap();
+    for block in &chain.blocks[..to as usize] {
+        import_block(&db, &spec, block, true).unwrap();
+    }
+    (db, spec)
+}
+
+/// The blocks that have change lists, from the table's keys (`block BE ++ kind`).
+fn blocks_with_changes(dir: &Path) -> std::collections::BTreeSet<u64> {
+    let (tables, _) = common::tables::dump_tables(dir);
+    let name = redb::TableHandle::name(&loupe::storage::tables::BLOCK_CHANGES).to_string();
+    tables[&name]
+        .iter()
+        .map(|(k, _)| {
+            let bytes: Vec<u8> = k
+                .trim_matches(|c| c == '[' || c == ']')
+                .split(", ")
+                .map(|b| b.parse().unwrap())
+                .collect();
+            u64::from_be_bytes(bytes[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// Only the newest blocks keep their change lists. With a depth of 5, a 12-block import keeps
+/// those of blocks 8 to 12 (the default depth keeps all 12). Those five blocks unwind to the
+/// database of an import of 7 blocks (but for the lists it pruned); block 7 cannot be unwound,
+/// the error names it and the oldest kept block, and the aborted writer leaves the database as
+/// it was. Importing 8 to 12 again gives exactly the database of a straight import.
+#[test]
+fn only_the_newest_blocks_keep_change_lists_and_deeper_unwinds_are_refused() {
+    let chain = generated_chain();
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, work, fresh, all) = (
+        tmp.path().join("full"),
+        tmp.path().join("work"),
+        tmp.path().join("fresh"),
+        tmp.path().join("all"),
+    );
+    drop(import_with_depth(&chain, &full, 12, 5));
+    drop(chain.import(&all, 12));
+    assert_eq!(blocks_with_changes(&all), (1..=12).collect());
+    assert_eq!(blocks_with_changes(&full), (8..=12).collect());
+
+    let (db, spec) = import_with_depth(&chain, &work, 12, 5);
+    for _ in 0..5 {
+        let mut w = db.begin_write().unwrap();
+        w.unwind_head().unwrap();
+        w.commit(true).unwrap();
+    }
+    let mut w = db.begin_write().unwrap();
+    let err = w.unwind_head().unwrap_err().to_string();
+    assert!(
+        err.contains("cannot unwind block 7") && err.contains("oldest kept is block 8"),
+        "{err}"
+    );
+    drop(w);
+    assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(7));
+    drop(db);
+
+    drop(import_with_depth(&chain, &fresh, 7, 5));
+    let (mut unwound, _) = common::tables::dump_tables(&work);
+    let (mut shorter, _) = common::tables::dump_tables(&fresh);
+    let lists = redb::TableHandle::name(&loupe::storage::tables::BLOCK_CHANGES).to_string();
+    assert_eq!(unwound.remove(&lists), Some(vec![]));
+    assert_eq!(blocks_with_changes(&fresh), (3..=7).collect());
+    shorter.remove(&lists);
+    let meta = redb::TableHandle::name(&loupe::storage::tables::META).to_string();
+    for t in [&mut unwound, &mut shorter] {
+        t.get_mut(&meta).unwrap().retain(|(k, _)| !k.contains("changes_from"));
+    }
+    assert!(unwound == shorter, "unwound to 7 differs from an import of 7 beyond the change lists");
+
+    let db = Database::open(&work).unwrap();
+    for block in &chain.blocks[7..] {
+        import_block(&db, &spec, block, true).unwrap();
+    }
+    drop(db);
+    common::tables::assert_same_tables(&work, &full, "unwound to 7 and imported again");
+}
+
+fn generated_chain() -> Chain {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("gen");
     let mut config = loupe::dev::generate::GenerateConfig::new(&out, 500, 12);
@@ -129,5 +221,5 @@ fn generated_chain_unwinds_to_exactly_the_database_of_a_shorter_import() {
         blocks.push(item.unwrap().1);
     }
     assert_eq!(blocks.len(), 12);
-    check_chain(&Chain { genesis, blocks }, &[11, 7, 3, 0]);
+    Chain { genesis, blocks }
 }

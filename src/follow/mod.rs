@@ -136,6 +136,15 @@ impl Follower {
             .build()
             .map_err(|e| FollowError::Unsupported(format!("follower runtime: {e}")))?;
         let start = self.db.begin_read()?.head()?.unwrap_or(0);
+        {
+            // A reorg of up to --follow.max-reorg blocks must find their change lists.
+            let w = self.db.begin_write()?;
+            if w.unwind_depth()? < self.config.max_reorg {
+                w.set_unwind_depth(self.config.max_reorg)?;
+                w.commit(true)?;
+                tracing::info!(target: "follow", depth = self.config.max_reorg, "change lists now kept for --follow.max-reorg blocks");
+            }
+        }
         self.status.update(|s| {
             s.following = true;
             s.starting_block = start;

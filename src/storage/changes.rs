@@ -7,6 +7,11 @@
 //! block, and unwinding the block walks that list: each history row puts its value back into
 //! the current table and is removed, which leaves every table exactly as it was before the
 //! block.
+//!
+//! Unwinding serves reorgs, which end at finality, so only the newest blocks keep their lists
+//! ([`DEFAULT_UNWIND_DEPTH`], or [`Writer::set_unwind_depth`]): as the head moves on, the lists
+//! of the block that falls out of that window are removed ([`prune_changes`]). On a long chain
+//! they were the fifth largest table, and nothing but an unwind reads them.
 
 use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
@@ -157,6 +162,62 @@ fn unpack_keys(kind: ChangeKind, packed: &[u8]) -> StorageResult<Vec<u8>> {
 }
 
 /// Appends `keys` (concatenated, each [`ChangeKind::key_len`] bytes) to what `block` changed.
+/// How many of the newest blocks keep their change lists, so that they can be unwound, in a
+/// datadir that never set another depth: 16 times `--follow.max-reorg`'s default, far past
+/// finality on any proof-of-stake chain.
+pub const DEFAULT_UNWIND_DEPTH: u64 = 1024;
+
+fn meta_u64(
+    m: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+) -> StorageResult<Option<u64>> {
+    m.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
+}
+
+/// The datadir's unwind depth ([`tables::meta::UNWIND_DEPTH`]).
+pub(super) fn unwind_depth(
+    m: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> StorageResult<u64> {
+    Ok(meta_u64(m, meta::UNWIND_DEPTH)?.unwrap_or(DEFAULT_UNWIND_DEPTH))
+}
+
+/// Removes the change lists of every block that has fallen out of the unwind window of a head
+/// at `head` (blocks `head - depth` and below), and records the oldest block still kept. Costs
+/// one seek when nothing is due; a datadir written before lists were pruned loses all its old
+/// ones at its first head move.
+pub(super) fn prune_changes(txn: &WriteTransaction, head: u64) -> StorageResult<()> {
+    let mut m = txn.open_table(tables::META)?;
+    let depth = unwind_depth(&m)?;
+    let Some(floor) = head.checked_sub(depth).map(|b| b + 1) else { return Ok(()) };
+    if meta_u64(&m, meta::CHANGES_FROM)?.is_some_and(|kept| kept >= floor) {
+        return Ok(());
+    }
+    m.insert(meta::CHANGES_FROM, floor.to_be_bytes().as_slice())?;
+    let end = change_key(floor, ChangeKind::HashedAccounts, false);
+    let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
+    changes.retain_in::<&[u8; 9], _>(..&end, |_, _| false)?;
+    Ok(())
+}
+
+impl Writer {
+    /// Keeps the change lists of the newest `depth` blocks from now on (at least 1), so that
+    /// they can be unwound. Lists already removed do not come back: raising the depth takes
+    /// effect as the head moves on.
+    pub fn set_unwind_depth(&self, depth: u64) -> StorageResult<()> {
+        if depth == 0 {
+            return Err(StorageError::Config("an unwind depth of 0 blocks".into()));
+        }
+        let mut m = self.txn.open_table(tables::META)?;
+        m.insert(meta::UNWIND_DEPTH, depth.to_be_bytes().as_slice())?;
+        Ok(())
+    }
+
+    /// How many of the newest blocks keep their change lists.
+    pub fn unwind_depth(&self) -> StorageResult<u64> {
+        unwind_depth(&self.txn.open_table(tables::META)?)
+    }
+}
+
 /// Layers that write history rows of their own in a block's transaction (the trie) call this
 /// for every row they add.
 pub fn record_changes(
@@ -299,6 +360,16 @@ impl Writer {
             return Err(StorageError::Unwind("genesis cannot be unwound"));
         }
         let txn = &self.txn;
+        {
+            let m = txn.open_table(tables::META)?;
+            if let Some(floor) = meta_u64(&m, meta::CHANGES_FROM)?.filter(|f| head < *f) {
+                return Err(StorageError::UnwindTooDeep {
+                    block: head,
+                    floor,
+                    depth: unwind_depth(&m)?,
+                });
+            }
+        }
         let epochs = super::epochs::history_epochs(txn)?;
         let mut lists = Vec::with_capacity(ChangeKind::ALL.len());
         {

@@ -40,6 +40,18 @@ pub enum StorageError {
     /// A block could not be unwound.
     #[error("cannot unwind: {0}")]
     Unwind(&'static str),
+    /// A block is older than the change lists the datadir keeps, so it cannot be unwound.
+    #[error(
+        "cannot unwind block {block}: change lists are kept for the newest {depth} blocks, and the oldest kept is block {floor}"
+    )]
+    UnwindTooDeep {
+        /// The block asked to be unwound.
+        block: u64,
+        /// The oldest block whose change lists are kept.
+        floor: u64,
+        /// Blocks kept behind the head (`meta::UNWIND_DEPTH`).
+        depth: u64,
+    },
     /// A storage setting is out of range (the history epoch length).
     #[error("invalid storage setting: {0}")]
     Config(String),

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use redb::ReadableDatabase;
 
-pub use changes::{ChangeKind, record_changes};
+pub use changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
 pub use codec::{
     Blooms, EncodedAccount, HashedAccount, StoredAccount, hashed_account_history_key,
     hashed_storage_history_key, hashed_storage_key,

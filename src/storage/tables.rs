@@ -125,7 +125,8 @@ pub const STORAGE_TRIE_EPOCHS: TableDefinition<'_, &[u8; 69], u64> =
 /// [`crate::storage::ChangeKind`]) the sorted keys of the rows `block` wrote there, so that a
 /// block can be unwound without scanning history ([`crate::storage::Writer::unwind_head`]).
 /// Under `kind + 0x10` the keys are front-coded (trie paths trimmed to the nibbles they use);
-/// under `kind` alone (format 4) they are concatenated. Both are read.
+/// under `kind` alone (format 4) they are concatenated. Both are read. Only the newest
+/// blocks keep their lists ([`meta::UNWIND_DEPTH`]): unwinding serves reorgs, not the archive.
 pub const BLOCK_CHANGES: TableDefinition<'_, &[u8; 9], &[u8]> =
     TableDefinition::new("block_changes");
 
@@ -160,6 +161,12 @@ pub mod meta {
     pub const TRACE_INDEX_FROM: &str = "trace_index_from";
     /// Blocks per history epoch (u64 BE), fixed when the tables are created.
     pub const HISTORY_EPOCH: &str = "history_epoch";
+    /// How many of the newest blocks keep their change lists in [`super::BLOCK_CHANGES`] (u64
+    /// BE), so that they can be unwound; absent: `storage::DEFAULT_UNWIND_DEPTH`.
+    pub const UNWIND_DEPTH: &str = "unwind_depth";
+    /// The oldest block whose change lists are kept (u64 BE): every older one's were pruned.
+    /// Absent: none were.
+    pub const CHANGES_FROM: &str = "changes_from";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].

@@ -238,6 +238,7 @@ impl Writer {
             t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
+        super::changes::prune_changes(&self.txn, number)?;
         super::epochs::follow_head(&self.txn, old, number)
     }
 
@@ -250,6 +251,7 @@ impl Writer {
             t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
+        super::changes::prune_changes(&self.txn, head)?;
         super::epochs::follow_head(&self.txn, old, head)
     }
 
