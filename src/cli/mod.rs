@@ -65,7 +65,7 @@ pub enum DbCmd {
     /// A new replica starts from the copy.
     Snapshot(SnapshotCmd),
     /// Rewrite a datadir's database file with every table packed, which after an import takes
-    /// about half the space. Needs free disk space for the packed copy, and the datadir to
+    /// about two thirds of the space. Needs free disk space for the packed copy, and the datadir to
     /// itself: stop the node first.
     Compact(CompactCmd),
 }
