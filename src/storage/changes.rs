@@ -161,7 +161,6 @@ fn unpack_keys(kind: ChangeKind, packed: &[u8]) -> StorageResult<Vec<u8>> {
     Ok(out)
 }
 
-/// Appends `keys` (concatenated, each [`ChangeKind::key_len`] bytes) to what `block` changed.
 /// How many of the newest blocks keep their change lists, so that they can be unwound, in a
 /// datadir that never set another depth: 16 times `--follow.max-reorg`'s default, far past
 /// finality on any proof-of-stake chain.
@@ -218,6 +217,7 @@ impl Writer {
     }
 }
 
+/// Appends `keys` (concatenated, each [`ChangeKind::key_len`] bytes) to what `block` changed.
 /// Layers that write history rows of their own in a block's transaction (the trie) call this
 /// for every row they add.
 pub fn record_changes(
