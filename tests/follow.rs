@@ -482,6 +482,25 @@ fn a_block_the_rules_reject_stops_following_and_serving_goes_on() {
     assert_eq!(health(&loupe), 503);
 }
 
+/// A `--follow.max-reorg` beyond the datadir's unwind depth raises the depth, so that a reorg
+/// that deep finds the change lists of the blocks it unwinds; the datadir keeps the new depth.
+#[test]
+fn a_max_reorg_beyond_the_unwind_depth_raises_it() {
+    let Some(up) = start_upstream(&[]) else { return };
+    let a = up.anvil.url.clone();
+    let deep = loupe::storage::DEFAULT_UNWIND_DEPTH + 976;
+    let (follower, mut log) =
+        anvil::start_follower(&up.datadir, &a, &["--follow.max-reorg", &deep.to_string()]);
+    let line = log.wait_for("change lists now kept", Duration::from_secs(20));
+    assert!(line.is_some(), "{}", log.all());
+    let mut w = Wallet::new();
+    send(&a, &w.legacy(0, fresh(1), 1_000_000_000));
+    follower_synced(&a, &follower.url, &mut log);
+    drop(follower);
+    let db = loupe::storage::Database::open(&up.datadir).unwrap();
+    assert_eq!(db.begin_write().unwrap().unwind_depth().unwrap(), deep);
+}
+
 #[test]
 fn upstream_down_and_back_health_follows_and_no_request_fails() {
     let Some(up) = start_upstream(&[]) else { return };
