@@ -2,7 +2,8 @@
 # Import cost along a chain, read from the import's own debug log: for each window of WINDOW
 # blocks (default 128, the default `--import.batch`), the wall ms per block and where they went
 # (the writer's state, root and block-row phases, and its share of the group commits), plus
-# the whole import's time, peak RSS, bytes written and the datadir's size.
+# the whole import's time, peak RSS, bytes written and the datadir's size, and what an epoch's
+# close costs (LOUPE_HISTORY_EPOCH: the datadir's epoch length, if not the default 128).
 # Usage: benches/import_along.sh GEN_DIR [WORK_DIR] [WINDOW]   (GEN_DIR from `loupe generate`)
 # LOUPE_BIN=path uses that binary instead of target/release/loupe; LOUPE_ARGS adds flags to
 # `loupe import` (e.g. LOUPE_ARGS="--db.cache-mb 2048").
@@ -30,7 +31,7 @@ done
 wait "$pid"
 read -r wall user sys rss <"$WORK/time"
 echo "import: ${wall} s wall (${user} user, ${sys} sys), peak RSS $((rss / 1024)) MiB, written $((wchar >> 20)) MiB, datadir $(du -sm "$DIR" | cut -f1) MiB"
-python3 - "$WORK/import.log" "$WINDOW" <<'PY'
+python3 - "$WORK/import.log" "$WINDOW" "${LOUPE_HISTORY_EPOCH:-128}" <<'PY'
 import re, sys
 from datetime import datetime
 ansi = re.compile(r"\x1b\[[0-9;]*m")
@@ -69,4 +70,15 @@ for a in range(1, last + 1, window):
     c = sum(commit.get(n, 0) for n in ns) / len(ns)
     wall = "-" if wall != wall else f"{wall:.1f}"
     print(f"{a:>6}-{b:<6} {wall:>7} {phase[0]:7.1f} {phase[1]:7.1f} {phase[2]:7.1f} {c:7.1f}")
+# An epoch's close (indexing and packing its history) runs in the block rows of the epoch's
+# first block: the median of those against the other blocks', over the second half.
+import statistics
+epoch = int(sys.argv[3])
+late = [n for n in executed if n > last // 2]
+first = [executed[n][2] for n in late if n % epoch == 0]
+other = [executed[n][2] for n in late if n % epoch != 0]
+if first and other:
+    print(f"epoch close (block rows of each epoch's first block, blocks {last // 2 + 1}+): "
+          f"median {statistics.median(first):.0f} ms over {len(first)} epochs; "
+          f"other blocks {statistics.median(other):.1f} ms")
 PY
