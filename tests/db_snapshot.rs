@@ -207,7 +207,9 @@ fn compacting_an_imported_datadir_keeps_every_row_and_shrinks_the_file() {
         (m.blocks() * 512, m.len())
     };
     let (old, new) = (size(&before), size(&data));
-    assert!(new.0 < old.0 * 4 / 5 && new.1 < old.1, "compacted to {new:?} bytes from {old:?}");
+    // Smaller, but by how much is a benchmark: the import packs each closed epoch's history
+    // itself, so with short epochs (CI's second pass) most of the history was packed already.
+    assert!(new.0 < old.0 && new.1 < old.1, "compacted to {new:?} bytes from {old:?}");
     tables::assert_same_tables(&data, &before, "compacted against the original");
     let verify = run(&[os("verify"), os("--history"), os("--datadir"), data.as_os_str()]);
     assert!(verify.status.success(), "{}", text(&verify));
