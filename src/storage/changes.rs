@@ -299,15 +299,25 @@ fn restore_nodes<const K: usize, const H: usize>(
     Ok(())
 }
 
-/// [`restore_nodes`] for account tables, whose history saves an empty value for an account that
-/// did not exist; a saved row is checked to decode before it becomes current again.
-fn restore_accounts<const K: usize, const H: usize>(
-    current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
-    history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
+/// A stamped current table, its history and its epoch index, open for writing.
+type StampedTables<'a, 't, const K: usize, const H: usize, const I: usize> = (
+    &'a mut Table<'t, &'static [u8; K], &'static [u8]>,
+    &'a mut Table<'t, &'static [u8; H], &'static [u8]>,
+    &'a mut super::epochs::StampIndex<'t, I>,
+);
+
+/// [`restore_nodes`] for the stamped tables (accounts and slots), whose history saves an empty
+/// value for a key that did not exist; a saved row is checked to decode (`check`) before it
+/// becomes current again, and the epoch index gives back the epoch its stamp names
+/// (`storage::epochs::stamp_restored`).
+fn restore_stamped<const K: usize, const H: usize, const I: usize>(
+    tables: StampedTables<'_, '_, K, H, I>,
     keys: &[u8],
     (epochs, block): (Epochs, u64),
     table: &'static str,
+    check: fn(&[u8], &'static str) -> StorageResult<()>,
 ) -> StorageResult<()> {
+    let (current, history, index) = tables;
     for key in keys.chunks_exact(K) {
         let (k, h) = row_keys::<K, H>(epochs, key, block);
         let old = history
@@ -317,32 +327,10 @@ fn restore_accounts<const K: usize, const H: usize>(
         if old.is_empty() {
             current.remove(&k)?;
         } else {
-            super::codec::HashedAccount::decode(&old, table)?;
+            check(&old, table)?;
+            let stamp = super::codec::row_stamp(&old, table)?;
+            super::epochs::stamp_restored(index, epochs, &k, stamp, block)?;
             current.insert(&k, old.as_slice())?;
-        }
-    }
-    Ok(())
-}
-
-/// [`restore_nodes`] for slot tables, whose values are 32-byte words and whose history saves zero
-/// for an unset slot.
-fn restore_slots<const K: usize, const H: usize>(
-    current: &mut Table<'_, &'static [u8; K], &'static [u8; 32]>,
-    history: &mut Table<'_, &'static [u8; H], &'static [u8; 32]>,
-    keys: &[u8],
-    (epochs, block): (Epochs, u64),
-    table: &'static str,
-) -> StorageResult<()> {
-    for key in keys.chunks_exact(K) {
-        let (k, h) = row_keys::<K, H>(epochs, key, block);
-        let old = history
-            .remove(&h)?
-            .map(|v| *v.value())
-            .ok_or_else(|| missing_history(table, block, key))?;
-        if old == [0u8; 32] {
-            current.remove(&k)?;
-        } else {
-            current.insert(&k, &old)?;
         }
     }
     Ok(())
@@ -387,19 +375,27 @@ impl Writer {
                 index.remove(&key)?;
             }
         }
-        restore_accounts(
-            &mut txn.open_table(tables::HASHED_ACCOUNTS)?,
-            &mut txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+        restore_stamped(
+            (
+                &mut txn.open_table(tables::HASHED_ACCOUNTS)?,
+                &mut txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+                &mut txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
+            ),
             &hashed_accounts,
             (epochs, head),
             "hashed_account_history",
+            |row, table| super::codec::HashedAccount::decode(row, table).map(drop),
         )?;
-        restore_slots(
-            &mut txn.open_table(tables::HASHED_STORAGE)?,
-            &mut txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+        restore_stamped(
+            (
+                &mut txn.open_table(tables::HASHED_STORAGE)?,
+                &mut txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+                &mut txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
+            ),
             &hashed_storage,
             (epochs, head),
             "hashed_storage_history",
+            |row, table| super::codec::decode_slot(row, table).map(drop),
         )?;
         restore_nodes(
             &mut txn.open_table(tables::ACCOUNT_TRIE)?,

@@ -45,9 +45,9 @@ impl StoredAccount {
     }
 }
 
-/// Longest [`HashedAccount`] row: flags, address, nonce and balance with their lengths, code
-/// hash and storage root.
-const HASHED_ACCOUNT_MAX: usize = 1 + 20 + 1 + 8 + 1 + 32 + 32 + 32;
+/// Longest [`HashedAccount`] row: the stamp with its length, flags, address, nonce and balance
+/// with their lengths, code hash and storage root.
+const HASHED_ACCOUNT_MAX: usize = 1 + 8 + 1 + 20 + 1 + 8 + 1 + 32 + 32 + 32;
 
 /// Flag of a [`HashedAccount`] row: the code hash follows (absent: [`KECCAK256_EMPTY`]).
 const HAS_CODE_HASH: u8 = 1;
@@ -94,12 +94,14 @@ impl EncodedAccount {
 }
 
 impl HashedAccount {
-    /// Encodes a row: flags, address (20), nonce and balance as a length byte and their
-    /// big-endian bytes without leading zeros, then the code hash unless it is
+    /// Encodes a row: the stamp (the block that wrote it, see [`row_stamp`]), then flags,
+    /// address (20), nonce and balance, the stamp, nonce and balance each as a length byte and
+    /// their big-endian bytes without leading zeros, then the code hash unless it is
     /// [`KECCAK256_EMPTY`] and the storage root unless it is the empty root. Most accounts are
-    /// plain: about 32 bytes instead of 124 in the fixed layout of format 6.
-    pub fn encode(&self) -> EncodedAccount {
+    /// plain: about 35 bytes instead of 124 in the fixed layout of format 6.
+    pub fn encode(&self, stamp: u64) -> EncodedAccount {
         let mut out = EncodedAccount { buf: [0u8; HASHED_ACCOUNT_MAX], len: 0 };
+        out.push_trimmed(&stamp.to_be_bytes());
         let code = self.account.code_hash != KECCAK256_EMPTY;
         let storage = self.storage_root != alloy_trie::EMPTY_ROOT_HASH;
         out.push(&[(u8::from(code) * HAS_CODE_HASH) | (u8::from(storage) * HAS_STORAGE_ROOT)]);
@@ -121,7 +123,8 @@ impl HashedAccount {
             table,
             detail: format!("account row of {} bytes: {what}", b.len()),
         };
-        let (&flags, rest) = b.split_first().ok_or_else(|| bad("empty"))?;
+        let (_, rest) = trimmed::<8>(b).ok_or_else(|| bad("bad stamp"))?;
+        let (&flags, rest) = rest.split_first().ok_or_else(|| bad("no flags"))?;
         if flags & !(HAS_CODE_HASH | HAS_STORAGE_ROOT) != 0 {
             return Err(bad("unknown flags"));
         }
@@ -171,6 +174,66 @@ impl HashedAccount {
             code_hash: self.account.code_hash,
         }
     }
+}
+
+/// The stamp of a current row of `hashed_accounts` or `hashed_storage` (or of a saved one in
+/// their history): the block whose changes wrote it, 0 for the genesis allocation. Both row
+/// kinds start with it, as a length byte and its big-endian bytes without leading zeros.
+///
+/// The stamp serves the history lookup (`storage::epochs`): a key whose row was written at or
+/// before block N has not changed since N, and the epoch index leaves out the epoch of each
+/// key's stamp (the current row names it).
+pub fn row_stamp(b: &[u8], table: &'static str) -> Result<u64, StorageError> {
+    trimmed::<8>(b).map(|(s, _)| u64::from_be_bytes(s)).ok_or_else(|| StorageError::Corrupt {
+        table,
+        detail: format!("row of {} bytes has no stamp", b.len()),
+    })
+}
+
+/// Longest [`hashed_storage`](super::tables::HASHED_STORAGE) row: the stamp with its length and
+/// a 32-byte value.
+const SLOT_ROW_MAX: usize = 1 + 8 + 32;
+
+/// An encoded slot row, on the stack: the stamp ([`row_stamp`]) and the value, big-endian
+/// without leading zeros (the rest of the row; never empty, the value is never zero).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRow {
+    buf: [u8; SLOT_ROW_MAX],
+    len: usize,
+}
+
+impl SlotRow {
+    /// The row of `value` written by block `stamp`.
+    pub fn new(stamp: u64, value: &U256) -> Self {
+        let stamp = stamp.to_be_bytes();
+        let stamp = &stamp[stamp.iter().position(|b| *b != 0).unwrap_or(8)..];
+        let value = value.to_be_bytes::<32>();
+        let value = &value[value.iter().position(|b| *b != 0).unwrap_or(32)..];
+        let mut buf = [0u8; SLOT_ROW_MAX];
+        buf[0] = stamp.len() as u8;
+        buf[1..1 + stamp.len()].copy_from_slice(stamp);
+        buf[1 + stamp.len()..1 + stamp.len() + value.len()].copy_from_slice(value);
+        Self { buf, len: 1 + stamp.len() + value.len() }
+    }
+
+    /// The row's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Decodes a slot row of [`SlotRow::new`]: its stamp and value. An empty row (a history row of
+/// an unset slot) is stamp 0, value zero.
+pub fn decode_slot(b: &[u8], table: &'static str) -> Result<(u64, U256), StorageError> {
+    if b.is_empty() {
+        return Ok((0, U256::ZERO));
+    }
+    let bad = || StorageError::Corrupt { table, detail: format!("slot row of {} bytes", b.len()) };
+    let (stamp, rest) = trimmed::<8>(b).ok_or_else(bad)?;
+    if rest.len() > 32 {
+        return Err(bad());
+    }
+    Ok((u64::from_be_bytes(stamp), U256::from_be_slice(rest)))
 }
 
 /// A length byte and that many big-endian bytes, right-aligned in `N` bytes; the rest of `b`.
@@ -347,7 +410,8 @@ mod tests {
             account: a,
             storage_root: B256::repeat_byte(4),
         };
-        assert_eq!(HashedAccount::decode_history(h.encode().as_slice()).unwrap(), Some(h));
+        assert_eq!(HashedAccount::decode_history(h.encode(9).as_slice()).unwrap(), Some(h));
+        assert_eq!(row_stamp(h.encode(9).as_slice(), "t").unwrap(), 9);
         assert_eq!(HashedAccount::decode_history(&[]).unwrap(), None);
         assert!(HashedAccount::decode_history(&[1, 2]).is_err());
         // Plain accounts leave out the code hash and the storage root; zero and the largest
@@ -362,8 +426,9 @@ mod tests {
                 account: StoredAccount { nonce, balance, code_hash },
                 storage_root,
             };
-            let row = h.encode();
+            let row = h.encode(nonce);
             assert_eq!(HashedAccount::decode(row.as_slice(), "t").unwrap(), h);
+            assert_eq!(row_stamp(row.as_slice(), "t").unwrap(), nonce);
             // Every truncation and an extra byte are refused.
             for cut in 0..row.as_slice().len() {
                 assert!(HashedAccount::decode(&row.as_slice()[..cut], "t").is_err());
@@ -381,7 +446,24 @@ mod tests {
             },
             storage_root: alloy_trie::EMPTY_ROOT_HASH,
         };
-        assert_eq!(plain.encode().as_slice().len(), 1 + 20 + 2 + 9);
+        assert_eq!(plain.encode(300).as_slice().len(), 3 + 1 + 20 + 2 + 9);
+    }
+
+    #[test]
+    fn slot_rows_round_trip() {
+        for (stamp, value) in
+            [(0, U256::from(1u64)), (300, U256::MAX), (u64::MAX, U256::from(7u64) << 100)]
+        {
+            let row = SlotRow::new(stamp, &value);
+            assert_eq!(decode_slot(row.as_slice(), "t").unwrap(), (stamp, value));
+            assert_eq!(row_stamp(row.as_slice(), "t").unwrap(), stamp);
+        }
+        assert_eq!(SlotRow::new(0, &U256::from(1u64)).as_slice(), [0, 1]);
+        assert_eq!(decode_slot(&[], "t").unwrap(), (0, U256::ZERO));
+        assert!(decode_slot(&[9, 1], "t").is_err());
+        let mut long = vec![0u8];
+        long.extend([1u8; 33]);
+        assert!(decode_slot(&long, "t").is_err());
     }
 
     /// Receipts of every type, with and without logs, pre- and post-Byzantium.

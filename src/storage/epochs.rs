@@ -15,6 +15,15 @@
 //! 3. else in the open epoch (the head's), which is not indexed yet;
 //! 4. else K has not changed since N: the current table answers.
 //!
+//! For the hashed state (accounts and slots) the current row carries a stamp, the block that
+//! wrote it (`codec::row_stamp`), and the index leaves out the epoch of that stamp: the row
+//! names it. So a key whose stamp is at or before N needs no seek at all; otherwise its rows
+//! after N end in the stamp's epoch, which is read when steps 1 and 2 find nothing. On a chain
+//! whose keys mostly change in one epoch only, that is most of the index: each close used to
+//! set a bit for nearly every key the epoch changed, at a random place in an index that grows
+//! with the chain. Now a key's epoch is indexed when a later write replaces its row (or, for a
+//! key the epoch deleted, at the close).
+//!
 //! Every epoch below the head's is indexed, in the write transaction that moves the head into
 //! a later epoch ([`follow_head`]); moving the head back (an unwind) removes the index of every
 //! epoch that is open again, so a database that unwound and re-imported equals one that only
@@ -28,7 +37,7 @@
 //! times as many rows as keys, and each epoch's close dirtied pages across all of them
 //! (BENCHMARKS.md, "Where the growth along the chain goes").
 
-use redb::{ReadableTable, TableDefinition, Value, WriteTransaction};
+use redb::{ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
 use super::codec::u64_value;
 use super::tables::{self, meta};
@@ -255,11 +264,13 @@ impl<R, X> Copy for History<'_, R, X> {}
 
 impl<'t, R, X> History<'t, R, X> {
     /// The first row of `key` after block `after` (see the module documentation), `None` if
-    /// the key has not changed since.
+    /// the key has not changed since. `stamp` is the stamp of the key's current row when the
+    /// table is stamped and the key exists (`None` otherwise, and for the trie tables).
     pub fn first_after<const K: usize, const H: usize, const I: usize, V>(
         &self,
         key: &[u8; K],
         after: u64,
+        stamp: Option<u64>,
     ) -> StorageResult<Option<Row>>
     where
         R: ReadableTable<&'static [u8; H], V>,
@@ -267,6 +278,9 @@ impl<'t, R, X> History<'t, R, X> {
         V: Value + 'static,
         for<'a> V::SelfType<'a>: AsRef<[u8]>,
     {
+        if stamp.is_some_and(|s| s <= after) {
+            return Ok(None);
+        }
         let Some(from) = after.checked_add(1) else { return Ok(None) };
         let epoch = self.epochs.of(from);
         if let Some(row) = first_in(self.rows, epoch, key, from)? {
@@ -275,20 +289,90 @@ impl<'t, R, X> History<'t, R, X> {
         if epoch >= self.open {
             return Ok(None);
         }
-        if let Some(later) = indexed_epoch(self.index, key, epoch + 1, self.open - 1)? {
+        let corrupt = |detail: String| StorageError::Corrupt {
+            table: "history epoch index",
+            detail: format!("{detail} (key {})", alloy_primitives::hex::encode(key)),
+        };
+        // The stamp's epoch is the key's last with rows, and the index leaves it out.
+        let (last, hi) = match stamp.map(|s| self.epochs.of(s)) {
+            Some(last) if last <= epoch => {
+                return Err(corrupt(format!(
+                    "the current row was written at block {} but epoch {epoch} holds no row after {after}",
+                    stamp.unwrap_or_default()
+                )));
+            }
+            Some(last) => (last.min(self.open), last.min(self.open) - 1),
+            None => (self.open, self.open - 1),
+        };
+        if let Some(later) = indexed_epoch(self.index, key, epoch + 1, hi)? {
             return match first_in(self.rows, later, key, 0)? {
                 Some(row) => Ok(Some(row)),
-                None => Err(StorageError::Corrupt {
-                    table: "history epoch index",
-                    detail: format!(
-                        "epoch {later} is indexed for key {} but holds no row of it",
-                        alloy_primitives::hex::encode(key)
-                    ),
-                }),
+                None => Err(corrupt(format!("epoch {later} is indexed but holds no row of it"))),
             };
         }
-        first_in(self.rows, self.open, key, 0)
+        match first_in(self.rows, last, key, 0)? {
+            None if stamp.is_some() => {
+                Err(corrupt(format!("the current row's epoch {last} holds no row of it")))
+            }
+            row => Ok(row),
+        }
     }
+}
+
+/// The index of a stamped history table (see the module documentation), as the writer keeps it.
+pub type StampIndex<'t, const I: usize> = Table<'t, &'static [u8; I], u64>;
+
+/// Sets or clears the bit of `epoch` in `key`'s index row; a row left with none is removed.
+fn set_bit<const K: usize, const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    key: &[u8; K],
+    epoch: u32,
+    on: bool,
+) -> StorageResult<()> {
+    let ik: [u8; I] = index_key(key, run_of(epoch));
+    let bits = index.get(&ik)?.map_or(0, |v| v.value());
+    let new = if on { bits | epoch_bit(epoch) } else { bits & !epoch_bit(epoch) };
+    if new != bits {
+        if new == 0 {
+            index.remove(&ik)?;
+        } else {
+            index.insert(&ik, new)?;
+        }
+    }
+    Ok(())
+}
+
+/// A write of block `block` replaced (or removed) `key`'s current row, stamped `old`: the epoch
+/// of `old` is no longer named by a current row, so the index takes it (unless it is the
+/// block's own epoch, or `old` is the genesis allocation, which has no rows).
+pub fn stamp_replaced<const K: usize, const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    epochs: Epochs,
+    key: &[u8; K],
+    old: u64,
+    block: u64,
+) -> StorageResult<()> {
+    let epoch = epochs.of(old);
+    if old == 0 || epoch == epochs.of(block) {
+        return Ok(());
+    }
+    set_bit(index, key, epoch, true)
+}
+
+/// The inverse of [`stamp_replaced`], for an unwind of block `block` that makes the row stamped
+/// `old` current again.
+pub fn stamp_restored<const K: usize, const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    epochs: Epochs,
+    key: &[u8; K],
+    old: u64,
+    block: u64,
+) -> StorageResult<()> {
+    let epoch = epochs.of(old);
+    if old == 0 || epoch == epochs.of(block) {
+        return Ok(());
+    }
+    set_bit(index, key, epoch, false)
 }
 
 /// Keeps the epoch indexes in step with a head that moves from `old` to `new`: indexes every
@@ -298,46 +382,90 @@ pub(super) fn follow_head(txn: &WriteTransaction, old: Option<u64>, new: u64) ->
     let epochs = history_epochs(txn)?;
     let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
     for epoch in from..to {
-        index_all(txn, epoch, true)?;
+        index_all(txn, epochs, epoch, true)?;
     }
     for epoch in (to..from).rev() {
-        index_all(txn, epoch, false)?;
+        index_all(txn, epochs, epoch, false)?;
     }
     Ok(())
 }
 
 /// Checks that the epoch `index` of `rows` names exactly the closed epochs (below `open`) that
-/// hold rows of each key: every (key, closed epoch) of the rows has its bit set, and no other
-/// bit is. Returns the (key, epoch) pairs checked. One pass over the rows, one point read per
-/// (key, epoch): for `verify --history`.
-pub fn check_index<const K: usize, const H: usize, const I: usize, V>(
+/// hold rows of each key, leaving out, for a stamped table (`current` given), the epoch of the
+/// key's current row's stamp: every other (key, closed epoch) of the rows has its bit set, and
+/// no other bit is. For a stamped table it also checks that no key has rows after its stamp's
+/// epoch, and that each stamp names a row (the key's history row of that very block). Returns
+/// the (key, epoch) pairs checked. One pass over the rows with a point read or two per (key,
+/// epoch), and one over the current rows: for `verify --history`.
+pub fn check_index<const K: usize, const H: usize, const I: usize, V, C>(
     history: &SnapshotHistory<'_, H, I, V>,
     table: &'static str,
+    current: Option<&C>,
 ) -> StorageResult<u64>
 where
     V: Value + 'static,
     for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    C: ReadableTable<&'static [u8; K], &'static [u8]>,
 {
+    let corrupt = |detail: String| StorageError::Corrupt { table, detail };
+    let hex = |key: &[u8]| alloy_primitives::hex::encode(key);
+    let stamp_epoch = |key: &[u8; K]| -> StorageResult<Option<(u64, u32)>> {
+        let Some(current) = current else { return Ok(None) };
+        match current.get(key)? {
+            Some(row) => {
+                let stamp = super::codec::row_stamp(row.value(), "current state")?;
+                Ok((stamp > 0).then(|| (stamp, history.epochs.of(stamp))))
+            }
+            None => Ok(None),
+        }
+    };
     let mut checked = 0u64;
     let mut last: Option<(u32, [u8; K])> = None;
     for item in history.rows.iter()? {
         let k = *item?.0.value();
         let (epoch, key) = (row_epoch(&k), row_entity::<K, H>(&k));
-        if epoch >= history.open || last == Some((epoch, key)) {
+        if last == Some((epoch, key)) {
             continue;
         }
         last = Some((epoch, key));
+        let named = stamp_epoch(&key)?;
+        if let Some((stamp, e)) = named
+            && epoch > e
+        {
+            return Err(corrupt(format!(
+                "key {} has rows in epoch {epoch}, after its current row's stamp {stamp}",
+                hex(&key)
+            )));
+        }
+        if epoch >= history.open || named.is_some_and(|(_, e)| e == epoch) {
+            continue;
+        }
         let bits = history.index.get(&index_key::<K, I>(&key, run_of(epoch)))?.map(|v| v.value());
         if bits.unwrap_or(0) & epoch_bit(epoch) == 0 {
-            return Err(StorageError::Corrupt {
-                table,
-                detail: format!(
-                    "key {} has rows in closed epoch {epoch} but the index does not name it",
-                    alloy_primitives::hex::encode(key)
-                ),
-            });
+            return Err(corrupt(format!(
+                "key {} has rows in closed epoch {epoch} but the index does not name it",
+                hex(&key)
+            )));
         }
         checked += 1;
+    }
+    if let Some(current) = current {
+        for item in current.iter()? {
+            let (k, v) = item?;
+            let key = *k.value();
+            let stamp = super::codec::row_stamp(v.value(), "current state")?;
+            if stamp > 0
+                && history
+                    .rows
+                    .get(&row_key::<K, H>(history.epochs.of(stamp), &key, stamp))?
+                    .is_none()
+            {
+                return Err(corrupt(format!(
+                    "the current row of key {} is stamped {stamp}, but that block has no history row of it",
+                    hex(&key)
+                )));
+            }
+        }
     }
     let mut named = 0u64;
     for item in history.index.iter()? {
@@ -345,154 +473,156 @@ where
         let (ik, bits) = (*k.value(), v.value());
         let key: [u8; K] = index_entity(&ik);
         if bits == 0 {
-            return Err(StorageError::Corrupt {
-                table,
-                detail: format!(
-                    "index row for key {} and run {} names no epoch",
-                    alloy_primitives::hex::encode(key),
-                    index_run(&ik)
-                ),
-            });
+            return Err(corrupt(format!(
+                "index row for key {} and run {} names no epoch",
+                hex(&key),
+                index_run(&ik)
+            )));
         }
         named += u64::from(bits.count_ones());
     }
     if named != checked {
-        // Find one to name: an open epoch, or one that holds no row of the key.
+        // Find one to name: an open epoch, the current row's, or one that holds no row of the key.
         for item in history.index.iter()? {
             let (k, v) = item?;
             let (ik, bits) = (*k.value(), v.value());
             let key: [u8; K] = index_entity(&ik);
             for epoch in run_epochs(index_run(&ik), bits) {
-                if epoch >= history.open || first_in(history.rows, epoch, &key, 0)?.is_none() {
-                    return Err(StorageError::Corrupt {
-                        table,
-                        detail: format!(
-                            "the index names epoch {epoch} for key {}, which is open or holds no row of it",
-                            alloy_primitives::hex::encode(key)
-                        ),
-                    });
-                }
+                let why = if epoch >= history.open {
+                    "which is open"
+                } else if stamp_epoch(&key)?.is_some_and(|(_, e)| e == epoch) {
+                    "which its current row names"
+                } else if first_in(history.rows, epoch, &key, 0)?.is_none() {
+                    "which holds no row of it"
+                } else {
+                    continue;
+                };
+                return Err(corrupt(format!(
+                    "the index names epoch {epoch} for key {}, {why}",
+                    hex(&key)
+                )));
             }
         }
-        return Err(StorageError::Corrupt {
-            table,
-            detail: format!("the index names {named} epochs where {checked} were due"),
-        });
+        return Err(corrupt(format!("the index names {named} epochs where {checked} were due")));
     }
     Ok(checked)
 }
 
-fn index_all(txn: &WriteTransaction, epoch: u32, add: bool) -> StorageResult<()> {
-    index_one::<32, 44, 36, &[u8]>(
+fn index_all(txn: &WriteTransaction, epochs: Epochs, epoch: u32, add: bool) -> StorageResult<()> {
+    let close = Close { epochs, epoch, add };
+    close.one::<32, 44, 36>(
         txn,
         tables::HASHED_ACCOUNT_HISTORY,
         tables::HASHED_ACCOUNT_EPOCHS,
-        epoch,
-        add,
+        Some(tables::HASHED_ACCOUNTS),
     )?;
-    index_one::<64, 76, 68, &[u8; 32]>(
+    close.one::<64, 76, 68>(
         txn,
         tables::HASHED_STORAGE_HISTORY,
         tables::HASHED_STORAGE_EPOCHS,
-        epoch,
-        add,
+        Some(tables::HASHED_STORAGE),
     )?;
-    index_one::<33, 45, 37, &[u8]>(
+    close.one::<33, 45, 37>(
         txn,
         tables::ACCOUNT_TRIE_HISTORY,
         tables::ACCOUNT_TRIE_EPOCHS,
-        epoch,
-        add,
+        None,
     )?;
-    index_one::<65, 77, 69, &[u8]>(
-        txn,
-        tables::STORAGE_TRIE_HISTORY,
-        tables::STORAGE_TRIE_EPOCHS,
-        epoch,
-        add,
-    )
+    close.one::<65, 77, 69>(txn, tables::STORAGE_TRIE_HISTORY, tables::STORAGE_TRIE_EPOCHS, None)
 }
 
-/// Rows of a closing epoch moved per batch by [`index_one`]: bounds the memory a close holds
+/// The close (`add`) or reopening of one epoch.
+#[derive(Clone, Copy)]
+struct Close {
+    epochs: Epochs,
+    epoch: u32,
+    add: bool,
+}
+
+/// Rows of a closing epoch moved per batch by [`Close::one`]: bounds the memory a close holds
 /// (at most this many rows, some hundred bytes each) whatever the epoch changed.
 const PACK_BATCH: usize = 16_384;
 
-/// Sets (or clears) the bit of `epoch` in the index row of every key with a row in `epoch`; a
-/// row left with no bit is removed. The rows come in key order, so the index rows are visited
-/// in order too.
-///
-/// Closing an epoch also packs its rows. While the epoch is open its rows arrive in random key
-/// order, so the B-tree splits leaves in half and leaves them about 60 % full; once closed they
-/// never change again (only an unwind removes some). Taking them out in key order, a batch at
-/// a time, and putting them back through one cursor writes full leaves: the closed history
-/// takes about a third less space, and a read at an old block touches fewer pages.
-fn index_one<const K: usize, const H: usize, const I: usize, V>(
-    txn: &WriteTransaction,
-    rows: TableDefinition<'_, &'static [u8; H], V>,
-    index: TableDefinition<'_, &'static [u8; I], u64>,
-    epoch: u32,
-    add: bool,
-) -> StorageResult<()>
-where
-    V: Value + 'static,
-{
-    let mut rows = txn.open_table(rows)?;
-    let mut index = txn.open_table(index)?;
-    let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
-    let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
-    let (run, bit) = (run_of(epoch), epoch_bit(epoch));
-    let mut last: Option<[u8; K]> = None;
-    let mut mark = |index: &mut redb::Table<'_, &'static [u8; I], u64>, key: [u8; K]| {
-        if last == Some(key) {
-            return Ok::<_, StorageError>(());
-        }
-        last = Some(key);
-        let ik: [u8; I] = index_key(&key, run);
-        let bits = index.get(&ik)?.map_or(0, |v| v.value());
-        let new = if add { bits | bit } else { bits & !bit };
-        if new != bits {
-            if new == 0 {
-                index.remove(&ik)?;
-            } else {
-                index.insert(&ik, new)?;
+impl Close {
+    /// Sets (or clears) the bit of the epoch in the index row of every key with a row in it; a
+    /// row left with no bit is removed. The rows come in key order, so the index rows are
+    /// visited in order too. For a stamped table (`current` given), a key whose current row's
+    /// stamp lies in the epoch gets no bit: that row names the epoch.
+    ///
+    /// Closing an epoch also packs its rows. While the epoch is open its rows arrive in random
+    /// key order, so the B-tree splits leaves in half and leaves them about 60 % full; once
+    /// closed they never change again (only an unwind removes some). Taking them out in key
+    /// order, a batch at a time, and putting them back through one cursor writes full leaves:
+    /// the closed history takes about a third less space, and a read at an old block touches
+    /// fewer pages.
+    fn one<const K: usize, const H: usize, const I: usize>(
+        self,
+        txn: &WriteTransaction,
+        rows: TableDefinition<'_, &'static [u8; H], &'static [u8]>,
+        index: TableDefinition<'_, &'static [u8; I], u64>,
+        current: Option<TableDefinition<'_, &'static [u8; K], &'static [u8]>>,
+    ) -> StorageResult<()> {
+        let Self { epochs, epoch, add } = self;
+        let mut rows = txn.open_table(rows)?;
+        let mut index = txn.open_table(index)?;
+        let current = current.map(|c| txn.open_table(c)).transpose()?;
+        let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
+        let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
+        let mut last: Option<[u8; K]> = None;
+        let mut mark = |index: &mut StampIndex<'_, I>, key: [u8; K]| {
+            if last == Some(key) {
+                return Ok::<_, StorageError>(());
             }
+            last = Some(key);
+            if add && let Some(current) = &current {
+                let named = match current.get(&key)? {
+                    Some(row) => {
+                        let stamp = super::codec::row_stamp(row.value(), "current state")?;
+                        stamp > 0 && epochs.of(stamp) == epoch
+                    }
+                    None => false,
+                };
+                if named {
+                    return Ok(());
+                }
+            }
+            set_bit(index, &key, epoch, add)
+        };
+        if !add {
+            for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
+                mark(&mut index, row_entity(item?.0.value()))?;
+            }
+            return Ok(());
+        }
+        let mut from = std::ops::Bound::Included(lo);
+        let mut batch: Vec<([u8; H], Vec<u8>)> = Vec::with_capacity(PACK_BATCH);
+        loop {
+            batch.clear();
+            for item in rows
+                .extract_from_if::<&[u8; H], _>(
+                    (from.as_ref(), std::ops::Bound::Included(&hi)),
+                    |_, _| true,
+                )?
+                .take(PACK_BATCH)
+            {
+                let (k, v) = item?;
+                batch.push((*k.value(), v.value().to_vec()));
+            }
+            let Some((first, _)) = batch.first() else { break };
+            let mut cursor = rows.lower_bound_mut(std::ops::Bound::Included(first))?;
+            for (k, v) in &batch {
+                mark(&mut index, row_entity(k))?;
+                cursor.insert_before(k, v.as_slice()).map_err(|e| StorageError::Corrupt {
+                    table: "history",
+                    detail: format!("packing epoch {epoch}: {e}"),
+                })?;
+            }
+            cursor.close()?;
+            let Some((end, _)) = batch.last() else { break };
+            from = std::ops::Bound::Excluded(*end);
         }
         Ok(())
-    };
-    if !add {
-        for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
-            mark(&mut index, row_entity(item?.0.value()))?;
-        }
-        return Ok(());
     }
-    let mut from = std::ops::Bound::Included(lo);
-    let mut batch: Vec<([u8; H], Vec<u8>)> = Vec::with_capacity(PACK_BATCH);
-    loop {
-        batch.clear();
-        for item in rows
-            .extract_from_if::<&[u8; H], _>(
-                (from.as_ref(), std::ops::Bound::Included(&hi)),
-                |_, _| true,
-            )?
-            .take(PACK_BATCH)
-        {
-            let (k, v) = item?;
-            batch.push((*k.value(), V::as_bytes(&v.value()).as_ref().to_vec()));
-        }
-        let Some((first, _)) = batch.first() else { break };
-        let mut cursor = rows.lower_bound_mut(std::ops::Bound::Included(first))?;
-        for (k, v) in &batch {
-            mark(&mut index, row_entity(k))?;
-            cursor.insert_before(k, V::from_bytes(v)).map_err(|e| StorageError::Corrupt {
-                table: "history",
-                detail: format!("packing epoch {epoch}: {e}"),
-            })?;
-        }
-        cursor.close()?;
-        let Some((end, _)) = batch.last() else { break };
-        from = std::ops::Bound::Excluded(*end);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -519,6 +649,8 @@ mod tests {
         w.open_table(tables::STORAGE_TRIE_HISTORY).unwrap();
         w.open_table(tables::STORAGE_TRIE_EPOCHS).unwrap();
         w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+        w.open_table(tables::HASHED_ACCOUNTS).unwrap();
+        w.open_table(tables::HASHED_STORAGE).unwrap();
         w.commit().unwrap();
         (dir, db)
     }
@@ -540,10 +672,13 @@ mod tests {
         rows.iter().map(|(_, bits)| bits.count_ones() as usize).sum()
     }
 
-    /// Keys change at pseudo-random blocks; after every block, every read "after N" for every
-    /// N below the head and every key equals the model's first change after N, and unwinding
-    /// leaves the index as a database that only imported up to the same head. Epochs of [`E`]
-    /// blocks over 41 blocks stay in one run of the index.
+    /// Keys change at pseudo-random blocks, written as the writer writes them: the old current
+    /// row (with its stamp) goes to history, the replaced stamp's epoch to the index, and the
+    /// new row carries the block as its stamp. After every block, the value of every key after
+    /// every N below the head equals the model's, and unwinding (rows restored, stamps given
+    /// back to the index) leaves the current rows and the index as a database that only
+    /// imported up to the same head. Epochs of [`E`] blocks over 41 blocks stay in one run of
+    /// the index.
     #[test]
     fn reads_at_every_block_match_a_model_and_unwinding_restores_the_index() {
         model_run(E, 41, true);
@@ -557,7 +692,21 @@ mod tests {
         model_run(1, 150, false);
     }
 
+    fn current_rows(db: &redb::Database) -> Vec<([u8; 32], Vec<u8>)> {
+        let r = redb::ReadableDatabase::begin_read(db).unwrap();
+        let t = r.open_table(tables::HASHED_ACCOUNTS).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|i| {
+                let (k, v) = i.unwrap();
+                (*k.value(), v.value().to_vec())
+            })
+            .collect()
+    }
+
     fn model_run(len: u64, head: u64, corrupt: bool) {
+        use crate::storage::codec::{SlotRow, decode_slot, row_stamp};
+        use alloy_primitives::U256;
         let (_dir, db) = db();
         let epochs = Epochs { len };
         if len != E {
@@ -568,78 +717,125 @@ mod tests {
                 .unwrap();
             w.commit().unwrap();
         }
-        let keys: Vec<[u8; 32]> = (0..6u8).map(|i| [i * 40; 32]).collect();
-        // key → block → the value before that block.
-        let mut model: BTreeMap<[u8; 32], BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
+        let keys: Vec<[u8; 32]> = (0..7u8).map(|i| [i * 40; 32]).collect();
+        // Keys 4 and 5 are in the genesis allocation (stamp 0); key 5 never changes.
+        {
+            let w = db.begin_write().unwrap();
+            let mut current = w.open_table(tables::HASHED_ACCOUNTS).unwrap();
+            for i in [4, 5] {
+                current
+                    .insert(&keys[i], SlotRow::new(0, &U256::from(1000 + i)).as_slice())
+                    .unwrap();
+            }
+            drop(current);
+            w.commit().unwrap();
+        }
+        // key → block → the value the block left (`None`: deleted).
+        let mut model: BTreeMap<[u8; 32], BTreeMap<u64, Option<u64>>> = BTreeMap::new();
+        for i in [4usize, 5] {
+            model.entry(keys[i]).or_default().insert(0, Some(1000 + i as u64));
+        }
+        let value_after = |model: &BTreeMap<[u8; 32], BTreeMap<u64, Option<u64>>>, key, n| {
+            model.get(key).and_then(|m| m.range(..=n).next_back()).and_then(|(_, v)| *v)
+        };
         let mut seed = 11u64;
         let mut rand = move |n: u64| {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
-        let mut index_at = BTreeMap::new();
+        let mut state_at = BTreeMap::new();
         for block in 1..=head {
             let w = db.begin_write().unwrap();
             {
                 let mut rows = w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
-                // Key 0 changes every block, key 5 never; the rest now and then.
+                let mut current = w.open_table(tables::HASHED_ACCOUNTS).unwrap();
+                let mut index = w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+                // Key 0 changes every block, key 5 never; the rest now and then, keys 1 to 3
+                // sometimes by deletion.
                 for (i, key) in keys.iter().enumerate() {
                     let changes = match i {
                         0 => true,
                         5 => false,
                         _ => rand(5) == 0,
                     };
-                    if changes {
-                        let value = vec![i as u8, block as u8];
-                        let k: [u8; 44] = epochs.history_key(key, block);
-                        rows.insert(&k, value.as_slice()).unwrap();
-                        model.entry(*key).or_default().insert(block, value);
+                    if !changes {
+                        continue;
                     }
+                    let deleted = (1..=3).contains(&i) && rand(3) == 0;
+                    let value = (!deleted).then_some(block * 10 + i as u64);
+                    let old = match value {
+                        Some(v) => {
+                            current.insert(key, SlotRow::new(block, &U256::from(v)).as_slice())
+                        }
+                        None => current.remove(key),
+                    }
+                    .unwrap()
+                    .map(|v| v.value().to_vec());
+                    if let Some(old) = &old {
+                        let stamp = row_stamp(old, "t").unwrap();
+                        stamp_replaced(&mut index, epochs, key, stamp, block).unwrap();
+                    }
+                    let k: [u8; 44] = epochs.history_key(key, block);
+                    rows.insert(&k, old.unwrap_or_default().as_slice()).unwrap();
+                    model.entry(*key).or_default().insert(block, value);
                 }
             }
             follow_head(&w, Some(block - 1), block).unwrap();
             w.commit().unwrap();
-            index_at.insert(block, index_rows(&db));
+            state_at.insert(block, (index_rows(&db), current_rows(&db)));
 
             let r = redb::ReadableDatabase::begin_read(&db).unwrap();
             let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
             let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+            let current = r.open_table(tables::HASHED_ACCOUNTS).unwrap();
             let h = History { rows: &rows, index: &index, epochs, open: epochs.of(block) };
             for key in &keys {
+                let now = current.get(key).unwrap().map(|v| v.value().to_vec());
+                let stamp = now.as_ref().map(|r| row_stamp(r, "t").unwrap());
                 for n in 0..=block {
-                    let want = model
-                        .get(key)
-                        .and_then(|m| m.range(n + 1..).next())
-                        .map(|(b, v)| (*b, v.clone()));
-                    let got = h.first_after::<32, 44, 36, &[u8]>(key, n).unwrap();
-                    assert_eq!(got, want, "key {} after block {n} at head {block}", key[0]);
+                    let row = match h.first_after::<32, 44, 36, &[u8]>(key, n, stamp).unwrap() {
+                        Some((_, row)) => row,
+                        None => now.clone().unwrap_or_default(),
+                    };
+                    let got =
+                        (!row.is_empty()).then(|| decode_slot(&row, "t").unwrap().1.to::<u64>());
+                    assert_eq!(
+                        got,
+                        value_after(&model, key, n),
+                        "key {} after block {n} at head {block}",
+                        key[0]
+                    );
                 }
             }
         }
-        // Only closed epochs are indexed: one bit per key and epoch that holds its rows.
+        // Only closed epochs are indexed: one bit per key and epoch that holds its rows, but
+        // for the epoch its current row's stamp names.
         let want: usize = (0..epochs.of(head))
             .map(|e| {
                 keys.iter()
-                    .filter(|k| model.get(*k).is_some_and(|m| m.keys().any(|b| epochs.of(*b) == e)))
+                    .filter(|k| {
+                        let Some(m) = model.get(*k) else { return false };
+                        let named = m.iter().next_back().filter(|(b, v)| **b > 0 && v.is_some());
+                        m.keys().any(|b| *b > 0 && epochs.of(*b) == e)
+                            && named.is_none_or(|(b, _)| epochs.of(*b) != e)
+                    })
                     .count()
             })
             .sum();
         assert_eq!(named(&index_rows(&db)), want);
         assert!(want > 10, "only {want} indexed epochs");
-        if len == 1 {
-            // Key 0 changes in every block: one row per run, every bit of the closed runs set.
-            let runs = index_rows(&db).iter().filter(|(k, _)| k[..32] == keys[0]).count();
-            assert_eq!(runs as u64, head.div_ceil(u64::from(EPOCHS_PER_RUN)));
-        }
         let check = |db: &redb::Database| {
             let r = redb::ReadableDatabase::begin_read(db).unwrap();
             let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
             let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+            let current = r.open_table(tables::HASHED_ACCOUNTS).unwrap();
             let h = History { rows: &rows, index: &index, epochs, open: epochs.of(head) };
-            check_index::<32, 44, 36, &[u8]>(&h, "t").map_err(|e| e.to_string())
+            check_index::<32, 44, 36, &[u8], _>(&h, "t", Some(&current)).map_err(|e| e.to_string())
         };
         assert_eq!(check(&db), Ok(want as u64));
         if corrupt {
-            // A missing bit, a bit for the open epoch and a row with no bit are each named.
+            // A missing bit, a bit for the open epoch, a bit for the epoch a current row names
+            // and a row with no bit are each named.
             type Index<'a> = redb::Table<'a, &'static [u8; 36], u64>;
             let edit = |f: &dyn Fn(&mut Index<'_>)| {
                 let w = db.begin_write().unwrap();
@@ -657,18 +853,27 @@ mod tests {
             });
             assert_eq!(check(&db), Ok(want as u64));
             let open = epochs.of(head);
-            let open_key: [u8; 36] = index_key(&keys[1], run_of(open));
-            let before = index_rows(&db).into_iter().find(|(k, _)| *k == open_key).map(|r| r.1);
-            edit(&|t| {
-                t.insert(&open_key, before.unwrap_or(0) | epoch_bit(open)).unwrap();
+            let mut flips = vec![(keys[1], open, "which is open")];
+            let stamped = current_rows(&db).into_iter().find_map(|(k, row)| {
+                let stamp = row_stamp(&row, "t").unwrap();
+                (stamp > 0 && epochs.of(stamp) < open).then(|| (k, epochs.of(stamp)))
             });
-            assert!(check(&db).unwrap_err().contains("which is open"), "{:?}", check(&db));
-            edit(&|t| {
-                match before {
-                    Some(bits) => t.insert(&open_key, bits).map(drop).unwrap(),
-                    None => t.remove(&open_key).map(drop).unwrap(),
-                };
-            });
+            let (key, epoch) = stamped.expect("a key whose stamp lies in a closed epoch");
+            flips.push((key, epoch, "which its current row names"));
+            for (key, epoch, why) in flips {
+                let ik: [u8; 36] = index_key(&key, run_of(epoch));
+                let before = index_rows(&db).into_iter().find(|(k, _)| *k == ik).map(|r| r.1);
+                edit(&|t| {
+                    t.insert(&ik, before.unwrap_or(0) | epoch_bit(epoch)).unwrap();
+                });
+                assert!(check(&db).unwrap_err().contains(why), "{why}: {:?}", check(&db));
+                edit(&|t| {
+                    match before {
+                        Some(bits) => t.insert(&ik, bits).map(drop).unwrap(),
+                        None => t.remove(&ik).map(drop).unwrap(),
+                    };
+                });
+            }
             let empty: [u8; 36] = index_key(&[0xee; 32], 0);
             edit(&|t| {
                 t.insert(&empty, 0).unwrap();
@@ -680,19 +885,36 @@ mod tests {
             assert_eq!(check(&db), Ok(want as u64));
         }
 
-        // Unwind block by block (rows first, then the head), comparing the index each time.
+        // Unwind block by block (rows and current rows first, then the head), comparing the
+        // index and the current rows each time.
         for block in (2..=head).rev() {
             let w = db.begin_write().unwrap();
             {
                 let mut rows = w.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+                let mut current = w.open_table(tables::HASHED_ACCOUNTS).unwrap();
+                let mut index = w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
                 for key in &keys {
                     let k: [u8; 44] = epochs.history_key(key, block);
-                    rows.remove(&k).unwrap();
+                    let Some(old) = rows.remove(&k).unwrap().map(|v| v.value().to_vec()) else {
+                        continue;
+                    };
+                    if old.is_empty() {
+                        current.remove(key).unwrap();
+                    } else {
+                        let stamp = row_stamp(&old, "t").unwrap();
+                        stamp_restored(&mut index, epochs, key, stamp, block).unwrap();
+                        current.insert(key, old.as_slice()).unwrap();
+                    }
                 }
             }
             follow_head(&w, Some(block), block - 1).unwrap();
             w.commit().unwrap();
-            assert_eq!(index_rows(&db), index_at[&(block - 1)], "index after unwinding {block}");
+            let at = (index_rows(&db), current_rows(&db));
+            assert_eq!(
+                at,
+                state_at[&(block - 1)],
+                "index and current rows after unwinding {block}"
+            );
         }
     }
 
@@ -773,7 +995,7 @@ mod tests {
         let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
         let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
         let h = History { rows: &rows, index: &index, epochs, open: 3 };
-        let err = h.first_after::<32, 44, 36, &[u8]>(&key, 2).unwrap_err();
+        let err = h.first_after::<32, 44, 36, &[u8]>(&key, 2, None).unwrap_err();
         assert!(err.to_string().contains("epoch 1 is indexed"), "{err}");
     }
 

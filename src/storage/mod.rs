@@ -25,14 +25,15 @@ use redb::ReadableDatabase;
 
 pub use changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
 pub use codec::{
-    Blooms, EncodedAccount, HashedAccount, StoredAccount, hashed_account_history_key,
-    hashed_storage_history_key, hashed_storage_key,
+    Blooms, EncodedAccount, HashedAccount, SlotRow, StoredAccount, decode_slot,
+    hashed_account_history_key, hashed_storage_history_key, hashed_storage_key, row_stamp,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{
     DEFAULT_EPOCH_LEN, EPOCH_ENV, EPOCHS_PER_RUN, Epochs, History, Row, SnapshotHistory,
-    check_index, epoch_bit, first_in, history_epochs, index_entity, index_key, indexed_epoch,
-    row_block, row_entity, row_epoch, row_key, run_epochs, run_of,
+    StampIndex, check_index, epoch_bit, first_in, history_epochs, index_entity, index_key,
+    indexed_epoch, row_block, row_entity, row_epoch, row_key, run_epochs, run_of, stamp_replaced,
+    stamp_restored,
 };
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
@@ -40,7 +41,7 @@ pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
 pub use trie::{FullRecompute, state_root_of};
-pub use write::{Writer, record_old, record_old_slot};
+pub use write::{Writer, record_old};
 
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";

@@ -35,9 +35,9 @@ pub(crate) struct Snapshot {
 pub struct TrieTables {
     pub preimages: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
     pub hashed_accounts: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8; 32]>,
+    pub hashed_storage: ReadOnlyTable<&'static [u8; 64], &'static [u8]>,
     pub hashed_account_history: ReadOnlyTable<&'static [u8; 44], &'static [u8]>,
-    pub hashed_storage_history: ReadOnlyTable<&'static [u8; 76], &'static [u8; 32]>,
+    pub hashed_storage_history: ReadOnlyTable<&'static [u8; 76], &'static [u8]>,
     pub hashed_account_epochs: ReadOnlyTable<&'static [u8; 36], u64>,
     pub hashed_storage_epochs: ReadOnlyTable<&'static [u8; 68], u64>,
     pub account_trie: ReadOnlyTable<&'static [u8; 33], &'static [u8]>,
@@ -59,7 +59,7 @@ impl TrieTables {
     }
 
     /// The hashed-storage history with its index.
-    pub fn storage_history(&self) -> SnapshotHistory<'_, 76, 68, &'static [u8; 32]> {
+    pub fn storage_history(&self) -> SnapshotHistory<'_, 76, 68, &'static [u8]> {
         self.history(&self.hashed_storage_history, &self.hashed_storage_epochs)
     }
 

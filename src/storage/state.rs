@@ -10,15 +10,16 @@ use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
-use super::codec::{HashedAccount, StoredAccount, hashed_storage_key};
+use super::codec::{HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp};
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
 ///
 /// State is keyed by `keccak(address)` and `keccak(slot)`, as the trie keys it (one copy of the
-/// state). At the head this reads the current tables directly; at an older block every account
-/// or slot costs one to three seeks in the history tables, and an index seek when it changed
+/// state). At the head this reads the current tables directly. At an older block it reads the
+/// current row first: one stamped at or before the block (unchanged since) is the answer;
+/// otherwise one to three seeks in the history tables, and an index seek when the key changed
 /// in a later epoch (see [`super::tables::HASHED_ACCOUNT_HISTORY`]). It borrows
 /// nothing: it owns its tables, opened from one read snapshot, so it can move to a worker thread.
 /// A clone shares the snapshot (one `Arc`).
@@ -57,15 +58,15 @@ impl StateAt {
     /// The account whose hashed address is `hashed`, with its storage root.
     fn hashed_account(&self, hashed: &B256) -> StorageResult<Option<HashedAccount>> {
         let t = &self.snap.trie;
-        if !self.at_head
-            && let Some((_, v)) = t.account_history().first_after(&hashed.0, self.block)?
-        {
-            return HashedAccount::decode_history(&v);
+        let current = t.hashed_accounts.get(&hashed.0)?;
+        if !self.at_head {
+            let stamp =
+                current.as_ref().map(|v| row_stamp(v.value(), "hashed_accounts")).transpose()?;
+            if let Some((_, v)) = t.account_history().first_after(&hashed.0, self.block, stamp)? {
+                return HashedAccount::decode_history(&v);
+            }
         }
-        t.hashed_accounts
-            .get(&hashed.0)?
-            .map(|v| HashedAccount::decode(v.value(), "hashed_accounts"))
-            .transpose()
+        current.map(|v| HashedAccount::decode(v.value(), "hashed_accounts")).transpose()
     }
 
     /// The value of storage `slot` of `address` (zero if unset).
@@ -77,12 +78,18 @@ impl StateAt {
     fn hashed_slot(&self, account: &B256, slot: &B256) -> StorageResult<U256> {
         let t = &self.snap.trie;
         let key = hashed_storage_key(account, slot);
-        if !self.at_head
-            && let Some((_, v)) = t.storage_history().first_after(&key, self.block)?
-        {
-            return Ok(U256::try_from_be_slice(&v).unwrap_or_default());
+        let current = t.hashed_storage.get(&key)?;
+        if !self.at_head {
+            let stamp =
+                current.as_ref().map(|v| row_stamp(v.value(), "hashed_storage")).transpose()?;
+            if let Some((_, v)) = t.storage_history().first_after(&key, self.block, stamp)? {
+                return Ok(decode_slot(&v, "hashed_storage_history")?.1);
+            }
         }
-        Ok(t.hashed_storage.get(&key)?.map(|v| U256::from_be_bytes(*v.value())).unwrap_or_default())
+        match current {
+            Some(v) => Ok(decode_slot(v.value(), "hashed_storage")?.1),
+            None => Ok(U256::ZERO),
+        }
     }
 
     /// Code with hash `hash` (empty for the empty-code hash).
@@ -230,7 +237,10 @@ impl DatabaseRef for PendingState<'_> {
     fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
         let t = self.txn.open_table(super::tables::HASHED_STORAGE)?;
         let key = hashed_storage_key(&keccak256(address), &keccak256(index.to_be_bytes::<32>()));
-        Ok(t.get(&key)?.map(|v| U256::from_be_bytes(*v.value())).unwrap_or_default())
+        match t.get(&key)? {
+            Some(v) => Ok(decode_slot(v.value(), "hashed_storage")?.1),
+            None => Ok(U256::ZERO),
+        }
     }
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {

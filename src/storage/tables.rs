@@ -44,18 +44,20 @@ pub const BYTECODES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::ne
 /// every account that uses the slot.
 pub const PREIMAGES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("preimages");
 
-/// `keccak(address) → account` (`HashedAccount::encode`: flags, address, nonce and balance
-/// without leading zeros, then the code hash and the storage root only where they are not
-/// empty; about 32 bytes for a plain account): the state after the head, keyed as the state
+/// `keccak(address) → account` (`HashedAccount::encode`: the stamp, flags, address, nonce and
+/// balance, the numbers without leading zeros, then the code hash and the storage root only
+/// where they are not empty; about 35 bytes for a plain account; the stamp is the block that
+/// wrote the row, `codec::row_stamp`): the state after the head, keyed as the state
 /// trie keys it, with each account's storage root cached, so that an account leaf is one read. The only copy of the
 /// current accounts: the EVM reads it by `keccak(address)` too. Kept by
 /// [`crate::storage::Writer`]; the storage root is filled in by the trie.
 pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new("hashed_accounts");
 
-/// `keccak(address) ++ keccak(slot) → value` (32 BE): storage after the head, keyed as the
-/// storage tries key it. Zero values are absent.
-pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8; 32]> =
+/// `keccak(address) ++ keccak(slot) → stamp ++ value` (`codec::SlotRow`: the block that wrote
+/// the row, then the value big-endian without leading zeros): storage after the head, keyed as
+/// the storage tries key it. Zero values are absent.
+pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8]> =
     TableDefinition::new("hashed_storage");
 
 /// `epoch u32 BE ++ keccak(address) ++ block BE → hashed account before that block` (empty: did
@@ -67,19 +69,21 @@ pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8; 32]> =
 /// the epoch of N+1, else in the first later epoch that holds one ([`HASHED_ACCOUNT_EPOCHS`],
 /// or the open epoch, which is not indexed yet). Its value is the account before that later
 /// change, which is the account after N. No such row: the account has not changed since N, so
-/// the current value in [`HASHED_ACCOUNTS`] is the answer.
+/// the current value in [`HASHED_ACCOUNTS`] is the answer. The current row's stamp (the block
+/// that wrote it) often settles it first: written at or before N, it is the answer.
 pub const HASHED_ACCOUNT_HISTORY: TableDefinition<'_, &[u8; 44], &[u8]> =
     TableDefinition::new("hashed_account_history_e");
 
-/// `epoch ++ keccak(address) ++ keccak(slot) ++ block BE → value before that block` (zero:
-/// unset). The same lookup as [`HASHED_ACCOUNT_HISTORY`], falling back to [`HASHED_STORAGE`].
+/// `epoch ++ keccak(address) ++ keccak(slot) ++ block BE → row before that block` (a
+/// [`HASHED_STORAGE`] row with its stamp; empty: unset). The same lookup as [`HASHED_ACCOUNT_HISTORY`], falling back to [`HASHED_STORAGE`].
 /// Wiping an account's storage (self-destruct) writes an entry for every slot it held.
-pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8; 32]> =
+pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8]> =
     TableDefinition::new("hashed_storage_history_e");
 
 /// `keccak(address) ++ run u32 BE → bitmap u64`: the closed epochs holding rows of an account in
 /// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::epochs`), one row per run of
-/// [`crate::storage::EPOCHS_PER_RUN`] epochs with a bit for each.
+/// [`crate::storage::EPOCHS_PER_RUN`] epochs with a bit for each; all but the epoch of the
+/// current row's stamp, which that row names.
 pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], u64> =
     TableDefinition::new("hashed_account_epochs");
 
@@ -186,4 +190,7 @@ pub mod meta {
 ///    (`HashedAccount::encode`). Format 6 is refused like the older ones.
 /// 8: an epoch index row covers a run of [`crate::storage::EPOCHS_PER_RUN`] epochs, a bit for
 ///    each (it was one row per key and epoch). Format 7 is refused like the older ones.
-pub const SCHEMA_VERSION: u64 = 8;
+/// 9: account and slot rows carry a stamp, the block that wrote them, and the epoch indexes of
+///    the hashed state leave out the epoch each current row's stamp names (slot values lose
+///    their leading zeros). Format 8 is refused like the older ones.
+pub const SCHEMA_VERSION: u64 = 9;

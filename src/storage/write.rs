@@ -12,9 +12,10 @@ use alloy_trie::EMPTY_ROOT_HASH;
 use redb::Table;
 
 use super::codec::{
-    HashedAccount, StoredAccount, hashed_account_history_key, hashed_storage_history_key,
-    hashed_storage_key, tx_key, u64_value,
+    HashedAccount, SlotRow, StoredAccount, decode_slot, hashed_account_history_key,
+    hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
 };
+use super::epochs::{StampIndex, stamp_replaced};
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
 
@@ -31,19 +32,6 @@ pub fn record_old<const N: usize>(
         return Ok(true);
     };
     history.insert(key, prev.as_slice())?;
-    Ok(false)
-}
-
-/// [`record_old`] for a table of 32-byte values (storage slots).
-pub fn record_old_slot<const N: usize>(
-    history: &mut Table<'_, &'static [u8; N], &'static [u8; 32]>,
-    key: &[u8; N],
-    old: &[u8; 32],
-) -> Result<bool, redb::StorageError> {
-    let Some(prev) = history.insert(key, old)?.map(|g| *g.value()) else {
-        return Ok(true);
-    };
-    history.insert(key, &prev)?;
     Ok(false)
 }
 
@@ -408,7 +396,8 @@ impl Writer {
             let Some(address) = by_hash.get(&B256::from_slice(&k[..32])) else { continue };
             let slot = super::state::preimage::<32>(&preimages, &B256::from_slice(&k[32..]))?;
             if let Some(entry) = out.get_mut(address) {
-                entry.1.insert(U256::from_be_bytes(slot), U256::from_be_bytes(*v.value()));
+                let (_, value) = decode_slot(v.value(), "hashed_storage")?;
+                entry.1.insert(U256::from_be_bytes(slot), value);
             }
         }
         Ok(out)
@@ -420,8 +409,10 @@ struct HashedWrites<'t> {
     preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
     accounts: Table<'t, &'static [u8; 32], &'static [u8]>,
     account_history: Table<'t, &'static [u8; 44], &'static [u8]>,
-    storage: Table<'t, &'static [u8; 64], &'static [u8; 32]>,
-    storage_history: Table<'t, &'static [u8; 76], &'static [u8; 32]>,
+    account_index: StampIndex<'t, 36>,
+    storage: Table<'t, &'static [u8; 64], &'static [u8]>,
+    storage_history: Table<'t, &'static [u8; 76], &'static [u8]>,
+    storage_index: StampIndex<'t, 68>,
     history: bool,
     epochs: super::epochs::Epochs,
     /// Keys of the history rows added (for the change index).
@@ -435,8 +426,10 @@ impl<'t> HashedWrites<'t> {
             preimages: txn.open_table(tables::PREIMAGES)?,
             accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
             account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
+            account_index: txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
+            storage_index: txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
             history,
             epochs: super::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
@@ -451,7 +444,8 @@ impl<'t> HashedWrites<'t> {
 
     /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
     /// with the empty root (the trie fills in the real one when its storage changes). The row
-    /// carries the address, so accounts need no preimage rows.
+    /// carries the address, so accounts need no preimage rows, and its stamp, `block` (0 for
+    /// the genesis allocation).
     fn account(
         &mut self,
         block: u64,
@@ -468,15 +462,23 @@ impl<'t> HashedWrites<'t> {
                     Some(o) => HashedAccount::decode(o, "hashed_accounts")?.storage_root,
                     None => EMPTY_ROOT_HASH,
                 };
-                let row = HashedAccount { address: *address, account, storage_root }.encode();
+                let stamp = if self.history { block } else { 0 };
+                let row = HashedAccount { address: *address, account, storage_root }.encode(stamp);
                 self.accounts.insert(&hashed_address.0, row.as_slice())?;
                 old
             }
             None => self.accounts.remove(&hashed_address.0)?.map(|v| v.value().to_vec()),
         };
+        if !self.history {
+            return Ok(());
+        }
+        if let Some(old) = &old {
+            let stamp = row_stamp(old, "hashed_accounts")?;
+            stamp_replaced(&mut self.account_index, self.epochs, &hashed_address.0, stamp, block)?;
+        }
         let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
         let old_bytes: &[u8] = old.as_deref().unwrap_or(&[]);
-        if self.history && record_old(&mut self.account_history, &hkey, old_bytes)? {
+        if record_old(&mut self.account_history, &hkey, old_bytes)? {
             self.changed_accounts.extend_from_slice(hashed_address.as_slice());
         }
         Ok(())
@@ -489,15 +491,14 @@ impl<'t> HashedWrites<'t> {
         let mut existing = Vec::new();
         for item in self.storage.range::<&[u8; 64]>(&from..=&to)? {
             let (k, v) = item?;
-            existing.push((*k.value(), *v.value()));
+            existing.push((*k.value(), v.value().to_vec()));
         }
         for (k, v) in existing {
-            let slot = B256::from_slice(&k[32..]);
-            let hkey = hashed_storage_history_key(self.epochs, hashed_address, &slot, block);
-            if self.history && record_old_slot(&mut self.storage_history, &hkey, &v)? {
-                self.changed_slots.extend_from_slice(&k);
-            }
             self.storage.remove(&k)?;
+            if self.history {
+                let slot = B256::from_slice(&k[32..]);
+                self.slot_history(block, &k, &slot, hashed_address, Some(&v))?;
+            }
         }
         Ok(())
     }
@@ -515,18 +516,38 @@ impl<'t> HashedWrites<'t> {
         let old = if value.is_zero() {
             self.storage.remove(&key)?
         } else {
-            self.storage.insert(&key, &value.to_be_bytes::<32>())?
+            let stamp = if self.history { block } else { 0 };
+            self.storage.insert(&key, SlotRow::new(stamp, value).as_slice())?
         }
-        .map(|v| *v.value());
+        .map(|v| v.value().to_vec());
         // Slot preimages are shared by every account, so most already exist: a read first
         // keeps their pages clean.
         if old.is_none() && !value.is_zero() && self.preimages.get(&hashed_slot.0)?.is_none() {
             self.preimages.insert(&hashed_slot.0, slot.as_slice())?;
         }
-        let old = old.unwrap_or([0u8; 32]);
+        if self.history {
+            self.slot_history(block, &key, hashed_slot, hashed_address, old.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// Records the row a slot had before `block` (`None`: unset) unless the block already did,
+    /// and indexes the epoch of the replaced row's stamp.
+    fn slot_history(
+        &mut self,
+        block: u64,
+        key: &[u8; 64],
+        hashed_slot: &B256,
+        hashed_address: &B256,
+        old: Option<&[u8]>,
+    ) -> StorageResult<()> {
+        if let Some(old) = old {
+            let stamp = row_stamp(old, "hashed_storage")?;
+            stamp_replaced(&mut self.storage_index, self.epochs, key, stamp, block)?;
+        }
         let hkey = hashed_storage_history_key(self.epochs, hashed_address, hashed_slot, block);
-        if self.history && record_old_slot(&mut self.storage_history, &hkey, &old)? {
-            self.changed_slots.extend_from_slice(&key);
+        if record_old(&mut self.storage_history, &hkey, old.unwrap_or(&[]))? {
+            self.changed_slots.extend_from_slice(key);
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The walk's node and leaf sources over storage's redb tables, current or as of an old block.
 
-use alloy_primitives::{B256, U256};
+use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::ReadableTable;
 
@@ -101,10 +101,12 @@ pub(crate) fn account_leaf(row: &[u8], hashed: &B256, buf: &mut Vec<u8>) -> Resu
     Ok(())
 }
 
-/// RLP of a storage leaf.
-pub(crate) fn storage_leaf(value: &[u8; 32], buf: &mut Vec<u8>) {
+/// RLP of the storage leaf of slot row `row` (`storage::SlotRow`).
+pub(crate) fn storage_leaf(row: &[u8], buf: &mut Vec<u8>) -> Result<(), TrieError> {
+    let (_, value) = crate::storage::decode_slot(row, "hashed_storage")?;
     buf.clear();
-    alloy_rlp::Encodable::encode(&U256::from_be_bytes(*value), buf);
+    alloy_rlp::Encodable::encode(&value, buf);
+    Ok(())
 }
 
 /// The current hashed accounts.
@@ -138,7 +140,7 @@ pub(crate) struct StorageLeaves<'t, T> {
     pub(crate) account: B256,
 }
 
-impl<T: ReadableTable<K<64>, K<32>>> LeafSource for StorageLeaves<'_, T> {
+impl<T: ReadableTable<K<64>, &'static [u8]>> LeafSource for StorageLeaves<'_, T> {
     fn leaves(
         &mut self,
         from: &B256,
@@ -159,7 +161,7 @@ impl<T: ReadableTable<K<64>, K<32>>> LeafSource for StorageLeaves<'_, T> {
         let mut buf = Vec::with_capacity(40);
         for item in range {
             let (k, v) = item?;
-            storage_leaf(v.value(), &mut buf);
+            storage_leaf(v.value(), &mut buf)?;
             f(&B256::from_slice(&k.value()[32..]), &buf)?;
         }
         Ok(())

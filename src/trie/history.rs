@@ -5,7 +5,7 @@
 //! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::epochs`),
 //! as the account history does: the value after block N is that of the first history entry
 //! after N, else the current one. A key that did not
-//! exist then has an empty (or all-zero) value. Listing the keys of a range at N merges the
+//! exist then has an empty value. Listing the keys of a range at N merges the
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
 //! against the next version (`storage::node_history`), resolved here.
 
@@ -24,7 +24,7 @@ use super::walk::{LeafFn, LeafSource, NodeSource};
 use crate::storage::TrieTables;
 
 fn present(bytes: &[u8]) -> Option<Vec<u8>> {
-    (!bytes.iter().all(|b| *b == 0)).then(|| bytes.to_vec())
+    (!bytes.is_empty()).then(|| bytes.to_vec())
 }
 
 /// Adds one to a big-endian key; `None` past the largest key.
@@ -73,6 +73,8 @@ pub(crate) struct Versioned<
     block: u64,
     /// History rows are trie nodes, whole or deltas (`storage::node_history`).
     node_rows: bool,
+    /// Current rows carry a stamp (`storage::row_stamp`; the hashed state).
+    stamped: bool,
 }
 
 impl<'t, const K: usize, const H: usize, const I: usize, V1, V2> Versioned<'t, K, H, I, V1, V2>
@@ -82,21 +84,22 @@ where
     for<'a> V1::SelfType<'a>: AsRef<[u8]>,
     for<'a> V2::SelfType<'a>: AsRef<[u8]>,
 {
-    pub(crate) fn new(
+    /// A table of the hashed state, whose current rows carry a stamp.
+    pub(crate) fn stamped(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
         history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
-        Self { current, history, block, node_rows: false }
+        Self { current, history, block, node_rows: false, stamped: true }
     }
 
-    /// [`Versioned::new`] for a trie-node table, whose history rows may be deltas.
+    /// A trie-node table, whose history rows may be deltas.
     pub(crate) fn nodes(
         current: &'t ReadOnlyTable<&'static [u8; K], V1>,
         history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
-        Self { node_rows: true, ..Self::new(current, history, block) }
+        Self { current, history, block, node_rows: true, stamped: false }
     }
 
     fn current_value(&self, key: &[u8; K]) -> Result<Vec<u8>, TrieError> {
@@ -105,7 +108,20 @@ where
 
     /// The value of `key` after the block; `None` if it did not exist.
     pub(crate) fn get(&self, key: &[u8; K]) -> Result<Option<Vec<u8>>, TrieError> {
-        let Some((block, first)) = self.history.first_after::<K, H, I, V2>(key, self.block)? else {
+        if self.stamped {
+            let current = self.current_value(key)?;
+            let stamp = match current.is_empty() {
+                true => None,
+                false => Some(crate::storage::row_stamp(&current, "current state")?),
+            };
+            return Ok(match self.history.first_after::<K, H, I, V2>(key, self.block, stamp)? {
+                Some((_, first)) => present(&first),
+                None => present(&current),
+            });
+        }
+        let Some((block, first)) =
+            self.history.first_after::<K, H, I, V2>(key, self.block, None)?
+        else {
             return Ok(present(&self.current_value(key)?));
         };
         if !self.node_rows {
@@ -142,7 +158,7 @@ where
                     chain.push(v.value().as_ref().to_vec());
                 }
                 None => {
-                    next = match self.history.first_after::<K, H, I, V2>(key, last_block)? {
+                    next = match self.history.first_after::<K, H, I, V2>(key, last_block, None)? {
                         Some((at, row)) => {
                             if matches!(node_row(&row).map_err(corrupt)?, NodeRow::Delta { .. }) {
                                 return Err(corrupt(format!(
@@ -303,7 +319,7 @@ impl LeafSource for AccountLeavesAt<'_> {
 
 /// One account's hashed storage after a block.
 pub(crate) struct StorageLeavesAt<'t> {
-    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8; 32], &'static [u8; 32]>,
+    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8], &'static [u8]>,
     pub(crate) account: B256,
 }
 
@@ -330,9 +346,7 @@ impl LeafSource for StorageLeavesAt<'_> {
                 break;
             }
             let Some((key, value)) = self.slots.next(&from, &last)? else { break };
-            let mut v = [0u8; 32];
-            v[32 - value.len().min(32)..].copy_from_slice(&value[..value.len().min(32)]);
-            storage_leaf(&v, &mut buf);
+            storage_leaf(&value, &mut buf)?;
             f(&B256::from_slice(&key[32..]), &buf)?;
             cursor = successor(&key);
         }
@@ -353,8 +367,8 @@ pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
             t.history(&t.storage_trie_history, &t.storage_trie_epochs),
             block,
         ),
-        accounts: Versioned::new(&t.hashed_accounts, t.account_history(), block),
-        slots: Versioned::new(&t.hashed_storage, t.storage_history(), block),
+        accounts: Versioned::stamped(&t.hashed_accounts, t.account_history(), block),
+        slots: Versioned::stamped(&t.hashed_storage, t.storage_history(), block),
     }
 }
 
@@ -363,5 +377,5 @@ pub(crate) struct Sources<'t> {
     pub(crate) account_nodes: Versioned<'t, 33, 45, 37, &'static [u8], &'static [u8]>,
     pub(crate) storage_nodes: Versioned<'t, 65, 77, 69, &'static [u8], &'static [u8]>,
     pub(crate) accounts: Versioned<'t, 32, 44, 36, &'static [u8], &'static [u8]>,
-    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8; 32], &'static [u8; 32]>,
+    pub(crate) slots: Versioned<'t, 64, 76, 68, &'static [u8], &'static [u8]>,
 }

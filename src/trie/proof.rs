@@ -94,7 +94,10 @@ pub fn prove_account(
     };
     for (slot, hashed) in slots.iter().zip(&hashed_slots) {
         let key: [u8; 64] = concat(&hashed_address, hashed.as_slice());
-        let value = at.slots.get(&key)?.map(|v| U256::from_be_slice(&v)).unwrap_or_default();
+        let value = match at.slots.get(&key)? {
+            Some(row) => crate::storage::decode_slot(&row, "hashed_storage")?.1,
+            None => U256::ZERO,
+        };
         let proof = proof.as_ref().map(|p| nodes_to(p, hashed)).unwrap_or_default();
         storage_proofs.push(StorageProof { slot: *slot, value, proof });
     }

@@ -15,7 +15,7 @@ use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
     ChangeKind, Epochs, hashed_account_history_key, history_epochs, record_changes, record_old,
-    record_old_node,
+    record_old_node, row_stamp, stamp_replaced,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -174,6 +174,7 @@ pub fn update_state_root(
     let mut trie = TrieTables::open(txn)?;
     let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;
     let mut account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+    let mut account_index = txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?;
     let storage = txn.open_table(tables::HASHED_STORAGE)?;
     let store = mode == RootMode::Store;
     let mut changed_hashed_accounts = Vec::new();
@@ -203,12 +204,14 @@ pub fn update_state_root(
         }
         let mut hashed = super::db::decode_account(&row, account)?;
         if hashed.storage_root != out.root {
+            let stamp = row_stamp(&row, "hashed_accounts")?;
+            stamp_replaced(&mut account_index, trie.epochs, &account.0, stamp, block)?;
             let hkey = hashed_account_history_key(trie.epochs, account, block);
             if record_old(&mut account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
             hashed.storage_root = out.root;
-            accounts.insert(&account.0, hashed.encode().as_slice())?;
+            accounts.insert(&account.0, hashed.encode(block).as_slice())?;
         }
     }
 
@@ -225,7 +228,7 @@ pub fn update_state_root(
     }
     let (paths, keys) = (trie.changed_account_paths, trie.changed_storage_keys);
     drop((trie.account_trie, trie.storage_trie, trie.account_trie_history));
-    drop((trie.storage_trie_history, accounts, account_history, storage));
+    drop((trie.storage_trie_history, accounts, account_history, account_index, storage));
     record_changes(txn, block, ChangeKind::HashedAccounts, &changed_hashed_accounts)?;
     record_changes(txn, block, ChangeKind::AccountTrie, &paths)?;
     record_changes(txn, block, ChangeKind::StorageTrie, &keys)?;
@@ -266,7 +269,8 @@ pub fn build_state_root(txn: &WriteTransaction) -> Result<B256, TrieError> {
         };
         let mut hashed = super::db::decode_account(&row, &account)?;
         hashed.storage_root = out.root;
-        accounts.insert(&account.0, hashed.encode().as_slice())?;
+        // The genesis allocation: stamp 0.
+        accounts.insert(&account.0, hashed.encode(0).as_slice())?;
         let next = alloy_primitives::U256::from_be_bytes(account.0)
             .checked_add(alloy_primitives::U256::from(1));
         let Some(next) = next else { break };

@@ -310,10 +310,16 @@ pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
     let accounts = t.history(&t.account_trie_history, &t.account_trie_epochs);
     let storage = t.history(&t.storage_trie_history, &t.storage_trie_epochs);
     // The epoch indexes first: a missing index row would make a read skip its epoch.
-    check_index::<33, 45, 37, _>(&accounts, "account_trie_epochs")?;
-    check_index::<65, 77, 69, _>(&storage, "storage_trie_epochs")?;
-    check_index::<32, 44, 36, _>(&t.account_history(), "hashed_account_epochs")?;
-    check_index::<64, 76, 68, _>(&t.storage_history(), "hashed_storage_epochs")?;
+    type Unstamped<const K: usize> = ReadOnlyTable<&'static [u8; K], &'static [u8]>;
+    check_index::<33, 45, 37, _, Unstamped<33>>(&accounts, "account_trie_epochs", None)?;
+    check_index::<65, 77, 69, _, Unstamped<65>>(&storage, "storage_trie_epochs", None)?;
+    let (hashed_accounts, hashed_storage) = (Some(&t.hashed_accounts), Some(&t.hashed_storage));
+    check_index::<32, 44, 36, _, _>(
+        &t.account_history(),
+        "hashed_account_epochs",
+        hashed_accounts,
+    )?;
+    check_index::<64, 76, 68, _, _>(&t.storage_history(), "hashed_storage_epochs", hashed_storage)?;
     Ok(check_history(&t.account_trie, accounts, "account_trie_history")?
         + check_history(&t.storage_trie, storage, "storage_trie_history")?)
 }
@@ -359,7 +365,7 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             if let Some((_, node)) = group {
                 unfinished(&node, want_older)?;
             }
-            next = match history.first_after::<K, H, I, &[u8]>(&this, row_block(key))? {
+            next = match history.first_after::<K, H, I, &[u8]>(&this, row_block(key), None)? {
                 Some((_, row)) => row,
                 None => current.get(&this)?.map(|v| v.value().to_vec()).unwrap_or_default(),
             };
