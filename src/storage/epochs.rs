@@ -874,6 +874,25 @@ mod tests {
                     };
                 });
             }
+            // A stamp that names no history row, and one older than the key's rows.
+            let (key, row) = current_rows(&db)
+                .into_iter()
+                .find(|(k, _)| *k == keys[0])
+                .expect("key 0 exists: it changes in every block");
+            let (stamp, value) = decode_slot(&row, "t").unwrap();
+            for (bad, why) in
+                [(stamp + 1, "that block has no history row"), (1, "after its current row's stamp")]
+            {
+                let put = |row: &[u8]| {
+                    let w = db.begin_write().unwrap();
+                    w.open_table(tables::HASHED_ACCOUNTS).unwrap().insert(&key, row).unwrap();
+                    w.commit().unwrap();
+                };
+                put(SlotRow::new(bad, &value).as_slice());
+                assert!(check(&db).unwrap_err().contains(why), "{why}: {:?}", check(&db));
+                put(&row);
+            }
+            assert_eq!(check(&db), Ok(want as u64));
             let empty: [u8; 36] = index_key(&[0xee; 32], 0);
             edit(&|t| {
                 t.insert(&empty, 0).unwrap();
