@@ -352,11 +352,7 @@ pub fn stamp_replaced<const K: usize, const I: usize>(
     old: u64,
     block: u64,
 ) -> StorageResult<()> {
-    let epoch = epochs.of(old);
-    if old == 0 || epoch == epochs.of(block) {
-        return Ok(());
-    }
-    set_bit(index, key, epoch, true)
+    set_stamp_bit(index, epochs, key, (old, block), true)
 }
 
 /// The inverse of [`stamp_replaced`], for an unwind of block `block` that makes the row stamped
@@ -368,11 +364,22 @@ pub fn stamp_restored<const K: usize, const I: usize>(
     old: u64,
     block: u64,
 ) -> StorageResult<()> {
+    set_stamp_bit(index, epochs, key, (old, block), false)
+}
+
+/// Sets or clears the bit of `old`'s epoch, unless that is `block`'s epoch or `old` is 0.
+fn set_stamp_bit<const K: usize, const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    epochs: Epochs,
+    key: &[u8; K],
+    (old, block): (u64, u64),
+    on: bool,
+) -> StorageResult<()> {
     let epoch = epochs.of(old);
     if old == 0 || epoch == epochs.of(block) {
         return Ok(());
     }
-    set_bit(index, key, epoch, false)
+    set_bit(index, key, epoch, on)
 }
 
 /// Keeps the epoch indexes in step with a head that moves from `old` to `new`: indexes every
