@@ -343,6 +343,7 @@ impl Writer {
     /// Nothing is visible to readers until [`Writer::commit`], so an unwind and the import of a
     /// new branch can share one commit. Genesis cannot be unwound.
     pub fn unwind_head(&mut self) -> StorageResult<u64> {
+        self.flush_deferred()?;
         let head = self.head()?.ok_or(StorageError::Unwind("the database has no blocks"))?;
         if head == 0 {
             return Err(StorageError::Unwind("genesis cannot be unwound"));

@@ -42,7 +42,37 @@ pub struct Writer {
     cache: std::sync::Arc<super::cache::BlockCache>,
     /// A block was unwound: cached headers may be of the old branch.
     pub(super) unwound: bool,
+    /// Rows of the hash-keyed lookup tables, held until the commit (see [`Deferred`]).
+    deferred: std::sync::Mutex<Deferred>,
 }
+
+/// Rows of [`tables::TX_LOOKUP`] and [`tables::TRACE_ADDRESSES`] that this transaction will
+/// write. Their keys are hashes and addresses, so a block's rows land on random pages of tables
+/// that grow with the chain; written at once in key order, each page of a group's rows is
+/// dirtied once, instead of once per block that lands on it (and again after redb's write buffer
+/// has sent it to the file). Nothing reads these tables inside an import's transaction; the
+/// ones that could ([`Writer::unwind_head`]) flush first.
+#[derive(Debug, Default)]
+struct Deferred {
+    lookups: Vec<([u8; 32], [u8; 12])>,
+    trace_addresses: Vec<[u8; 28]>,
+    /// New rows of [`tables::PREIMAGES`] (a slot hash may repeat: the table had no row for it
+    /// when each was found).
+    preimages: Vec<PreimageRow>,
+}
+
+/// `keccak(slot) → slot`: a row of [`tables::PREIMAGES`].
+type PreimageRow = ([u8; 32], [u8; 32]);
+
+impl Deferred {
+    fn len(&self) -> usize {
+        self.lookups.len() + self.trace_addresses.len() + self.preimages.len()
+    }
+}
+
+/// Deferred rows are written early once this many are held, which bounds their memory
+/// (a genesis of millions of slots, or a group of very large blocks).
+const DEFERRED_CAP: usize = 1 << 17;
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,7 +85,49 @@ impl Writer {
         txn: WriteTransaction,
         cache: std::sync::Arc<super::cache::BlockCache>,
     ) -> Self {
-        Self { txn, cache, unwound: false }
+        Self { txn, cache, unwound: false, deferred: Default::default() }
+    }
+
+    /// Adds rows to the deferred ones, writing them all if there are too many.
+    fn defer(&self, add: impl FnOnce(&mut Deferred)) -> StorageResult<()> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        add(&mut deferred);
+        let full = deferred.len() >= DEFERRED_CAP;
+        drop(deferred);
+        if full { self.flush_deferred() } else { Ok(()) }
+    }
+
+    /// Writes the deferred lookup rows, each table's in key order.
+    pub(super) fn flush_deferred(&self) -> StorageResult<()> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let Deferred { lookups, trace_addresses, preimages } = std::mem::take(&mut *deferred);
+        drop(deferred);
+        if !preimages.is_empty() {
+            let mut rows = preimages;
+            rows.sort_unstable_by_key(|(k, _)| *k);
+            rows.dedup_by_key(|(k, _)| *k);
+            let mut t = self.txn.open_table(tables::PREIMAGES)?;
+            for (hash, slot) in &rows {
+                t.insert(hash, slot.as_slice())?;
+            }
+        }
+        if !lookups.is_empty() {
+            let mut lookups = lookups;
+            lookups.sort_unstable_by_key(|(k, _)| *k);
+            let mut t = self.txn.open_table(tables::TX_LOOKUP)?;
+            for (hash, key) in &lookups {
+                t.insert(hash, key)?;
+            }
+        }
+        if !trace_addresses.is_empty() {
+            let mut keys = trace_addresses;
+            keys.sort_unstable();
+            let mut t = self.txn.open_table(tables::TRACE_ADDRESSES)?;
+            for key in &keys {
+                t.insert(key, ())?;
+            }
+        }
+        Ok(())
     }
 
     /// Creates every table of a new database (its history epochs `epochs`, by default those of
@@ -125,6 +197,7 @@ impl Writer {
     /// once and become durable with the next durable commit; a crash in between loses them whole
     /// (never half of one).
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
+        self.flush_deferred()?;
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         self.txn.commit()?;
         if self.unwound {
@@ -159,6 +232,7 @@ impl Writer {
             STORAGE_TRIE_EPOCHS,
             BLOCK_CHANGES
         );
+        self.deferred.lock().unwrap_or_else(|e| e.into_inner()).preimages.clear();
         Ok(())
     }
 
@@ -272,15 +346,16 @@ impl Writer {
         self.txn.open_table(tables::BODIES)?.insert(number, buf.as_slice())?;
 
         let mut tx_table = self.txn.open_table(tables::TRANSACTIONS)?;
-        let mut lookup = self.txn.open_table(tables::TX_LOOKUP)?;
+        let mut lookups = Vec::with_capacity(txs.len());
         for (i, (tx, sender)) in txs.iter().zip(senders).enumerate() {
             let key = tx_key(number, i as u32);
             buf.clear();
             buf.extend_from_slice(sender.as_slice());
             tx.encode_2718(&mut buf);
             tx_table.insert(&key, buf.as_slice())?;
-            lookup.insert(&tx.tx_hash().0, &key)?;
+            lookups.push((tx.tx_hash().0, key));
         }
+        self.defer(|d| d.lookups.extend(lookups))?;
         buf.clear();
         super::codec::encode_receipts(receipts, &mut buf);
         self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
@@ -297,13 +372,13 @@ impl Writer {
                 m.insert(meta::TRACE_INDEX_FROM, block.to_be_bytes().as_slice())?;
             }
         }
-        let mut t = self.txn.open_table(tables::TRACE_ADDRESSES)?;
         let mut keys = Vec::with_capacity(addresses.len() * 20);
-        for a in addresses {
-            t.insert(&super::codec::address_block_key(a, block), ())?;
-            keys.extend_from_slice(a.as_slice());
-        }
-        drop(t);
+        self.defer(|d| {
+            for a in addresses {
+                d.trace_addresses.push(super::codec::address_block_key(a, block));
+                keys.extend_from_slice(a.as_slice());
+            }
+        })?;
         super::record_changes(&self.txn, block, super::ChangeKind::TraceAddresses, &keys)
     }
 
@@ -367,18 +442,19 @@ impl Writer {
         for (hashed_address, hashed_slot, slot, value) in slots {
             hashed.slot(block, &hashed_address, &hashed_slot, &slot, &value)?;
         }
+        let (changed_accounts, changed_slots, preimages) = hashed.finish();
         if history {
             use super::changes::{ChangeKind, record_changes};
-            let (changed_accounts, changed_slots) = hashed.finish();
             record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed_accounts)?;
             record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed_slots)?;
         }
-        Ok(())
+        self.defer(|d| d.preimages.extend(preimages))
     }
 
     /// The whole current state (including this transaction's uncommitted changes), keyed by
     /// address (from each account row) and slot (through [`tables::PREIMAGES`]).
     pub fn current_state(&self) -> StorageResult<StateDump> {
+        self.flush_deferred()?;
         let accounts = self.txn.open_table(tables::HASHED_ACCOUNTS)?;
         let storage = self.txn.open_table(tables::HASHED_STORAGE)?;
         let preimages = self.txn.open_table(tables::PREIMAGES)?;
@@ -418,6 +494,8 @@ struct HashedWrites<'t> {
     /// Keys of the history rows added (for the change index).
     changed_accounts: Vec<u8>,
     changed_slots: Vec<u8>,
+    /// Preimage rows to add (see [`Deferred`]).
+    new_preimages: Vec<PreimageRow>,
 }
 
 impl<'t> HashedWrites<'t> {
@@ -434,12 +512,14 @@ impl<'t> HashedWrites<'t> {
             epochs: super::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
+            new_preimages: Vec::new(),
         })
     }
 
-    /// Closes the tables; returns the keys of the history rows added.
-    fn finish(self) -> (Vec<u8>, Vec<u8>) {
-        (self.changed_accounts, self.changed_slots)
+    /// Closes the tables; returns the keys of the history rows added, and the preimage rows
+    /// to add.
+    fn finish(self) -> (Vec<u8>, Vec<u8>, Vec<PreimageRow>) {
+        (self.changed_accounts, self.changed_slots, self.new_preimages)
     }
 
     /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
@@ -523,7 +603,7 @@ impl<'t> HashedWrites<'t> {
         // Slot preimages are shared by every account, so most already exist: a read first
         // keeps their pages clean.
         if old.is_none() && !value.is_zero() && self.preimages.get(&hashed_slot.0)?.is_none() {
-            self.preimages.insert(&hashed_slot.0, slot.as_slice())?;
+            self.new_preimages.push((hashed_slot.0, *slot));
         }
         if self.history {
             self.slot_history(block, &key, hashed_slot, hashed_address, old.as_deref())?;
@@ -550,5 +630,72 @@ impl<'t> HashedWrites<'t> {
             self.changed_slots.extend_from_slice(key);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{Database, Epochs};
+    use alloy_consensus::{Signed, TxLegacy};
+    use alloy_primitives::{Signature, TxKind};
+
+    /// Block `number` with `count` legacy transfers (the signature makes each hash distinct; no
+    /// sender is recovered from it).
+    fn block(number: u64, count: u64) -> Block<TxEnvelope> {
+        let transactions = (0..count)
+            .map(|nonce| {
+                let tx = TxLegacy {
+                    nonce,
+                    gas_limit: 21_000,
+                    to: TxKind::Call(Address::with_last_byte(9)),
+                    ..Default::default()
+                };
+                let sig = Signature::new(U256::from(number), U256::from(nonce + 1), false);
+                TxEnvelope::Legacy(Signed::new_unhashed(tx, sig))
+            })
+            .collect();
+        let header = Header { number, ..Default::default() };
+        Block { header, body: BlockBody { transactions, ommers: vec![], withdrawals: None } }
+    }
+
+    fn store(w: &Writer, number: u64, count: u64, touched: &[Address]) -> Vec<B256> {
+        let b = block(number, count);
+        let senders = vec![Address::with_last_byte(1); count as usize];
+        w.insert_block(&b, B256::with_last_byte(number as u8), &senders, &[]).unwrap();
+        w.index_trace_addresses(number, touched).unwrap();
+        w.set_head(number).unwrap();
+        b.body.transactions.iter().map(|t| *t.tx_hash()).collect()
+    }
+
+    #[test]
+    fn deferred_lookup_rows_are_written_by_the_commit_and_undone_by_an_unwind_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+        let (a, b) = (Address::with_last_byte(0xa), Address::with_last_byte(0xb));
+        let w = db.begin_write().unwrap();
+        w.set_markers(0, 0, 0).unwrap();
+        // More rows than the cap, so some are written before the commit.
+        let first = store(&w, 1, DEFERRED_CAP as u64 + 10, &[a, b]);
+        w.commit(true).unwrap();
+
+        // Block 2 is stored and unwound in one transaction: its rows, still deferred when the
+        // unwind starts, must not reach the tables at the commit.
+        let mut w = db.begin_write().unwrap();
+        let second = store(&w, 2, 3, &[a]);
+        assert_eq!(w.unwind_head().unwrap(), 1);
+        let third = store(&w, 2, 2, &[b]);
+        w.commit(true).unwrap();
+
+        let r = db.begin_read().unwrap();
+        for (i, hash) in first.iter().enumerate() {
+            assert_eq!(r.transaction_location(hash).unwrap(), Some((1, i as u32)), "{i}");
+        }
+        // `third` has the same first hashes as `second` (same number, nonces and signatures).
+        assert_eq!(second[..2], third[..]);
+        assert_eq!(r.transaction_location(&second[2]).unwrap(), None);
+        assert_eq!(r.transaction_location(&third[1]).unwrap(), Some((2, 1)));
+        assert_eq!(r.blocks_touching(&a, 0, 9).unwrap(), vec![1]);
+        assert_eq!(r.blocks_touching(&b, 0, 9).unwrap(), vec![1, 2]);
     }
 }
