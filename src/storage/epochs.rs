@@ -382,6 +382,41 @@ fn set_stamp_bit<const K: usize, const I: usize>(
     set_bit(index, key, epoch, on)
 }
 
+/// The index bit [`stamp_replaced`] would set, as `(index key, bit)`, for a writer that sets
+/// them later with [`set_bits`]; `None` when it would set none.
+pub fn replaced_bit<const K: usize, const I: usize>(
+    epochs: Epochs,
+    key: &[u8; K],
+    old: u64,
+    block: u64,
+) -> Option<([u8; I], u64)> {
+    let epoch = epochs.of(old);
+    if old == 0 || epoch == epochs.of(block) {
+        return None;
+    }
+    Some((index_key(key, run_of(epoch)), epoch_bit(epoch)))
+}
+
+/// Sets the bits of [`replaced_bit`], sorted by key first, so that each index row is read and
+/// written once and each page is visited once.
+pub fn set_bits<const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    mut bits: Vec<([u8; I], u64)>,
+) -> StorageResult<()> {
+    bits.sort_unstable_by_key(|(k, _)| *k);
+    let mut rows = bits.into_iter().peekable();
+    while let Some((key, mut add)) = rows.next() {
+        while let Some((_, more)) = rows.next_if(|(k, _)| *k == key) {
+            add |= more;
+        }
+        let old = index.get(&key)?.map_or(0, |v| v.value());
+        if old | add != old {
+            index.insert(&key, old | add)?;
+        }
+    }
+    Ok(())
+}
+
 /// Keeps the epoch indexes in step with a head that moves from `old` to `new`: indexes every
 /// epoch that closes, and removes the index of every epoch that opens again (only an unwind,
 /// which has removed the rows above `new`, moves the head back).
@@ -677,6 +712,48 @@ mod tests {
     /// The (key, epoch) pairs an index names.
     fn named(rows: &[([u8; 36], u64)]) -> usize {
         rows.iter().map(|(_, bits)| bits.count_ones() as usize).sum()
+    }
+
+    #[test]
+    fn bits_set_later_in_key_order_equal_bits_set_at_once() {
+        // Two indexes over the same replacements: one set as each happens (`stamp_replaced`),
+        // one collected (`replaced_bit`) and set in one sorted pass (`set_bits`), with rows
+        // that exist beforehand, repeated keys and runs, genesis stamps and same-epoch stamps.
+        let (_dir, db) = db();
+        let epochs = Epochs { len: E };
+        let mut seed = 11u64;
+        let mut rand = move |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let replacements: Vec<([u8; 32], u64, u64)> = (0..3000)
+            .map(|_| {
+                let key = [rand(40) as u8; 32];
+                let block = 1 + rand(E * EPOCHS_PER_RUN as u64 * 3);
+                (key, rand(block + 1), block)
+            })
+            .collect();
+        let w = db.begin_write().unwrap();
+        let ours: TableDefinition<'_, &[u8; 36], u64> = TableDefinition::new("deferred");
+        let mut at_once = w.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+        let mut later = w.open_table(ours).unwrap();
+        for (i, (key, _, _)) in replacements.iter().enumerate().take(20) {
+            let row = index_key::<32, 36>(key, i as u32 % 3);
+            at_once.insert(&row, 1u64 << i).unwrap();
+            later.insert(&row, 1u64 << i).unwrap();
+        }
+        let mut bits = Vec::new();
+        for (key, old, block) in &replacements {
+            stamp_replaced(&mut at_once, epochs, key, *old, *block).unwrap();
+            bits.extend(replaced_bit::<32, 36>(epochs, key, *old, *block));
+        }
+        assert!(bits.len() > 1000, "{}", bits.len());
+        set_bits(&mut later, bits).unwrap();
+        let rows = |t: &StampIndex<'_, 36>| -> Vec<([u8; 36], u64)> {
+            t.iter().unwrap().map(|i| i.map(|(k, v)| (*k.value(), v.value())).unwrap()).collect()
+        };
+        assert_eq!(rows(&at_once), rows(&later));
+        assert!(rows(&later).len() > 40);
     }
 
     /// Keys change at pseudo-random blocks, written as the writer writes them: the old current

@@ -32,8 +32,8 @@ pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{
     DEFAULT_EPOCH_LEN, EPOCH_ENV, EPOCHS_PER_RUN, Epochs, History, Row, SnapshotHistory,
     StampIndex, check_index, epoch_bit, first_in, history_epochs, index_entity, index_key,
-    indexed_epoch, row_block, row_entity, row_epoch, row_key, run_epochs, run_of, stamp_replaced,
-    stamp_restored,
+    indexed_epoch, replaced_bit, row_block, row_entity, row_epoch, row_key, run_epochs, run_of,
+    set_bits, stamp_replaced, stamp_restored,
 };
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};

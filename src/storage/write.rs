@@ -15,7 +15,7 @@ use super::codec::{
     HashedAccount, SlotRow, StoredAccount, decode_slot, hashed_account_history_key,
     hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
 };
-use super::epochs::{StampIndex, stamp_replaced};
+use super::epochs::replaced_bit;
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
 
@@ -46,12 +46,14 @@ pub struct Writer {
     deferred: std::sync::Mutex<Deferred>,
 }
 
-/// Rows of [`tables::TX_LOOKUP`] and [`tables::TRACE_ADDRESSES`] that this transaction will
-/// write. Their keys are hashes and addresses, so a block's rows land on random pages of tables
-/// that grow with the chain; written at once in key order, each page of a group's rows is
-/// dirtied once, instead of once per block that lands on it (and again after redb's write buffer
-/// has sent it to the file). Nothing reads these tables inside an import's transaction; the
-/// ones that could ([`Writer::unwind_head`]) flush first.
+/// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
+/// [`tables::TRACE_ADDRESSES`], new [`tables::PREIMAGES`], and bits of the account and slot
+/// epoch indexes. Their keys are hashes and addresses, so a block's rows land on random pages of
+/// tables that grow with the chain; written at once in key order, each page of a group's rows
+/// is dirtied once, instead of once per block that lands on it (and again after redb's write
+/// buffer has sent it to the file). Nothing reads these tables inside an import's transaction
+/// but the few steps that write them first: an unwind ([`Writer::unwind_head`]), an epoch's
+/// close (`Writer::set_head`), and [`Writer::current_state`].
 #[derive(Debug, Default)]
 struct Deferred {
     lookups: Vec<([u8; 32], [u8; 12])>,
@@ -59,6 +61,11 @@ struct Deferred {
     /// New rows of [`tables::PREIMAGES`] (a slot hash may repeat: the table had no row for it
     /// when each was found).
     preimages: Vec<PreimageRow>,
+    /// Bits of the account and slot epoch indexes ([`super::epochs::replaced_bit`]). Read
+    /// inside a write transaction only by an epoch's close and by an unwind, which write
+    /// them first.
+    account_bits: Vec<([u8; 36], u64)>,
+    slot_bits: Vec<([u8; 68], u64)>,
 }
 
 /// `keccak(slot) → slot`: a row of [`tables::PREIMAGES`].
@@ -66,7 +73,11 @@ type PreimageRow = ([u8; 32], [u8; 32]);
 
 impl Deferred {
     fn len(&self) -> usize {
-        self.lookups.len() + self.trace_addresses.len() + self.preimages.len()
+        self.lookups.len()
+            + self.trace_addresses.len()
+            + self.preimages.len()
+            + self.account_bits.len()
+            + self.slot_bits.len()
     }
 }
 
@@ -100,8 +111,21 @@ impl Writer {
     /// Writes the deferred lookup rows, each table's in key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-        let Deferred { lookups, trace_addresses, preimages } = std::mem::take(&mut *deferred);
+        let Deferred { lookups, trace_addresses, preimages, account_bits, slot_bits } =
+            std::mem::take(&mut *deferred);
         drop(deferred);
+        if !account_bits.is_empty() {
+            super::epochs::set_bits(
+                &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
+                account_bits,
+            )?;
+        }
+        if !slot_bits.is_empty() {
+            super::epochs::set_bits(
+                &mut self.txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
+                slot_bits,
+            )?;
+        }
         if !preimages.is_empty() {
             let mut rows = preimages;
             rows.sort_unstable_by_key(|(k, _)| *k);
@@ -301,7 +325,18 @@ impl Writer {
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
         super::changes::prune_changes(&self.txn, number)?;
+        self.flush_before_close(old, number)?;
         super::epochs::follow_head(&self.txn, old, number)
+    }
+
+    /// Writes the deferred rows if the head's move from `old` to `new` closes or reopens an
+    /// epoch: the close reads the epoch indexes.
+    fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<()> {
+        let epochs = super::epochs::history_epochs(&self.txn)?;
+        if old.map_or(0, |o| epochs.of(o)) != epochs.of(new) {
+            self.flush_deferred()?;
+        }
+        Ok(())
     }
 
     /// Sets the head, safe and finalized markers (see [`Writer::set_head`] for the epochs).
@@ -314,6 +349,7 @@ impl Writer {
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
         super::changes::prune_changes(&self.txn, head)?;
+        self.flush_before_close(old, head)?;
         super::epochs::follow_head(&self.txn, old, head)
     }
 
@@ -442,13 +478,14 @@ impl Writer {
         for (hashed_address, hashed_slot, slot, value) in slots {
             hashed.slot(block, &hashed_address, &hashed_slot, &slot, &value)?;
         }
-        let (changed_accounts, changed_slots, preimages) = hashed.finish();
+        let mut changed = (Vec::new(), Vec::new());
+        self.defer(|d| changed = hashed.finish(d))?;
         if history {
             use super::changes::{ChangeKind, record_changes};
-            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed_accounts)?;
-            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed_slots)?;
+            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed.0)?;
+            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed.1)?;
         }
-        self.defer(|d| d.preimages.extend(preimages))
+        Ok(())
     }
 
     /// The whole current state (including this transaction's uncommitted changes), keyed by
@@ -485,17 +522,17 @@ struct HashedWrites<'t> {
     preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
     accounts: Table<'t, &'static [u8; 32], &'static [u8]>,
     account_history: Table<'t, &'static [u8; 44], &'static [u8]>,
-    account_index: StampIndex<'t, 36>,
     storage: Table<'t, &'static [u8; 64], &'static [u8]>,
     storage_history: Table<'t, &'static [u8; 76], &'static [u8]>,
-    storage_index: StampIndex<'t, 68>,
     history: bool,
     epochs: super::epochs::Epochs,
     /// Keys of the history rows added (for the change index).
     changed_accounts: Vec<u8>,
     changed_slots: Vec<u8>,
-    /// Preimage rows to add (see [`Deferred`]).
+    /// Preimage rows and index bits to add (see [`Deferred`]).
     new_preimages: Vec<PreimageRow>,
+    account_bits: Vec<([u8; 36], u64)>,
+    slot_bits: Vec<([u8; 68], u64)>,
 }
 
 impl<'t> HashedWrites<'t> {
@@ -504,22 +541,25 @@ impl<'t> HashedWrites<'t> {
             preimages: txn.open_table(tables::PREIMAGES)?,
             accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
             account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
-            account_index: txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
-            storage_index: txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
             history,
             epochs: super::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
             new_preimages: Vec::new(),
+            account_bits: Vec::new(),
+            slot_bits: Vec::new(),
         })
     }
 
-    /// Closes the tables; returns the keys of the history rows added, and the preimage rows
-    /// to add.
-    fn finish(self) -> (Vec<u8>, Vec<u8>, Vec<PreimageRow>) {
-        (self.changed_accounts, self.changed_slots, self.new_preimages)
+    /// Closes the tables; returns the keys of the history rows added, and moves the rows to
+    /// write at the commit into `deferred`.
+    fn finish(self, deferred: &mut Deferred) -> (Vec<u8>, Vec<u8>) {
+        deferred.preimages.extend(self.new_preimages);
+        deferred.account_bits.extend(self.account_bits);
+        deferred.slot_bits.extend(self.slot_bits);
+        (self.changed_accounts, self.changed_slots)
     }
 
     /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
@@ -554,7 +594,7 @@ impl<'t> HashedWrites<'t> {
         }
         if let Some(old) = &old {
             let stamp = row_stamp(old, "hashed_accounts")?;
-            stamp_replaced(&mut self.account_index, self.epochs, &hashed_address.0, stamp, block)?;
+            self.account_bits.extend(replaced_bit(self.epochs, &hashed_address.0, stamp, block));
         }
         let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
         let old_bytes: &[u8] = old.as_deref().unwrap_or(&[]);
@@ -623,7 +663,7 @@ impl<'t> HashedWrites<'t> {
     ) -> StorageResult<()> {
         if let Some(old) = old {
             let stamp = row_stamp(old, "hashed_storage")?;
-            stamp_replaced(&mut self.storage_index, self.epochs, key, stamp, block)?;
+            self.slot_bits.extend(replaced_bit(self.epochs, key, stamp, block));
         }
         let hkey = hashed_storage_history_key(self.epochs, hashed_address, hashed_slot, block);
         if record_old(&mut self.storage_history, &hkey, old.unwrap_or(&[]))? {
