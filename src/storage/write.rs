@@ -42,7 +42,7 @@ pub struct Writer {
     cache: std::sync::Arc<super::cache::BlockCache>,
     /// A block was unwound: cached headers may be of the old branch.
     pub(super) unwound: bool,
-    /// Rows of the hash-keyed lookup tables, held until the commit (see [`Deferred`]).
+    /// Rows held until the commit (see [`Deferred`]).
     deferred: std::sync::Mutex<Deferred>,
 }
 
@@ -108,7 +108,7 @@ impl Writer {
         if full { self.flush_deferred() } else { Ok(()) }
     }
 
-    /// Writes the deferred lookup rows, each table's in key order.
+    /// Writes the deferred rows, each table's in key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         let Deferred { lookups, trace_addresses, preimages, account_bits, slot_bits } =
