@@ -182,10 +182,8 @@ fn store_in(
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     w.apply_changeset(number, changes).map_err(|e| fail(&e))?;
     // A pre-Byzantium style intermediate root first: computing must not disturb storing.
-    let early = update_state_root(w.transaction(), number, changes, RootMode::Compute)
-        .map_err(|e| fail(&e))?;
-    let root = update_state_root(w.transaction(), number, changes, RootMode::Store)
-        .map_err(|e| fail(&e))?;
+    let early = update_state_root(w, number, changes, RootMode::Compute).map_err(|e| fail(&e))?;
+    let root = update_state_root(w, number, changes, RootMode::Store).map_err(|e| fail(&e))?;
     prop_assert_eq!(early, root);
     let stored = w.current_state().map_err(|e| fail(&e))?;
     prop_assert_eq!(&stored, &*model, "stored state differs from the model at block {}", number);

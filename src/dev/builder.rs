@@ -85,7 +85,7 @@ impl<'a> BlockBuilder<'a> {
         .map_err(|error| ImportError::Execution { number, hash: B256::ZERO, error })?;
         writer.apply_changeset(number, &outcome.changes)?;
         header.state_root =
-            update_state_root(writer.transaction(), number, &outcome.changes, RootMode::Compute)?;
+            update_state_root(&writer, number, &outcome.changes, RootMode::Compute)?;
         drop(writer);
         header.gas_used = outcome.gas_used;
         header.receipts_root = calculate_receipt_root(&outcome.receipts);

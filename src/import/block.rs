@@ -332,7 +332,7 @@ where
         None => execute_block(spec, &parent_state, block, senders, |changes| {
             // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
             writer.apply_changeset(number, changes)?;
-            update_state_root(writer.transaction(), number, changes, RootMode::Compute)
+            update_state_root(writer, number, changes, RootMode::Compute)
         }),
     }
     .map_err(|error| ImportError::Execution { number, hash, error })?;
@@ -372,7 +372,7 @@ where
         )?;
     }
     let before_root = started.elapsed();
-    let root = update_state_root(writer.transaction(), number, &outcome.changes, RootMode::Store)?;
+    let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
     check(number, hash, "state root", header.state_root, root)?;
     timings.root = started.elapsed() - before_root;
 

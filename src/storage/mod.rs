@@ -12,6 +12,7 @@ mod copy;
 mod epochs;
 mod error;
 mod node_history;
+mod node_writes;
 mod read;
 mod snapshot;
 mod state;
@@ -36,7 +37,8 @@ pub use epochs::{
     set_bits, stamp_replaced, stamp_restored,
 };
 pub use error::{StorageError, StorageResult};
-pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, record_old_node, resolve_node_row};
+pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
+pub use node_writes::{NodeWrites, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};

@@ -158,18 +158,43 @@ fn corrupt(table: &'static str, detail: String) -> StorageError {
     StorageError::Corrupt { table, detail }
 }
 
-/// Records in a trie history table that the node at `key` (`epoch ++ path ++ block BE`) was
-/// `old` before the block and becomes `new`. Returns whether the row is new; if the block
-/// already wrote one (the node changed twice in the block), that row is re-encoded against
-/// `new` so that it still stands for the node before the block. The node's first row in an
-/// epoch is whole, so that a read never follows deltas out of an epoch (`storage::epochs`).
-pub fn record_old_node<const N: usize>(
+/// Writes the history row at `key` (`epoch ++ path ++ block BE`) of a node that was `old`
+/// (empty: absent) before the block and is `new` after it (`None`: removed), and returns the run
+/// to pass as `prev_run` for the node's next row in the epoch. `prev_run` is the run this
+/// returned for the node's newest earlier row in the epoch, when the caller has just written
+/// it; otherwise (`None`) that row is sought in the table. The node's first row in an epoch is
+/// whole, so that a read never follows deltas out of an epoch (`storage::epochs`). If the table
+/// already holds a row at `key` (the block changed the node before, and that change was
+/// written), that row is re-encoded against `new` so that it still stands for the node before
+/// the block, `old` being the node in between.
+pub(super) fn write_node_row<const N: usize>(
     history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
     table: &'static str,
     key: &[u8; N],
     old: &[u8],
     new: Option<&[u8]>,
-) -> StorageResult<bool> {
+    prev_run: Option<u8>,
+) -> StorageResult<u8> {
+    let (before, prev_run) = match prev_run {
+        Some(run) => (old.to_vec(), run),
+        None => newest_before(history, table, key, old)?,
+    };
+    let row = encode_node_row(&before, new, prev_run).map_err(|d| corrupt(table, d))?;
+    history.insert(key, row.as_slice())?;
+    Ok(match node_row(&row).map_err(|d| corrupt(table, d))? {
+        NodeRow::Delta { run, .. } => run,
+        NodeRow::Whole(_) | NodeRow::Absent => 0,
+    })
+}
+
+/// The node before the block of history row `key` and the run of the node's newest earlier
+/// row in the epoch (see [`encode_node_row`]), sought in the table.
+fn newest_before<const N: usize>(
+    history: &Table<'_, &'static [u8; N], &'static [u8]>,
+    table: &'static str,
+    key: &[u8; N],
+    old: &[u8],
+) -> StorageResult<(Vec<u8>, u8)> {
     let mut first = *key;
     first[N - 8..].fill(0);
     let newest = match history.range::<&[u8; N]>(&first..=key)?.next_back() {
@@ -179,7 +204,7 @@ pub fn record_old_node<const N: usize>(
         }
         None => None,
     };
-    let (before, prev_run, fresh) = match newest {
+    Ok(match newest {
         Some((true, row)) => {
             // Written earlier in this block against `old`, the node in between.
             let before = resolve_node_row(&row, old).map_err(|d| corrupt(table, d))?;
@@ -187,21 +212,18 @@ pub fn record_old_node<const N: usize>(
                 NodeRow::Delta { run, .. } => run.saturating_sub(1),
                 NodeRow::Whole(_) | NodeRow::Absent => FULL_ROW_EVERY,
             };
-            (before, prev_run, false)
+            (before, prev_run)
         }
         Some((false, row)) => {
             let prev_run = match node_row(&row).map_err(|d| corrupt(table, d))? {
                 NodeRow::Delta { run, .. } => run,
                 NodeRow::Whole(_) | NodeRow::Absent => 0,
             };
-            (old.to_vec(), prev_run, true)
+            (old.to_vec(), prev_run)
         }
         // The first row of the node in this epoch: whole.
-        None => (old.to_vec(), FULL_ROW_EVERY - 1, true),
-    };
-    let row = encode_node_row(&before, new, prev_run).map_err(|d| corrupt(table, d))?;
-    history.insert(key, row.as_slice())?;
-    Ok(fresh)
+        None => (old.to_vec(), FULL_ROW_EVERY - 1),
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use super::codec::{
     hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
 };
 use super::epochs::replaced_bit;
+use super::node_writes::TrieNodes;
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
 
@@ -44,6 +45,8 @@ pub struct Writer {
     pub(super) unwound: bool,
     /// Rows held until the commit (see [`Deferred`]).
     deferred: std::sync::Mutex<Deferred>,
+    /// Trie-node changes held until the commit ([`Writer::trie_nodes`]).
+    trie_nodes: std::sync::Mutex<TrieNodes>,
 }
 
 /// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
@@ -85,6 +88,10 @@ impl Deferred {
 /// (a genesis of millions of slots, or a group of very large blocks).
 const DEFERRED_CAP: usize = 1 << 17;
 
+/// Held trie-node changes are written once this many history rows are held: with the nodes
+/// they stand for, at most a few hundred bytes each.
+const TRIE_NODES_CAP: usize = 1 << 17;
+
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").finish_non_exhaustive()
@@ -96,20 +103,46 @@ impl Writer {
         txn: WriteTransaction,
         cache: std::sync::Arc<super::cache::BlockCache>,
     ) -> Self {
-        Self { txn, cache, unwound: false, deferred: Default::default() }
+        Self {
+            txn,
+            cache,
+            unwound: false,
+            deferred: Default::default(),
+            trie_nodes: Default::default(),
+        }
     }
 
     /// Adds rows to the deferred ones, writing them all if there are too many.
     fn defer(&self, add: impl FnOnce(&mut Deferred)) -> StorageResult<()> {
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         add(&mut deferred);
-        let full = deferred.len() >= DEFERRED_CAP;
+        let held = deferred.len();
         drop(deferred);
-        if full { self.flush_deferred() } else { Ok(()) }
+        if held >= DEFERRED_CAP { self.flush_deferred() } else { Ok(()) }
     }
 
-    /// Writes the deferred rows, each table's in key order.
+    /// The trie-node changes this transaction holds until its commit: the trie's walk reads
+    /// the stored nodes through them, and its stores go into them. They are written with the
+    /// deferred rows; more than [`TRIE_NODES_CAP`] are written at the next
+    /// [`Writer::trie_nodes_done`].
+    pub fn trie_nodes(&self) -> std::sync::MutexGuard<'_, TrieNodes> {
+        self.trie_nodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Called after a block's trie nodes are stored: writes the held ones if there are too
+    /// many, which bounds their memory. Never in the middle of a block's stores, so that a
+    /// block's changes of one node stay together.
+    pub fn trie_nodes_done(&self) -> StorageResult<()> {
+        if self.trie_nodes().len() >= TRIE_NODES_CAP { self.flush_trie_nodes() } else { Ok(()) }
+    }
+
+    fn flush_trie_nodes(&self) -> StorageResult<()> {
+        std::mem::take(&mut *self.trie_nodes()).write(&self.txn)
+    }
+
+    /// Writes the deferred rows and the held trie nodes, each table's in key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
+        self.flush_trie_nodes()?;
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         let Deferred { lookups, trace_addresses, preimages, account_bits, slot_bits } =
             std::mem::take(&mut *deferred);
@@ -257,6 +290,7 @@ impl Writer {
             BLOCK_CHANGES
         );
         self.deferred.lock().unwrap_or_else(|e| e.into_inner()).preimages.clear();
+        *self.trie_nodes() = TrieNodes::default();
         Ok(())
     }
 

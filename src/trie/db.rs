@@ -7,7 +7,7 @@ use redb::ReadableTable;
 use super::TrieError;
 use super::codec::{concat, decode_node, pack_path, unpack_path};
 use super::walk::{LeafFn, LeafSource, NodeSource};
-use crate::storage::HashedAccount;
+use crate::storage::{HashedAccount, NodeWrites};
 
 /// Key type of a table, for `ReadableTable` bounds.
 pub(crate) type K<const N: usize> = &'static [u8; N];
@@ -29,8 +29,56 @@ pub(crate) fn decode_row(
     Ok((path, node))
 }
 
-/// The account trie's stored nodes.
-pub(crate) struct AccountNodes<'t, T>(pub(crate) &'t T);
+/// The first node with a key in `from..=to`: of the stored ones in `table` and the changes the
+/// transaction holds in `held`, the held one where both have the key.
+fn seek_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>>(
+    name: &'static str,
+    table: &T,
+    held: &NodeWrites<N>,
+    from: &[u8; N],
+    to: &[u8; N],
+) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+    let first_held = held.range(from, to).find_map(|(k, node)| node.map(|node| (*k, node)));
+    for item in table.range::<&[u8; N]>(from..=to)? {
+        let (k, v) = item?;
+        let k = k.value();
+        if first_held.is_some_and(|(held_key, _)| held_key <= *k) {
+            break;
+        }
+        // A stored node the transaction removed; one it changed sorts at or after the first
+        // held node, where the loop has stopped.
+        if held.get(k).is_some() {
+            continue;
+        }
+        return decode_row(name, k, v.value()).map(Some);
+    }
+    first_held.map(|(k, node)| decode_row(name, &k, node)).transpose()
+}
+
+/// The node at `key`: as the transaction changed it, or else as stored in `table`.
+fn get_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>>(
+    name: &'static str,
+    table: &T,
+    held: &NodeWrites<N>,
+    key: &[u8; N],
+) -> Result<Option<BranchNodeCompact>, TrieError> {
+    match held.get(key) {
+        Some(Some(node)) => Ok(Some(decode_row(name, key, node)?.1)),
+        Some(None) => Ok(None),
+        None => match table.get(key)? {
+            Some(v) => Ok(Some(decode_row(name, key, v.value())?.1)),
+            None => Ok(None),
+        },
+    }
+}
+
+/// The account trie's current nodes in a write transaction.
+pub(crate) struct AccountNodes<'t, T> {
+    /// The stored nodes.
+    pub(crate) table: &'t T,
+    /// The changes the transaction holds ([`crate::storage::Writer::trie_nodes`]).
+    pub(crate) held: &'t NodeWrites<33>,
+}
 
 impl<T: ReadableTable<K<33>, &'static [u8]>> NodeSource for AccountNodes<'_, T> {
     fn seek(
@@ -38,24 +86,21 @@ impl<T: ReadableTable<K<33>, &'static [u8]>> NodeSource for AccountNodes<'_, T> 
         from: &Nibbles,
         _: &Nibbles,
     ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
-        let key = pack_path(from);
-        let Some(item) = self.0.range::<&[u8; 33]>(&key..)?.next() else { return Ok(None) };
-        let (k, v) = item?;
-        decode_row("account_trie", k.value(), v.value()).map(Some)
+        seek_held("account_trie", self.table, self.held, &pack_path(from), &[0xff; 33])
     }
 
     fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
-        let key = pack_path(path);
-        match self.0.get(&key)? {
-            Some(v) => Ok(Some(decode_row("account_trie", &key, v.value())?.1)),
-            None => Ok(None),
-        }
+        get_held("account_trie", self.table, self.held, &pack_path(path))
     }
 }
 
-/// One account's storage trie nodes.
+/// One account's current storage-trie nodes in a write transaction.
 pub(crate) struct StorageNodes<'t, T> {
+    /// The stored nodes of every account.
     pub(crate) table: &'t T,
+    /// The changes the transaction holds ([`crate::storage::Writer::trie_nodes`]).
+    pub(crate) held: &'t NodeWrites<65>,
+    /// Whose storage trie.
     pub(crate) account: B256,
 }
 
@@ -67,19 +112,12 @@ impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> 
     ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
         let key: [u8; 65] = concat(&self.account, &pack_path(from));
         let end: [u8; 65] = concat(&self.account, &[0xff; 33]);
-        let Some(item) = self.table.range::<&[u8; 65]>(&key..=&end)?.next() else {
-            return Ok(None);
-        };
-        let (k, v) = item?;
-        decode_row("storage_trie", k.value(), v.value()).map(Some)
+        seek_held("storage_trie", self.table, self.held, &key, &end)
     }
 
     fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
         let key: [u8; 65] = concat(&self.account, &pack_path(path));
-        match self.table.get(&key)? {
-            Some(v) => Ok(Some(decode_row("storage_trie", &key, v.value())?.1)),
-            None => Ok(None),
-        }
+        get_held("storage_trie", self.table, self.held, &key)
     }
 }
 

@@ -2,6 +2,7 @@
 //! changes, written in the block's own write transaction.
 
 use std::collections::BTreeMap;
+use std::sync::MutexGuard;
 
 use alloy_primitives::{B256, keccak256};
 use alloy_trie::{BranchNodeCompact, Nibbles};
@@ -14,8 +15,8 @@ use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
-    ChangeKind, Epochs, hashed_account_history_key, history_epochs, record_changes, record_old,
-    record_old_node, row_stamp, stamp_replaced,
+    ChangeKind, TrieNodes, Writer, hashed_account_history_key, history_epochs, record_changes,
+    record_old, row_stamp, stamp_replaced,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -58,26 +59,24 @@ fn touched(changes: &StateChangeset) -> Touched {
     t
 }
 
-/// Tables of the trie in one write transaction.
+/// The trie's current nodes in one write transaction, with the changes it holds
+/// ([`Writer::trie_nodes`]) laid over them.
 struct TrieTables<'t> {
     account_trie: Table<'t, &'static [u8; 33], &'static [u8]>,
     storage_trie: Table<'t, &'static [u8; 65], &'static [u8]>,
-    account_trie_history: Table<'t, &'static [u8; 45], &'static [u8]>,
-    storage_trie_history: Table<'t, &'static [u8; 77], &'static [u8]>,
-    epochs: Epochs,
+    held: MutexGuard<'t, TrieNodes>,
     /// Keys of the history rows added, for the block's change index.
     changed_account_paths: Vec<u8>,
     changed_storage_keys: Vec<u8>,
 }
 
 impl<'t> TrieTables<'t> {
-    fn open(txn: &'t WriteTransaction) -> Result<Self, TrieError> {
+    fn open(writer: &'t Writer) -> Result<Self, TrieError> {
+        let txn = writer.transaction();
         Ok(Self {
             account_trie: txn.open_table(tables::ACCOUNT_TRIE)?,
             storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
-            account_trie_history: txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
-            storage_trie_history: txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
-            epochs: history_epochs(txn)?,
+            held: writer.trie_nodes(),
             changed_account_paths: Vec::new(),
             changed_storage_keys: Vec::new(),
         })
@@ -91,16 +90,9 @@ impl<'t> TrieTables<'t> {
         node: Option<&BranchNodeCompact>,
     ) -> Result<(), TrieError> {
         let key = pack_path(path);
-        let hkey: [u8; 45] = self.epochs.history_key(&key, block);
-        let new = node.map(encode_node);
-        let old = match &new {
-            Some(new) => self.account_trie.insert(&key, new.as_slice())?,
-            None => self.account_trie.remove(&key)?,
-        }
-        .map(|v| v.value().to_vec())
-        .unwrap_or_default();
-        let history = &mut self.account_trie_history;
-        if record_old_node(history, "account_trie_history", &hkey, &old, new.as_deref())? {
+        let table = &self.account_trie;
+        let stored = || Ok(table.get(&key)?.map(|v| v.value().to_vec()));
+        if self.held.account.put(&key, block, node.map(encode_node), stored)? {
             self.changed_account_paths.extend_from_slice(&key);
         }
         Ok(())
@@ -111,17 +103,11 @@ impl<'t> TrieTables<'t> {
         &mut self,
         block: u64,
         key: &[u8; 65],
-        node: Option<&[u8]>,
+        node: Option<Vec<u8>>,
     ) -> Result<(), TrieError> {
-        let hkey: [u8; 77] = self.epochs.history_key(key, block);
-        let old = match node {
-            Some(node) => self.storage_trie.insert(key, node)?,
-            None => self.storage_trie.remove(key)?,
-        }
-        .map(|v| v.value().to_vec())
-        .unwrap_or_default();
-        let history = &mut self.storage_trie_history;
-        if record_old_node(history, "storage_trie_history", &hkey, &old, node)? {
+        let table = &self.storage_trie;
+        let stored = || Ok(table.get(key)?.map(|v| v.value().to_vec()));
+        if self.held.storage.put(key, block, node, stored)? {
             self.changed_storage_keys.extend_from_slice(key);
         }
         Ok(())
@@ -131,10 +117,16 @@ impl<'t> TrieTables<'t> {
     fn clear_storage(&mut self, block: u64, account: &B256) -> Result<(), TrieError> {
         let lo: [u8; 65] = concat(account, &[0u8; 33]);
         let hi: [u8; 65] = concat(account, &[0xff; 33]);
-        let mut keys = Vec::new();
+        let mut keys = std::collections::BTreeSet::new();
         for item in self.storage_trie.range::<&[u8; 65]>(&lo..=&hi)? {
-            keys.push(*item?.0.value());
+            let key = *item?.0.value();
+            if self.held.storage.get(&key).is_none() {
+                keys.insert(key);
+            }
         }
+        keys.extend(
+            self.held.storage.range(&lo, &hi).filter(|(_, n)| n.is_some()).map(|(k, _)| *k),
+        );
         for key in keys {
             self.put_storage(block, &key, None)?;
         }
@@ -152,26 +144,30 @@ impl<'t> TrieTables<'t> {
         }
         for (path, node) in &out.updates {
             let key = concat(account, &pack_path(path));
-            self.put_storage(block, &key, Some(encode_node(node).as_slice()))?;
+            self.put_storage(block, &key, Some(encode_node(node)))?;
         }
         Ok(())
     }
 }
 
 /// Computes the state root after `block` from the stored trie and `changes`, which the storage
-/// writer has already applied to the hashed state in `txn`. Storage roots are refreshed in the
-/// hashed accounts (with history). With [`RootMode::Store`] the new trie nodes are written too,
-/// each old one kept in the trie history under `block`.
+/// `writer` has already applied to the hashed state. Storage roots are refreshed in the hashed
+/// accounts (with history). With [`RootMode::Store`] the new trie nodes are stored too, each
+/// old one kept in the trie history under `block`: the writer holds them
+/// ([`Writer::trie_nodes`]) and writes them at its commit, and every later walk in the same
+/// transaction reads through them.
 ///
 /// Cost grows with what `changes` touches times the trie depth, not with the state size.
 pub fn update_state_root(
-    txn: &WriteTransaction,
+    writer: &Writer,
     block: u64,
     changes: &StateChangeset,
     mode: RootMode,
 ) -> Result<B256, TrieError> {
+    let txn = writer.transaction();
     let touched = touched(changes);
-    let mut trie = TrieTables::open(txn)?;
+    let epochs = history_epochs(txn)?;
+    let mut trie = TrieTables::open(writer)?;
     let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;
     let mut account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
     let mut account_index = txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?;
@@ -193,7 +189,11 @@ pub fn update_state_root(
         let out = if *wiped {
             walk(&mut NoNodes, &mut leaves, &PrefixSet::all(), None)?
         } else {
-            let mut nodes = StorageNodes { table: &trie.storage_trie, account: *account };
+            let mut nodes = StorageNodes {
+                table: &trie.storage_trie,
+                held: &trie.held.storage,
+                account: *account,
+            };
             walk(&mut nodes, &mut leaves, &PrefixSet::new(slots.clone()), None)?
         };
         if store {
@@ -205,8 +205,8 @@ pub fn update_state_root(
         let mut hashed = super::db::decode_account(&row, account)?;
         if hashed.storage_root != out.root {
             let stamp = row_stamp(&row, "hashed_accounts")?;
-            stamp_replaced(&mut account_index, trie.epochs, &account.0, stamp, block)?;
-            let hkey = hashed_account_history_key(trie.epochs, account, block);
+            stamp_replaced(&mut account_index, epochs, &account.0, stamp, block)?;
+            let hkey = hashed_account_history_key(epochs, account, block);
             if record_old(&mut account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
@@ -216,8 +216,8 @@ pub fn update_state_root(
     }
 
     let changed = PrefixSet::new(touched.accounts);
-    let out =
-        walk(&mut AccountNodes(&trie.account_trie), &mut AccountLeaves(&accounts), &changed, None)?;
+    let mut nodes = AccountNodes { table: &trie.account_trie, held: &trie.held.account };
+    let out = walk(&mut nodes, &mut AccountLeaves(&accounts), &changed, None)?;
     if store {
         for path in &out.removed {
             trie.put_account(block, path, None)?;
@@ -227,11 +227,14 @@ pub fn update_state_root(
         }
     }
     let (paths, keys) = (trie.changed_account_paths, trie.changed_storage_keys);
-    drop((trie.account_trie, trie.storage_trie, trie.account_trie_history));
-    drop((trie.storage_trie_history, accounts, account_history, account_index, storage));
+    drop((trie.account_trie, trie.storage_trie, trie.held));
+    drop((accounts, account_history, account_index, storage));
     record_changes(txn, block, ChangeKind::HashedAccounts, &changed_hashed_accounts)?;
     record_changes(txn, block, ChangeKind::AccountTrie, &paths)?;
     record_changes(txn, block, ChangeKind::StorageTrie, &keys)?;
+    if store {
+        writer.trie_nodes_done()?;
+    }
     Ok(out.root)
 }
 

@@ -1,0 +1,158 @@
+//! [`NodeWrites`]: the trie-node changes of one write transaction, held in memory and written at
+//! its commit in key order, the current rows and their history rows.
+//!
+//! The nodes near the root change in every block, so a group of blocks in one transaction wrote
+//! them once per block, and each write also sought the node's newest history row (its delta
+//! run). Held here, each current row is written once per transaction, the history rows of one
+//! node are encoded one after the other without a seek, and every table takes its rows in key
+//! order. The trie's walk reads through [`NodeWrites::get`] and [`NodeWrites::range`], so within
+//! the transaction it sees the nodes as changed.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use redb::{Table, WriteTransaction};
+
+use super::StorageResult;
+use super::epochs::Epochs;
+use super::node_history::write_node_row;
+use super::tables;
+
+/// The changed nodes of one trie table whose keys are `K` bytes (history keys `H` bytes:
+/// `epoch ++ key ++ block`).
+#[derive(Debug, Default)]
+pub struct NodeWrites<const K: usize> {
+    /// Every node the transaction changed, as it now is (`None`: removed).
+    current: BTreeMap<[u8; K], Option<Vec<u8>>>,
+    /// The node before each block that changed it (empty: absent), by key and block.
+    before: BTreeMap<([u8; K], u64), Vec<u8>>,
+}
+
+impl<const K: usize> NodeWrites<K> {
+    /// The node at `key` if this transaction changed it (`Some(None)`: it removed it).
+    pub fn get(&self, key: &[u8; K]) -> Option<Option<&[u8]>> {
+        self.current.get(key).map(|node| node.as_deref())
+    }
+
+    /// The nodes this transaction changed with keys in `from..=to`, in key order.
+    pub fn range<'a>(
+        &'a self,
+        from: &[u8; K],
+        to: &[u8; K],
+    ) -> impl Iterator<Item = (&'a [u8; K], Option<&'a [u8]>)> + 'a {
+        self.current.range(*from..=*to).map(|(k, node)| (k, node.as_deref()))
+    }
+
+    /// Records that `block` sets the node at `key` to `node` (`None`: removes it). `stored`
+    /// reads the node the table holds, called only if this transaction has not changed it yet.
+    /// Returns whether this is the block's first change of the node (its history row is new).
+    pub fn put(
+        &mut self,
+        key: &[u8; K],
+        block: u64,
+        node: Option<Vec<u8>>,
+        stored: impl FnOnce() -> StorageResult<Option<Vec<u8>>>,
+    ) -> StorageResult<bool> {
+        let old = match self.current.get(key) {
+            Some(now) => now.clone(),
+            None => stored()?,
+        };
+        let fresh = match self.before.entry((*key, block)) {
+            Entry::Vacant(e) => {
+                e.insert(old.unwrap_or_default());
+                true
+            }
+            // Changed earlier in this block: the row keeps the node before the block.
+            Entry::Occupied(_) => false,
+        };
+        self.current.insert(*key, node);
+        Ok(fresh)
+    }
+
+    /// History rows held.
+    pub fn len(&self) -> usize {
+        self.before.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.before.is_empty()
+    }
+
+    /// Writes everything held, in key order: the current rows into `current`, and one history
+    /// row per node and block into `history` (`table` names it in errors). A node's rows in one
+    /// epoch follow one another, so only its first needs the table's newest row before it.
+    pub(super) fn write<const H: usize>(
+        self,
+        epochs: Epochs,
+        current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
+        history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
+        table: &'static str,
+    ) -> StorageResult<()> {
+        // The previous row written: its node's key, epoch and run.
+        let mut prev: Option<([u8; K], u32, u8)> = None;
+        let mut versions = self.before.iter().peekable();
+        while let Some(((key, block), old)) = versions.next() {
+            // The node after this block: the next version's `before`, or the node now.
+            let after = match versions.peek() {
+                Some(((next, _), next_old)) if next == key => {
+                    (!next_old.is_empty()).then_some(next_old.as_slice())
+                }
+                _ => self.current.get(key).and_then(|n| n.as_deref()),
+            };
+            let epoch = epochs.of(*block);
+            let run = prev.filter(|(k, e, _)| k == key && *e == epoch).map(|(_, _, run)| run);
+            let hkey: [u8; H] = epochs.history_key(key, *block);
+            let run = write_node_row(history, table, &hkey, old, after, run)?;
+            prev = Some((*key, epoch, run));
+        }
+        for (key, node) in &self.current {
+            match node {
+                Some(node) => current.insert(key, node.as_slice())?,
+                None => current.remove(key)?,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// The trie-node changes a [`super::Writer`] holds ([`super::Writer::trie_nodes`]).
+#[derive(Debug, Default)]
+pub struct TrieNodes {
+    /// Of the account trie ([`tables::ACCOUNT_TRIE`]).
+    pub account: NodeWrites<33>,
+    /// Of the storage tries ([`tables::STORAGE_TRIE`]; keys `account ++ path`).
+    pub storage: NodeWrites<65>,
+}
+
+impl TrieNodes {
+    /// History rows held.
+    pub fn len(&self) -> usize {
+        self.account.len() + self.storage.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.account.is_empty() && self.storage.is_empty()
+    }
+
+    /// Writes everything held into the trie tables of `txn`.
+    pub(super) fn write(self, txn: &WriteTransaction) -> StorageResult<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let epochs = super::epochs::history_epochs(txn)?;
+        self.account.write(
+            epochs,
+            &mut txn.open_table(tables::ACCOUNT_TRIE)?,
+            &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+            "account_trie_history",
+        )?;
+        self.storage.write(
+            epochs,
+            &mut txn.open_table(tables::STORAGE_TRIE)?,
+            &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            "storage_trie_history",
+        )
+    }
+}
