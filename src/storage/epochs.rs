@@ -375,11 +375,17 @@ fn set_stamp_bit<const K: usize, const I: usize>(
     (old, block): (u64, u64),
     on: bool,
 ) -> StorageResult<()> {
-    let epoch = epochs.of(old);
-    if old == 0 || epoch == epochs.of(block) {
-        return Ok(());
+    match stamped_epoch(epochs, old, block) {
+        Some(epoch) => set_bit(index, key, epoch, on),
+        None => Ok(()),
     }
-    set_bit(index, key, epoch, on)
+}
+
+/// The epoch whose index bit a change at `block` of a row stamped `old` concerns: `None` for the
+/// genesis stamp (0) and for a stamp in `block`'s own epoch, which the current row names.
+fn stamped_epoch(epochs: Epochs, old: u64, block: u64) -> Option<u32> {
+    let epoch = epochs.of(old);
+    (old != 0 && epoch != epochs.of(block)).then_some(epoch)
 }
 
 /// The index bit [`stamp_replaced`] would set, as `(index key, bit)`, for a writer that sets
@@ -390,10 +396,7 @@ pub fn replaced_bit<const K: usize, const I: usize>(
     old: u64,
     block: u64,
 ) -> Option<([u8; I], u64)> {
-    let epoch = epochs.of(old);
-    if old == 0 || epoch == epochs.of(block) {
-        return None;
-    }
+    let epoch = stamped_epoch(epochs, old, block)?;
     Some((index_key(key, run_of(epoch)), epoch_bit(epoch)))
 }
 

@@ -159,30 +159,32 @@ impl Writer {
                 slot_bits,
             )?;
         }
-        if !preimages.is_empty() {
-            let mut rows = preimages;
-            rows.sort_unstable_by_key(|(k, _)| *k);
-            rows.dedup_by_key(|(k, _)| *k);
-            let mut t = self.txn.open_table(tables::PREIMAGES)?;
-            for (hash, slot) in &rows {
-                t.insert(hash, slot.as_slice())?;
-            }
+        self.write_sorted(tables::PREIMAGES, preimages, |t, (hash, slot)| {
+            t.insert(hash, slot.as_slice()).map(drop)
+        })?;
+        self.write_sorted(tables::TX_LOOKUP, lookups, |t, (hash, key)| {
+            t.insert(hash, key).map(drop)
+        })?;
+        self.write_sorted(tables::TRACE_ADDRESSES, trace_addresses, |t, key| {
+            t.insert(key, ()).map(drop)
+        })
+    }
+
+    /// Puts `rows` into table `def` in order, each once, through one open table.
+    fn write_sorted<K: redb::Key + 'static, V: redb::Value + 'static, R: Ord>(
+        &self,
+        def: redb::TableDefinition<'_, K, V>,
+        mut rows: Vec<R>,
+        put: impl Fn(&mut Table<'_, K, V>, &R) -> Result<(), redb::StorageError>,
+    ) -> StorageResult<()> {
+        if rows.is_empty() {
+            return Ok(());
         }
-        if !lookups.is_empty() {
-            let mut lookups = lookups;
-            lookups.sort_unstable_by_key(|(k, _)| *k);
-            let mut t = self.txn.open_table(tables::TX_LOOKUP)?;
-            for (hash, key) in &lookups {
-                t.insert(hash, key)?;
-            }
-        }
-        if !trace_addresses.is_empty() {
-            let mut keys = trace_addresses;
-            keys.sort_unstable();
-            let mut t = self.txn.open_table(tables::TRACE_ADDRESSES)?;
-            for key in &keys {
-                t.insert(key, ())?;
-            }
+        rows.sort_unstable();
+        rows.dedup();
+        let mut table = self.txn.open_table(def)?;
+        for row in &rows {
+            put(&mut table, row)?;
         }
         Ok(())
     }
