@@ -154,7 +154,7 @@ fn store_block(
 ) -> Result<B256, TestCaseError> {
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     let w = db.begin_write().map_err(|e| fail(&e))?;
-    let root = store_in(&w, model, number, changes)?;
+    let root = store_in(&w, model, number, changes, true)?;
     w.commit(false).map_err(|e| fail(&e))?;
     check_stored(db, root)?;
     Ok(root)
@@ -171,12 +171,16 @@ fn check_stored(db: &Database, root: B256) -> Result<(), TestCaseError> {
 }
 
 /// Stores `changes` as block `number` in `w`, which may hold earlier blocks not yet committed,
-/// and checks the root against the model and `FullRecompute`.
+/// and checks the root against the model's. With `whole_state`, also the stored state against
+/// the model and the root against `FullRecompute`: both list the state, which writes the trie
+/// nodes the writer holds, so without it the next block's walk reads this one's nodes through
+/// the held changes (`Writer::trie_nodes`).
 fn store_in(
     w: &Writer,
     model: &mut StateDump,
     number: u64,
     changes: &StateChangeset,
+    whole_state: bool,
 ) -> Result<B256, TestCaseError> {
     apply_to_model(model, changes);
     let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
@@ -185,21 +189,28 @@ fn store_in(
     let early = update_state_root(w, number, changes, RootMode::Compute).map_err(|e| fail(&e))?;
     let root = update_state_root(w, number, changes, RootMode::Store).map_err(|e| fail(&e))?;
     prop_assert_eq!(early, root);
-    let stored = w.current_state().map_err(|e| fail(&e))?;
-    prop_assert_eq!(&stored, &*model, "stored state differs from the model at block {}", number);
     prop_assert_eq!(
         root,
         state_root_of(model),
         "incremental root differs from the model's root at block {}",
         number
     );
-    let oracle = FullRecompute.state_root(w).map_err(|e| fail(&e))?;
-    prop_assert_eq!(
-        root,
-        oracle,
-        "incremental root differs from FullRecompute at block {}",
-        number
-    );
+    if whole_state {
+        let stored = w.current_state().map_err(|e| fail(&e))?;
+        prop_assert_eq!(
+            &stored,
+            &*model,
+            "stored state differs from the model at block {}",
+            number
+        );
+        let oracle = FullRecompute.state_root(w).map_err(|e| fail(&e))?;
+        prop_assert_eq!(
+            root,
+            oracle,
+            "incremental root differs from FullRecompute at block {}",
+            number
+        );
+    }
     let header = Header { number, state_root: root, ..Default::default() };
     let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
     w.insert_block(&block, B256::with_last_byte(number as u8), &[], &[]).map_err(|e| fail(&e))?;
@@ -228,7 +239,8 @@ proptest! {
 
     /// Several blocks in one write transaction, as an import group stores them: each block
     /// walks the trie nodes the earlier ones wrote and removed (branches that collapsed,
-    /// extensions found by seeking) before anything is committed.
+    /// extensions found by seeking) before anything is committed, reading them through the
+    /// changes the writer holds.
     #[test]
     fn incremental_root_holds_over_blocks_grouped_in_one_transaction(
         groups in prop::collection::vec(
@@ -246,9 +258,12 @@ proptest! {
         for group in &groups {
             let w = db.begin_write().map_err(|e| fail(&e))?;
             let mut root = B256::ZERO;
-            for ops in group {
+            for (j, ops) in group.iter().enumerate() {
                 let changes = changeset(ops, &mut exists);
-                root = store_in(&w, &mut model, number, &changes)?;
+                // The whole state (which writes the held trie nodes) only after the group's
+                // last block: the blocks before it walk each other's held nodes.
+                let last = j + 1 == group.len();
+                root = store_in(&w, &mut model, number, &changes, last)?;
                 number += 1;
             }
             w.commit(false).map_err(|e| fail(&e))?;
