@@ -240,13 +240,16 @@ proptest! {
     /// Several blocks in one write transaction, as an import group stores them: each block
     /// walks the trie nodes the earlier ones wrote and removed (branches that collapsed,
     /// extensions found by seeking) before anything is committed, reading them through the
-    /// changes the writer holds.
+    /// changes the writer holds. Half the cases give the writer a cap of a few rows, so that
+    /// the held changes are written between blocks and inside them (a node written, then
+    /// changed again by the same block) all the time.
     #[test]
     fn incremental_root_holds_over_blocks_grouped_in_one_transaction(
         groups in prop::collection::vec(
             prop::collection::vec(prop::collection::vec(op(), 1..24), 1..6),
             1..12,
         ),
+        cap in prop::option::of(1usize..8),
     ) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 })
@@ -257,6 +260,9 @@ proptest! {
         let mut number = 0;
         for group in &groups {
             let w = db.begin_write().map_err(|e| fail(&e))?;
+            if let Some(cap) = cap {
+                w.trie_nodes().set_cap(cap);
+            }
             let mut root = B256::ZERO;
             for (j, ops) in group.iter().enumerate() {
                 let changes = changeset(ops, &mut exists);

@@ -38,7 +38,7 @@ pub use epochs::{
 };
 pub use error::{StorageError, StorageResult};
 pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
-pub use node_writes::{NodeWrites, TrieNodes};
+pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};

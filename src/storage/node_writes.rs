@@ -116,13 +116,27 @@ impl<const K: usize> NodeWrites<K> {
     }
 }
 
+/// Held trie-node changes are written after the block that brings them to this many history
+/// rows, and by a block's own stores once they reach twice as many. A row holds up to two nodes
+/// (before and now, up to 518 bytes each) and its key: about 600 bytes on the chains measured,
+/// at most about 1.2 KiB.
+pub const TRIE_NODES_CAP: usize = 1 << 17;
+
 /// The trie-node changes a [`super::Writer`] holds ([`super::Writer::trie_nodes`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TrieNodes {
     /// Of the account trie ([`tables::ACCOUNT_TRIE`]).
     pub account: NodeWrites<33>,
     /// Of the storage tries ([`tables::STORAGE_TRIE`]; keys `account ++ path`).
     pub storage: NodeWrites<65>,
+    /// History rows held before [`TrieNodes::full`] (tests lower it to write often).
+    cap: usize,
+}
+
+impl Default for TrieNodes {
+    fn default() -> Self {
+        Self { account: NodeWrites::default(), storage: NodeWrites::default(), cap: TRIE_NODES_CAP }
+    }
 }
 
 impl TrieNodes {
@@ -136,21 +150,64 @@ impl TrieNodes {
         self.account.is_empty() && self.storage.is_empty()
     }
 
+    /// Sets the cap ([`TRIE_NODES_CAP`] by default); tests set a small one so that the held
+    /// changes are written between and inside blocks all the time.
+    pub fn set_cap(&mut self, rows: usize) {
+        self.cap = rows.max(1);
+    }
+
+    /// Whether the changes should be written after the block that made them.
+    pub fn full(&self) -> bool {
+        self.len() >= self.cap
+    }
+
+    /// Whether a block's own stores should write them before going on: a block that deletes a
+    /// large storage trie would otherwise hold all of its nodes.
+    pub fn overfull(&self) -> bool {
+        self.len() >= 2 * self.cap
+    }
+
+    /// Takes the held changes out, leaving none (and the cap).
+    pub fn take(&mut self) -> Self {
+        Self {
+            account: std::mem::take(&mut self.account),
+            storage: std::mem::take(&mut self.storage),
+            cap: self.cap,
+        }
+    }
+
     /// Writes everything held into the trie tables of `txn`.
     pub(super) fn write(self, txn: &WriteTransaction) -> StorageResult<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        self.write_with(
+            txn,
+            &mut txn.open_table(tables::ACCOUNT_TRIE)?,
+            &mut txn.open_table(tables::STORAGE_TRIE)?,
+        )
+    }
+
+    /// [`TrieNodes::write`] for a caller that has the current trie tables open.
+    pub fn write_with(
+        self,
+        txn: &WriteTransaction,
+        account_trie: &mut Table<'_, &'static [u8; 33], &'static [u8]>,
+        storage_trie: &mut Table<'_, &'static [u8; 65], &'static [u8]>,
+    ) -> StorageResult<()> {
         if self.is_empty() {
             return Ok(());
         }
         let epochs = super::epochs::history_epochs(txn)?;
         self.account.write(
             epochs,
-            &mut txn.open_table(tables::ACCOUNT_TRIE)?,
+            account_trie,
             &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
             "account_trie_history",
         )?;
         self.storage.write(
             epochs,
-            &mut txn.open_table(tables::STORAGE_TRIE)?,
+            storage_trie,
             &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
             "storage_trie_history",
         )

@@ -88,12 +88,6 @@ impl Deferred {
 /// (a genesis of millions of slots, or a group of very large blocks).
 const DEFERRED_CAP: usize = 1 << 17;
 
-/// Held trie-node changes are written after the block that brings them to this many history
-/// rows. A row holds up to two nodes (before and now, up to 518 bytes each) and its key: about
-/// 600 bytes on the chains measured, at most about 1.2 KiB. A single block's changes are never
-/// split, so a block that deletes a large storage trie holds all of its nodes until its end.
-const TRIE_NODES_CAP: usize = 1 << 17;
-
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").finish_non_exhaustive()
@@ -125,21 +119,22 @@ impl Writer {
 
     /// The trie-node changes this transaction holds until its commit: the trie's walk reads
     /// the stored nodes through them, and its stores go into them. They are written with the
-    /// deferred rows; more than [`TRIE_NODES_CAP`] are written at the next
-    /// [`Writer::trie_nodes_done`].
+    /// deferred rows, and early past [`super::TRIE_NODES_CAP`] ([`TrieNodes::full`]).
     pub fn trie_nodes(&self) -> std::sync::MutexGuard<'_, TrieNodes> {
         self.trie_nodes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Called after a block's trie nodes are stored: writes the held ones if there are too
-    /// many, which bounds their memory. Never in the middle of a block's stores, so that a
-    /// block's changes of one node stay together.
+    /// many ([`TrieNodes::full`]), which bounds their memory. (Inside a block only twice as
+    /// many are written early, [`TrieNodes::overfull`]: a block's changes of one node mostly
+    /// stay together.)
     pub fn trie_nodes_done(&self) -> StorageResult<()> {
-        if self.trie_nodes().len() >= TRIE_NODES_CAP { self.flush_trie_nodes() } else { Ok(()) }
+        if self.trie_nodes().full() { self.flush_trie_nodes() } else { Ok(()) }
     }
 
     fn flush_trie_nodes(&self) -> StorageResult<()> {
-        std::mem::take(&mut *self.trie_nodes()).write(&self.txn)
+        let held = self.trie_nodes().take();
+        held.write(&self.txn)
     }
 
     /// Writes the deferred rows and the held trie nodes, each table's in key order.
@@ -295,7 +290,7 @@ impl Writer {
             BLOCK_CHANGES
         );
         self.deferred.lock().unwrap_or_else(|e| e.into_inner()).preimages.clear();
-        *self.trie_nodes() = TrieNodes::default();
+        drop(self.trie_nodes().take());
         Ok(())
     }
 

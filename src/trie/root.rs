@@ -62,6 +62,7 @@ fn touched(changes: &StateChangeset) -> Touched {
 /// The trie's current nodes in one write transaction, with the changes it holds
 /// ([`Writer::trie_nodes`]) laid over them.
 struct TrieTables<'t> {
+    txn: &'t WriteTransaction,
     account_trie: Table<'t, &'static [u8; 33], &'static [u8]>,
     storage_trie: Table<'t, &'static [u8; 65], &'static [u8]>,
     held: MutexGuard<'t, TrieNodes>,
@@ -74,6 +75,7 @@ impl<'t> TrieTables<'t> {
     fn open(writer: &'t Writer) -> Result<Self, TrieError> {
         let txn = writer.transaction();
         Ok(Self {
+            txn,
             account_trie: txn.open_table(tables::ACCOUNT_TRIE)?,
             storage_trie: txn.open_table(tables::STORAGE_TRIE)?,
             held: writer.trie_nodes(),
@@ -95,6 +97,18 @@ impl<'t> TrieTables<'t> {
         if self.held.account.put(&key, block, node.map(encode_node), stored)? {
             self.changed_account_paths.extend_from_slice(&key);
         }
+        self.bound()
+    }
+
+    /// Writes the held changes before going on if this block has made too many
+    /// ([`TrieNodes::overfull`]: a block that deletes a large storage trie). A node changed
+    /// again later in the block then gets its history row re-encoded (`storage::node_history`),
+    /// and its key listed twice in the block's change index, which keeps it once.
+    fn bound(&mut self) -> Result<(), TrieError> {
+        if self.held.overfull() {
+            let held = self.held.take();
+            held.write_with(self.txn, &mut self.account_trie, &mut self.storage_trie)?;
+        }
         Ok(())
     }
 
@@ -110,7 +124,7 @@ impl<'t> TrieTables<'t> {
         if self.held.storage.put(key, block, node, stored)? {
             self.changed_storage_keys.extend_from_slice(key);
         }
-        Ok(())
+        self.bound()
     }
 
     /// Removes every storage-trie node of `account`.
