@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root};
 use loupe::storage::Database;
 
+/// Kills at least (more while fewer than [`MIN_MID_IMPORT`] landed among the blocks).
 const ITERATIONS: u64 = 24;
 /// Required number of kills that land while blocks are being imported.
 const MIN_MID_IMPORT: usize = 5;
@@ -151,7 +152,12 @@ fn sigkill_at_any_moment_leaves_an_openable_consistent_database() {
     let mut noop_rerun = 0usize;
     let mut logs_seen = false;
 
-    for i in 0..ITERATIONS {
+    // At least ITERATIONS kills; more (up to three times as many) while too few have landed
+    // among the blocks, as happens when the machine's load drops after the calibration run.
+    for i in 0..ITERATIONS * 3 {
+        if i >= ITERATIONS && mid_import >= MIN_MID_IMPORT {
+            break;
+        }
         let r = splitmix64(i);
         let head_before = if datadir.exists() {
             Database::open(&datadir)
@@ -257,7 +263,8 @@ fn sigkill_at_any_moment_leaves_an_openable_consistent_database() {
     );
     assert!(
         mid_import >= MIN_MID_IMPORT,
-        "only {mid_import} of {ITERATIONS} kills landed mid-import (need {MIN_MID_IMPORT})"
+        "only {mid_import} of {} kills landed mid-import (need {MIN_MID_IMPORT})",
+        ITERATIONS * 3
     );
 
     // Finally the import runs to completion in the same datadir.
