@@ -190,7 +190,7 @@ impl Ahead<'_> {
         if number != tip + 1 || block.header.parent_hash != tip_hash || tip - head >= MAX_AHEAD {
             return None;
         }
-        let senders = prepared.senders().ok()?;
+        let senders = prepared.senders()?;
         let started = std::time::Instant::now();
         let state = AheadState { base, overlay: &self.overlay };
         // Intermediate roots are the writer's (it executes those blocks again); here they are

@@ -297,7 +297,8 @@ where
 
     // Commitments checkable without execution.
     let body = &block.body;
-    check(number, hash, "transactions root", header.transactions_root, prepared.transactions_root)?;
+    let checks = prepared.checks_of(block);
+    check(number, hash, "transactions root", header.transactions_root, checks.transactions_root)?;
     check(number, hash, "ommers hash", header.ommers_hash, calculate_ommers_root(&body.ommers))?;
     let shanghai = spec.is_shanghai_active_at_timestamp(header.timestamp);
     let withdrawals_root = body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w));
@@ -311,7 +312,7 @@ where
         )?;
     }
 
-    let senders = match &prepared.senders {
+    let senders = match &checks.senders {
         Ok(senders) => senders.as_slice(),
         Err((index, message)) => {
             return Err(ImportError::Signature {
@@ -417,24 +418,20 @@ pub(super) enum Senders {
 #[derive(Debug)]
 pub(super) struct Prepared {
     hash: B256,
+    /// `None` for a block that was already stored when it was read ([`Prepared::hash_only`]).
+    checks: Option<Checks>,
+}
+
+/// The parts of [`Prepared`] that only a block about to be stored needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Checks {
     transactions_root: B256,
     /// The senders, or the first transaction whose signature does not recover (index and why).
     senders: Result<Vec<Address>, (usize, String)>,
 }
 
-impl Prepared {
-    /// The block's hash.
-    pub(super) fn hash(&self) -> B256 {
-        self.hash
-    }
-
-    /// The recovered senders, or the first transaction whose signature did not recover.
-    pub(super) fn senders(&self) -> Result<&[Address], &(usize, String)> {
-        self.senders.as_deref()
-    }
-
-    /// Computes it all for `block`.
-    pub(super) fn new(block: &Block<TxEnvelope>, senders: Senders) -> Self {
+impl Checks {
+    fn new(block: &Block<TxEnvelope>, senders: Senders) -> Self {
         let txs = &block.body.transactions;
         let transactions_root = calculate_transaction_root(txs);
         // The hash is cached in each transaction; storing the block reads it (lookup rows).
@@ -445,10 +442,39 @@ impl Prepared {
             Senders::ThisThread => 1,
             Senders::AllCores => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        Self {
-            hash: block.header.hash_slow(),
-            transactions_root,
-            senders: recover_senders(txs, threads),
+        Self { transactions_root, senders: recover_senders(txs, threads) }
+    }
+}
+
+impl Prepared {
+    /// The block's hash.
+    pub(super) fn hash(&self) -> B256 {
+        self.hash
+    }
+
+    /// The recovered senders (`None`: a signature did not recover, or they were not
+    /// recovered, [`Prepared::hash_only`]).
+    pub(super) fn senders(&self) -> Option<&[Address]> {
+        self.checks.as_ref()?.senders.as_deref().ok()
+    }
+
+    /// Computes it all for `block`.
+    pub(super) fn new(block: &Block<TxEnvelope>, senders: Senders) -> Self {
+        Self { hash: block.header.hash_slow(), checks: Some(Checks::new(block, senders)) }
+    }
+
+    /// Only the hash, for a block at or below the stored head, which is only compared with the
+    /// stored block of its number: re-running an import over a stored prefix then costs no
+    /// sender recovery. Storing it anyway computes the rest then.
+    pub(super) fn hash_only(block: &Block<TxEnvelope>) -> Self {
+        Self { hash: block.header.hash_slow(), checks: None }
+    }
+
+    /// The transactions root and senders of `block` (the block this was made from).
+    pub(super) fn checks_of(&self, block: &Block<TxEnvelope>) -> std::borrow::Cow<'_, Checks> {
+        match &self.checks {
+            Some(checks) => std::borrow::Cow::Borrowed(checks),
+            None => std::borrow::Cow::Owned(Checks::new(block, Senders::ThisThread)),
         }
     }
 }

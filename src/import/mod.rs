@@ -155,10 +155,11 @@ pub fn import_files_with(
         // memory; when this thread stops reading (the end, an error, a stop), the senders
         // fail and the other threads end.
         let thread_error = |error| ImportError::Thread { error };
+        let stored = db.begin_read()?.head()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
         std::thread::Builder::new()
             .name("loupe-prepare".into())
-            .spawn_scoped(scope, move || prepare_ahead(paths, &tx))
+            .spawn_scoped(scope, move || prepare_ahead(paths, stored, &tx))
             .map_err(thread_error)?;
         let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
         std::thread::Builder::new()
@@ -227,8 +228,10 @@ enum FileItem {
 type Item = (usize, FileItem);
 
 /// Reads every block of every file in turn and prepares it, until the files end, a file does
-/// not open, a block does not decode, or the receiving side is gone.
-fn prepare_ahead(paths: &[&Path], tx: &std::sync::mpsc::SyncSender<Item>) {
+/// not open, a block does not decode, or the receiving side is gone. A block at or below
+/// `stored` (the head when the import began) is only hashed: the import compares it with the
+/// stored block of its number and skips it.
+fn prepare_ahead(paths: &[&Path], stored: Option<u64>, tx: &std::sync::mpsc::SyncSender<Item>) {
     for (index, path) in paths.iter().enumerate() {
         let file = match std::fs::File::open(path) {
             Ok(file) => file,
@@ -241,7 +244,11 @@ fn prepare_ahead(paths: &[&Path], tx: &std::sync::mpsc::SyncSender<Item>) {
         while let Some(next) = reader.next_block() {
             let failed = next.is_err();
             let next = next.map(|(offset, block)| {
-                let prepared = Prepared::new(&block, Senders::ThisThread);
+                let prepared = if stored.is_some_and(|head| block.header.number <= head) {
+                    Prepared::hash_only(&block)
+                } else {
+                    Prepared::new(&block, Senders::ThisThread)
+                };
                 (offset, block, prepared)
             });
             if tx.send((index, FileItem::Block(Box::new(next)))).is_err() || failed {
@@ -396,5 +403,70 @@ impl Group {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_consensus::{
+        Block, BlockBody, Header, SignableTransaction, Signed, TxEnvelope, TxLegacy,
+    };
+    use alloy_primitives::{Address, TxKind, U256};
+    use alloy_rlp::Encodable;
+    use alloy_signer::SignerSync;
+    use alloy_signer_local::PrivateKeySigner;
+
+    /// Block `number` with one transfer signed by `signer` (its nonce the block number).
+    fn signed_block(number: u64, signer: &PrivateKeySigner) -> Block<TxEnvelope> {
+        let tx = TxLegacy {
+            chain_id: Some(1),
+            nonce: number,
+            gas_price: 7,
+            gas_limit: 21_000,
+            to: TxKind::Call(Address::repeat_byte(9)),
+            value: U256::from(number),
+            input: Default::default(),
+        };
+        let signature = signer.sign_hash_sync(&tx.signature_hash()).expect("sign");
+        let tx = TxEnvelope::Legacy(Signed::new_unhashed(tx, signature));
+        let header = Header { number, gas_limit: 30_000_000, ..Default::default() };
+        Block { header, body: BlockBody { transactions: vec![tx], ..Default::default() } }
+    }
+
+    #[test]
+    fn blocks_at_or_below_the_stored_head_are_only_hashed() {
+        let signer = PrivateKeySigner::random();
+        let blocks: Vec<_> = (1..=4).map(|n| signed_block(n, &signer)).collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chain.rlp");
+        let mut bytes = Vec::new();
+        for b in &blocks {
+            b.encode(&mut bytes);
+        }
+        std::fs::write(&path, bytes).expect("write chain file");
+
+        let (tx, rx) = std::sync::mpsc::sync_channel(blocks.len() + 1);
+        prepare_ahead(&[path.as_path()], Some(2), &tx);
+        drop(tx);
+        let mut seen = 0;
+        for (_, item) in rx {
+            let FileItem::Block(next) = item else { panic!("the file opens") };
+            let (_, block, prepared) = (*next).expect("the block decodes");
+            let n = block.header.number;
+            assert_eq!(prepared.hash(), blocks[n as usize - 1].header.hash_slow(), "#{n}");
+            // The full checks, made here on the block itself: a second path to them.
+            let full = Prepared::new(&block, block::Senders::ThisThread);
+            assert_eq!(full.senders(), Some(&[signer.address()][..]), "#{n}");
+            if n <= 2 {
+                assert_eq!(prepared.senders(), None, "#{n} is stored: no sender recovered");
+            } else {
+                assert_eq!(prepared.senders(), full.senders(), "#{n}");
+            }
+            // Whichever was made, the checks a store uses are the same.
+            assert_eq!(prepared.checks_of(&block), full.checks_of(&block), "#{n}");
+            seen += 1;
+        }
+        assert_eq!(seen, blocks.len());
     }
 }
