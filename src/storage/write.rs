@@ -55,8 +55,9 @@ pub struct Writer {
 /// tables that grow with the chain; written at once in key order, each page of a group's rows
 /// is dirtied once, instead of once per block that lands on it (and again after redb's write
 /// buffer has sent it to the file). Nothing reads these tables inside an import's transaction
-/// but the few steps that write them first: an unwind ([`Writer::unwind_head`]), an epoch's
-/// close (`Writer::set_head`), and [`Writer::current_state`].
+/// but the steps that write them first, an unwind ([`Writer::unwind_head`]) and
+/// [`Writer::current_state`], and an epoch's close, which only sets index bits as the held ones
+/// do (`Writer::flush_before_close`): the rows of a whole import group wait for its commit.
 #[derive(Debug, Default)]
 struct Deferred {
     lookups: Vec<([u8; 32], [u8; 12])>,
@@ -84,9 +85,11 @@ impl Deferred {
     }
 }
 
-/// Deferred rows are written early once this many are held, which bounds their memory
-/// (a genesis of millions of slots, or a group of very large blocks).
-const DEFERRED_CAP: usize = 1 << 17;
+/// Deferred rows are written early once this many are held, which bounds their memory (a
+/// genesis of millions of slots, or a group of very large blocks): 32–76 bytes a row, so
+/// about 50 MiB, or twice that while a vector grows. A 512-block import group of the
+/// 10,000-block chain holds about 500,000.
+const DEFERRED_CAP: usize = 1 << 20;
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -363,14 +366,19 @@ impl Writer {
         super::epochs::follow_head(&self.txn, old, number)
     }
 
-    /// Writes the deferred rows if the head's move from `old` to `new` closes or reopens an
-    /// epoch: the close reads the epoch indexes.
+    /// Before the head's move from `old` to `new` closes an epoch, writes the held trie nodes:
+    /// the close packs and indexes the trie history. The other held rows can wait for the
+    /// commit: the close reads none of their tables but the epoch indexes, whose bits it only
+    /// sets, as the held bits do ([`super::epochs::set_bits`] ORs them in). Before a move that
+    /// reopens an epoch (an unwind, which clears bits) everything held is written.
     fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<()> {
         let epochs = super::epochs::history_epochs(&self.txn)?;
-        if old.map_or(0, |o| epochs.of(o)) != epochs.of(new) {
-            self.flush_deferred()?;
+        let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
+        match to.cmp(&from) {
+            std::cmp::Ordering::Greater => self.flush_trie_nodes(),
+            std::cmp::Ordering::Less => self.flush_deferred(),
+            std::cmp::Ordering::Equal => Ok(()),
         }
-        Ok(())
     }
 
     /// Sets the head, safe and finalized markers (see [`Writer::set_head`] for the epochs).
