@@ -552,7 +552,7 @@ pub struct ImportCmd {
     pub files: Vec<PathBuf>,
     /// Make every Nth block's commit durable (fsync); after a crash the head is the last
     /// durable block. 1 syncs every block.
-    #[arg(long = "import.sync-every", value_name = "N", default_value_t = crate::import::DEFAULT_SYNC_EVERY)]
+    #[arg(long = "import.sync-every", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
     pub sync_every: u64,
     /// Import N blocks in one write transaction: each group is committed whole, so after a
     /// crash the head is still a whole block. 1 commits every block.
