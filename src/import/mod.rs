@@ -104,7 +104,7 @@ pub const DEFAULT_SYNC_EVERY: u64 = 128;
 
 /// Default of [`ImportOptions::batch`] and of [`ImportOptions::sync_every`]: each group of a
 /// bulk import is one durable commit. Groups of 512 blocks took 15–20 % off the last 907
-/// blocks of the 10,000-block chain against 128, for about 130 MiB more peak memory (the rows
+/// blocks of the 10,000-block chain against 128, for 130–150 MiB more peak memory (the rows
 /// held to the commit, and redb's bookkeeping of a larger transaction); BENCHMARKS.md, "Larger
 /// import groups, session 25".
 pub const DEFAULT_BATCH: u64 = 512;
