@@ -133,7 +133,13 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
     eprintln!("uninterrupted init: {init_ms} ms, import: {full_ms} ms");
 
     let (mut mid_import, mut in_init) = (0, 0);
-    for i in 0..KILLS {
+    // At least KILLS kills; more (up to three times as many) while too few have landed among
+    // the blocks or in the init, as happens when the machine's load drops after the
+    // calibration runs and the imports finish before their kills.
+    for i in 0..KILLS * 3 {
+        if i >= KILLS && mid_import >= 5 && in_init >= 2 {
+            break;
+        }
         let r = splitmix64(i);
         let current = if data.exists() { head(&data) } else { None };
         // Start over every third run and once the chain is complete; half of the fresh starts
@@ -172,8 +178,9 @@ fn sigkill_during_a_generated_import_leaves_a_verifiable_database() {
         }
         eprintln!("kill {i:2} at {sleep:5} ms: head {before:?} -> {after:?}");
     }
-    assert!(mid_import >= 5, "only {mid_import} kills left a head among the blocks");
-    assert!(in_init >= 2, "only {in_init} kills landed before the genesis was stored");
+    let kills = KILLS * 3;
+    assert!(mid_import >= 5, "only {mid_import} of {kills} kills left a head among the blocks");
+    assert!(in_init >= 2, "only {in_init} of {kills} kills landed before the genesis was stored");
     let out = import_cmd(&data, &chain).stdout(Stdio::piped()).output().unwrap();
     assert!(out.status.success(), "final import: {}", text(&out));
     assert_eq!(head(&data), Some(80));
