@@ -452,7 +452,7 @@ impl Writer {
         m.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         drop(m);
         // An epoch the head moves back into is open again: its index goes.
-        super::epochs::follow_head(txn, Some(head), parent)?;
+        super::epochs::follow_head(txn, Some(head), parent, &Default::default())?;
         self.unwound = true;
         Ok(parent)
     }

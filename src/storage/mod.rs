@@ -11,6 +11,7 @@ mod codec;
 mod copy;
 mod epochs;
 mod error;
+mod held_history;
 mod node_history;
 mod node_writes;
 mod read;
@@ -43,7 +44,7 @@ pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
 pub use trie::{FullRecompute, state_root_of};
-pub use write::{Writer, record_old};
+pub use write::Writer;
 
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";

@@ -158,33 +158,34 @@ fn corrupt(table: &'static str, detail: String) -> StorageError {
     StorageError::Corrupt { table, detail }
 }
 
-/// Writes the history row at `key` (`epoch ++ path ++ block BE`) of a node that was `old`
-/// (empty: absent) before the block and is `new` after it (`None`: removed), and returns the run
-/// to pass as `prev_run` for the node's next row in the epoch. `prev_run` is the run this
-/// returned for the node's newest earlier row in the epoch, when the caller has just written
-/// it; otherwise (`None`) that row is sought in the table. The node's first row in an epoch is
+/// Encodes the history row at `key` (`epoch ++ path ++ block BE`) of a node that was `old`
+/// (empty: absent) before the block and is `new` after it (`None`: removed), and returns it with
+/// the run to pass as `prev_run` for the node's next row in the epoch. `prev_run` is the run
+/// this returned for the node's newest earlier row in the epoch, when the caller has just
+/// encoded it (or `FULL_ROW_EVERY - 1` when the epoch holds no row of the node: a whole row);
+/// otherwise (`None`) that row is sought in the table. The node's first row in an epoch is
 /// whole, so that a read never follows deltas out of an epoch (`storage::epochs`). If the table
 /// already holds a row at `key` (the block changed the node before, and that change was
-/// written), that row is re-encoded against `new` so that it still stands for the node before
-/// the block, `old` being the node in between.
-pub(super) fn write_node_row<const N: usize>(
-    history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
+/// written), the row returned replaces it: it is re-encoded against `new` so that it still
+/// stands for the node before the block, `old` being the node in between.
+pub(super) fn encode_history_row<const N: usize>(
+    history: &Table<'_, &'static [u8; N], &'static [u8]>,
     table: &'static str,
     key: &[u8; N],
     old: &[u8],
     new: Option<&[u8]>,
     prev_run: Option<u8>,
-) -> StorageResult<u8> {
+) -> StorageResult<(Vec<u8>, u8)> {
     let (before, prev_run) = match prev_run {
         Some(run) => (old.to_vec(), run),
         None => newest_before(history, table, key, old)?,
     };
     let row = encode_node_row(&before, new, prev_run).map_err(|d| corrupt(table, d))?;
-    history.insert(key, row.as_slice())?;
-    Ok(match node_row(&row).map_err(|d| corrupt(table, d))? {
+    let run = match node_row(&row).map_err(|d| corrupt(table, d))? {
         NodeRow::Delta { run, .. } => run,
         NodeRow::Whole(_) | NodeRow::Absent => 0,
-    })
+    };
+    Ok((row, run))
 }
 
 /// The node before the block of history row `key` and the run of the node's newest earlier

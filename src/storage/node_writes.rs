@@ -11,11 +11,12 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use redb::{Table, WriteTransaction};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::StorageResult;
 use super::epochs::Epochs;
-use super::node_history::write_node_row;
+use super::held_history::{HistoryRow, write_rows};
+use super::node_history::{FULL_ROW_EVERY, encode_history_row};
 use super::tables;
 
 /// The changed nodes of one trie table whose keys are `K` bytes (history keys `H` bytes:
@@ -79,17 +80,22 @@ impl<const K: usize> NodeWrites<K> {
         self.before.is_empty()
     }
 
-    /// Writes everything held, in key order: the current rows into `current`, and one history
-    /// row per node and block into `history` (`table` names it in errors). A node's rows in one
-    /// epoch follow one another, so only its first needs the table's newest row before it.
-    pub(super) fn write<const H: usize>(
-        self,
+    /// Encodes the history rows of the versions in epochs below `below` (`u32::MAX`: all),
+    /// takes those versions out and returns the rows in key order (`table` names the history
+    /// table in errors). A node's rows in one epoch follow one another, so only its first
+    /// needs the table's newest row before it, and none does in an epoch the table holds no
+    /// row of.
+    pub(super) fn take_history<const H: usize>(
+        &mut self,
         epochs: Epochs,
-        current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
-        history: &mut Table<'_, &'static [u8; H], &'static [u8]>,
+        below: u32,
+        history: &Table<'_, &'static [u8; H], &'static [u8]>,
         table: &'static str,
-    ) -> StorageResult<()> {
-        // The previous row written: its node's key, epoch and run.
+    ) -> StorageResult<Vec<HistoryRow<H>>> {
+        let mut rows = Vec::new();
+        // Whether the table holds no row of an epoch, asked once per epoch.
+        let mut empty: Vec<(u32, bool)> = Vec::new();
+        // The previous row encoded: its node's key, epoch and run.
         let mut prev: Option<([u8; K], u32, u8)> = None;
         let mut versions = self.before.iter().peekable();
         while let Some(((key, block), old)) = versions.next() {
@@ -101,17 +107,49 @@ impl<const K: usize> NodeWrites<K> {
                 _ => self.current.get(key).and_then(|n| n.as_deref()),
             };
             let epoch = epochs.of(*block);
-            let run = prev.filter(|(k, e, _)| k == key && *e == epoch).map(|(_, _, run)| run);
+            if epoch >= below {
+                continue;
+            }
+            let mut run = prev.filter(|(k, e, _)| k == key && *e == epoch).map(|(_, _, run)| run);
+            if run.is_none() {
+                let empty = match empty.iter().find(|(e, _)| *e == epoch) {
+                    Some((_, empty)) => *empty,
+                    None => {
+                        let lo: [u8; H] = super::epochs::row_key(epoch, &[0u8; K], 0);
+                        let hi: [u8; H] = super::epochs::row_key(epoch, &[0xffu8; K], u64::MAX);
+                        let is_empty = history.range::<&[u8; H]>(&lo..=&hi)?.next().is_none();
+                        empty.push((epoch, is_empty));
+                        is_empty
+                    }
+                };
+                if empty {
+                    run = Some(FULL_ROW_EVERY - 1);
+                }
+            }
             let hkey: [u8; H] = epochs.history_key(key, *block);
-            let run = write_node_row(history, table, &hkey, old, after, run)?;
+            let (row, run) = encode_history_row(history, table, &hkey, old, after, run)?;
+            rows.push((hkey, row));
             prev = Some((*key, epoch, run));
         }
+        self.before.retain(|(_, block), _| epochs.of(*block) >= below);
+        rows.sort_unstable_by_key(|row| row.0);
+        Ok(rows)
+    }
+
+    /// Writes every current row into `current`, and stops holding those of nodes with no
+    /// version left (see [`NodeWrites::take_history`]): later reads find them in the table.
+    pub(super) fn write_current(
+        &mut self,
+        current: &mut Table<'_, &'static [u8; K], &'static [u8]>,
+    ) -> StorageResult<()> {
         for (key, node) in &self.current {
             match node {
                 Some(node) => current.insert(key, node.as_slice())?,
                 None => current.remove(key)?,
             };
         }
+        let before = &self.before;
+        self.current.retain(|key, _| before.range((*key, 0)..=(*key, u64::MAX)).next().is_some());
         Ok(())
     }
 }
@@ -188,9 +226,11 @@ impl TrieNodes {
         )
     }
 
-    /// [`TrieNodes::write`] for a caller that has the current trie tables open.
+    /// [`TrieNodes::write`] for a caller that has the current trie tables open. Each epoch's
+    /// history rows go in key order, through one cursor where the epoch has none yet
+    /// (`storage::held_history`).
     pub fn write_with(
-        self,
+        mut self,
         txn: &WriteTransaction,
         account_trie: &mut Table<'_, &'static [u8; 33], &'static [u8]>,
         storage_trie: &mut Table<'_, &'static [u8; 65], &'static [u8]>,
@@ -198,18 +238,58 @@ impl TrieNodes {
         if self.is_empty() {
             return Ok(());
         }
-        let epochs = super::epochs::history_epochs(txn)?;
-        self.account.write(
-            epochs,
-            account_trie,
+        let (account, storage) = self.take_below(txn, u32::MAX, account_trie, storage_trie)?;
+        write_rows(
             &mut txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+            &account,
             "account_trie_history",
         )?;
-        self.storage.write(
-            epochs,
-            storage_trie,
+        write_rows(
             &mut txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            &storage,
             "storage_trie_history",
         )
+    }
+
+    /// Before an epoch's close: writes the current rows, and takes out the history rows of the
+    /// versions in epochs below `below`, encoded and in key order (account trie, storage tries),
+    /// for the close to write ([`super::epochs::follow_head`]). The versions of later epochs
+    /// stay held, with the current rows of their nodes.
+    pub(super) fn take_closing(
+        &mut self,
+        txn: &WriteTransaction,
+        below: u32,
+    ) -> StorageResult<(Vec<HistoryRow<45>>, Vec<HistoryRow<77>>)> {
+        self.take_below(
+            txn,
+            below,
+            &mut txn.open_table(tables::ACCOUNT_TRIE)?,
+            &mut txn.open_table(tables::STORAGE_TRIE)?,
+        )
+    }
+
+    fn take_below(
+        &mut self,
+        txn: &WriteTransaction,
+        below: u32,
+        account_trie: &mut Table<'_, &'static [u8; 33], &'static [u8]>,
+        storage_trie: &mut Table<'_, &'static [u8; 65], &'static [u8]>,
+    ) -> StorageResult<(Vec<HistoryRow<45>>, Vec<HistoryRow<77>>)> {
+        let epochs = super::epochs::history_epochs(txn)?;
+        let account = self.account.take_history(
+            epochs,
+            below,
+            &txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?,
+            "account_trie_history",
+        )?;
+        let storage = self.storage.take_history(
+            epochs,
+            below,
+            &txn.open_table(tables::STORAGE_TRIE_HISTORY)?,
+            "storage_trie_history",
+        )?;
+        self.account.write_current(account_trie)?;
+        self.storage.write_current(storage_trie)?;
+        Ok((account, storage))
     }
 }

@@ -16,25 +16,10 @@ use super::codec::{
     hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
 };
 use super::epochs::replaced_bit;
+use super::held_history::{ClosingRows, HeldRows, write_rows};
 use super::node_writes::TrieNodes;
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
-
-/// Writes `old` as history row `key` unless the transaction already holds that row (a second
-/// change of the same key in the same block keeps the first change's old value). Returns
-/// whether the row is new. The common case is one B-tree operation: the insert itself reports
-/// a row that was there, which is then put back.
-pub fn record_old<const N: usize>(
-    history: &mut Table<'_, &'static [u8; N], &'static [u8]>,
-    key: &[u8; N],
-    old: &[u8],
-) -> Result<bool, redb::StorageError> {
-    let Some(prev) = history.insert(key, old)?.map(|g| g.value().to_vec()) else {
-        return Ok(true);
-    };
-    history.insert(key, prev.as_slice())?;
-    Ok(false)
-}
 
 /// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
 /// which is how a block that fails verification leaves no trace.
@@ -51,7 +36,8 @@ pub struct Writer {
 
 /// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
 /// [`tables::TRACE_ADDRESSES`], new [`tables::PREIMAGES`], and bits of the account and slot
-/// epoch indexes. Their keys are hashes and addresses, so a block's rows land on random pages of
+/// epoch indexes; and the account and slot history rows, which an epoch's close takes out
+/// before that (`storage::held_history`). Their keys are hashes and addresses, so a block's rows land on random pages of
 /// tables that grow with the chain; written at once in key order, each page of a group's rows
 /// is dirtied once, instead of once per block that lands on it (and again after redb's write
 /// buffer has sent it to the file). Nothing reads these tables inside an import's transaction
@@ -70,6 +56,9 @@ struct Deferred {
     /// them first.
     account_bits: Vec<([u8; 36], u64)>,
     slot_bits: Vec<([u8; 68], u64)>,
+    /// Rows of [`tables::HASHED_ACCOUNT_HISTORY`] and [`tables::HASHED_STORAGE_HISTORY`].
+    account_history: HeldRows<44>,
+    slot_history: HeldRows<76>,
 }
 
 /// `keccak(slot) → slot`: a row of [`tables::PREIMAGES`].
@@ -82,6 +71,8 @@ impl Deferred {
             + self.preimages.len()
             + self.account_bits.len()
             + self.slot_bits.len()
+            + self.account_history.len()
+            + self.slot_history.len()
     }
 }
 
@@ -111,13 +102,29 @@ impl Writer {
         }
     }
 
+    fn deferred(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        self.deferred.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Adds rows to the deferred ones, writing them all if there are too many.
     fn defer(&self, add: impl FnOnce(&mut Deferred)) -> StorageResult<()> {
-        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let mut deferred = self.deferred();
         add(&mut deferred);
         let held = deferred.len();
         drop(deferred);
         if held >= DEFERRED_CAP { self.flush_deferred() } else { Ok(()) }
+    }
+
+    /// Holds `old` as the account history row `key` (read from `table` only when the block's
+    /// rows were partly written already); returns whether the row is new (the block's first
+    /// change of the account). See [`HeldRows::record`].
+    pub fn record_account_history(
+        &self,
+        table: &Table<'_, &'static [u8; 44], &'static [u8]>,
+        key: &[u8; 44],
+        old: &[u8],
+    ) -> StorageResult<bool> {
+        self.deferred().account_history.record(table, key, old)
     }
 
     /// The trie-node changes this transaction holds until its commit: the trie's walk reads
@@ -143,10 +150,27 @@ impl Writer {
     /// Writes the deferred rows and the held trie nodes, each table's in key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
         self.flush_trie_nodes()?;
-        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-        let Deferred { lookups, trace_addresses, preimages, account_bits, slot_bits } =
-            std::mem::take(&mut *deferred);
+        let mut deferred = self.deferred();
+        let account_history = deferred.account_history.take_all();
+        let slot_history = deferred.slot_history.take_all();
+        // Field by field: the history holders keep what they know of rows written.
+        let d = &mut *deferred;
+        let (lookups, trace_addresses, preimages, account_bits, slot_bits) = (
+            std::mem::take(&mut d.lookups),
+            std::mem::take(&mut d.trace_addresses),
+            std::mem::take(&mut d.preimages),
+            std::mem::take(&mut d.account_bits),
+            std::mem::take(&mut d.slot_bits),
+        );
         drop(deferred);
+        if !account_history.is_empty() {
+            let mut t = self.txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+            write_rows(&mut t, &account_history, "hashed_account_history")?;
+        }
+        if !slot_history.is_empty() {
+            let mut t = self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
+            write_rows(&mut t, &slot_history, "hashed_storage_history")?;
+        }
         if !account_bits.is_empty() {
             super::epochs::set_bits(
                 &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
@@ -362,22 +386,35 @@ impl Writer {
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
         super::changes::prune_changes(&self.txn, number)?;
-        self.flush_before_close(old, number)?;
-        super::epochs::follow_head(&self.txn, old, number)
+        let closing = self.flush_before_close(old, number)?;
+        super::epochs::follow_head(&self.txn, old, number, &closing)
     }
 
-    /// Before the head's move from `old` to `new` closes an epoch, writes the held trie nodes:
-    /// the close packs and indexes the trie history. The other held rows can wait for the
-    /// commit: the close reads none of their tables but the epoch indexes, whose bits it only
-    /// sets, as the held bits do ([`super::epochs::set_bits`] ORs them in). Before a move that
-    /// reopens an epoch (an unwind, which clears bits) everything held is written.
-    fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<()> {
+    /// Before the head's move from `old` to `new` closes an epoch: writes the current rows of
+    /// the held trie nodes, and takes out the held history rows of the epochs below the new
+    /// head's (trie nodes, accounts, slots) for the close to write, each closing epoch's at
+    /// once (`storage::held_history`); the rows of the new head's epoch stay held. The other
+    /// deferred rows can wait for the commit: the close reads none of their tables but the
+    /// epoch indexes, whose bits it only sets, as the held bits do ([`super::epochs::set_bits`]
+    /// ORs them in). Before a move that reopens an epoch (an unwind, which clears bits)
+    /// everything held is written.
+    fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<ClosingRows> {
         let epochs = super::epochs::history_epochs(&self.txn)?;
         let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
         match to.cmp(&from) {
-            std::cmp::Ordering::Greater => self.flush_trie_nodes(),
-            std::cmp::Ordering::Less => self.flush_deferred(),
-            std::cmp::Ordering::Equal => Ok(()),
+            std::cmp::Ordering::Greater => {
+                let (account_nodes, storage_nodes) =
+                    self.trie_nodes().take_closing(&self.txn, to)?;
+                let mut deferred = self.deferred();
+                Ok(ClosingRows {
+                    accounts: deferred.account_history.take_below(to),
+                    slots: deferred.slot_history.take_below(to),
+                    account_nodes,
+                    storage_nodes,
+                })
+            }
+            std::cmp::Ordering::Less => self.flush_deferred().map(|()| ClosingRows::default()),
+            std::cmp::Ordering::Equal => Ok(ClosingRows::default()),
         }
     }
 
@@ -391,8 +428,8 @@ impl Writer {
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
         super::changes::prune_changes(&self.txn, head)?;
-        self.flush_before_close(old, head)?;
-        super::epochs::follow_head(&self.txn, old, head)
+        let closing = self.flush_before_close(old, head)?;
+        super::epochs::follow_head(&self.txn, old, head, &closing)
     }
 
     /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
@@ -478,7 +515,7 @@ impl Writer {
 
     fn apply(&self, block: u64, history: bool, changes: &StateChangeset) -> StorageResult<()> {
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
-        let mut hashed = HashedWrites::open(&self.txn, history)?;
+        let mut hashed = HashedWrites::open(&self.txn, history, self.deferred())?;
 
         for (hash, code) in &changes.contracts {
             if bytecodes.get(&hash.0)?.is_none() {
@@ -520,8 +557,8 @@ impl Writer {
         for (hashed_address, hashed_slot, slot, value) in slots {
             hashed.slot(block, &hashed_address, &hashed_slot, &slot, &value)?;
         }
-        let mut changed = (Vec::new(), Vec::new());
-        self.defer(|d| changed = hashed.finish(d))?;
+        let changed = hashed.finish();
+        self.defer(|_| ())?;
         if history {
             use super::changes::{ChangeKind, record_changes};
             record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed.0)?;
@@ -559,7 +596,8 @@ impl Writer {
     }
 }
 
-/// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history.
+/// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history (read
+/// only where a block's rows were partly written already: [`HeldRows::record`]).
 struct HashedWrites<'t> {
     preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
     accounts: Table<'t, &'static [u8; 32], &'static [u8]>,
@@ -567,6 +605,8 @@ struct HashedWrites<'t> {
     storage: Table<'t, &'static [u8; 64], &'static [u8]>,
     storage_history: Table<'t, &'static [u8; 76], &'static [u8]>,
     history: bool,
+    /// The writer's deferred rows, which hold the history rows (`storage::held_history`).
+    deferred: std::sync::MutexGuard<'t, Deferred>,
     epochs: super::epochs::Epochs,
     /// Keys of the history rows added (for the change index).
     changed_accounts: Vec<u8>,
@@ -578,7 +618,11 @@ struct HashedWrites<'t> {
 }
 
 impl<'t> HashedWrites<'t> {
-    fn open(txn: &'t WriteTransaction, history: bool) -> StorageResult<Self> {
+    fn open(
+        txn: &'t WriteTransaction,
+        history: bool,
+        deferred: std::sync::MutexGuard<'t, Deferred>,
+    ) -> StorageResult<Self> {
         Ok(Self {
             preimages: txn.open_table(tables::PREIMAGES)?,
             accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
@@ -586,6 +630,7 @@ impl<'t> HashedWrites<'t> {
             storage: txn.open_table(tables::HASHED_STORAGE)?,
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             history,
+            deferred,
             epochs: super::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
@@ -596,8 +641,9 @@ impl<'t> HashedWrites<'t> {
     }
 
     /// Closes the tables; returns the keys of the history rows added, and moves the rows to
-    /// write at the commit into `deferred`.
-    fn finish(self, deferred: &mut Deferred) -> (Vec<u8>, Vec<u8>) {
+    /// write at the commit into the writer's deferred ones.
+    fn finish(mut self) -> (Vec<u8>, Vec<u8>) {
+        let deferred = &mut *self.deferred;
         deferred.preimages.extend(self.new_preimages);
         deferred.account_bits.extend(self.account_bits);
         deferred.slot_bits.extend(self.slot_bits);
@@ -640,7 +686,7 @@ impl<'t> HashedWrites<'t> {
         }
         let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
         let old_bytes: &[u8] = old.as_deref().unwrap_or(&[]);
-        if record_old(&mut self.account_history, &hkey, old_bytes)? {
+        if self.deferred.account_history.record(&self.account_history, &hkey, old_bytes)? {
             self.changed_accounts.extend_from_slice(hashed_address.as_slice());
         }
         Ok(())
@@ -708,7 +754,7 @@ impl<'t> HashedWrites<'t> {
             self.slot_bits.extend(replaced_bit(self.epochs, key, stamp, block));
         }
         let hkey = hashed_storage_history_key(self.epochs, hashed_address, hashed_slot, block);
-        if record_old(&mut self.storage_history, &hkey, old.unwrap_or(&[]))? {
+        if self.deferred.slot_history.record(&self.storage_history, &hkey, old.unwrap_or(&[]))? {
             self.changed_slots.extend_from_slice(key);
         }
         Ok(())
@@ -779,5 +825,88 @@ mod tests {
         assert_eq!(r.transaction_location(&third[1]).unwrap(), Some((2, 1)));
         assert_eq!(r.blocks_touching(&a, 0, 9).unwrap(), vec![1]);
         assert_eq!(r.blocks_touching(&b, 0, 9).unwrap(), vec![1, 2]);
+    }
+
+    /// An epoch's history rows come out the same, row for row, bit for bit in its index and
+    /// packed, whether one transaction held them all (written whole at the close), each block
+    /// was committed on its own, or a commit fell inside the epoch (the close inserts the rest
+    /// and packs).
+    #[test]
+    fn an_epoch_held_whole_is_written_packed_and_equals_one_committed_block_by_block() {
+        use redb::{ReadableDatabase, ReadableTableMetadata};
+        use revm::database::states::PlainStorageChangeset;
+        use revm::state::AccountInfo;
+        let changes = |block: u64| {
+            let address = |i: u64| Address::from_word(keccak256((i % 7_000).to_be_bytes()));
+            let accounts = (0..2_500u64)
+                .map(|i| {
+                    let info =
+                        AccountInfo { nonce: block, balance: U256::from(i), ..Default::default() };
+                    (address(block * 2_500 + i), Some(info))
+                })
+                .collect();
+            let storage = (0..40u64)
+                .map(|i| PlainStorageChangeset {
+                    address: address(i),
+                    wipe_storage: false,
+                    storage: (0..30u64)
+                        .map(|j| (U256::from(block * 7 + j), U256::from(block + 1)))
+                        .collect(),
+                })
+                .collect();
+            StateChangeset { accounts, storage, contracts: vec![] }
+        };
+        // Blocks 1..=8 with epochs of 4: epoch 1 (blocks 4..=7) closes at block 8.
+        let run = |commit_after: &dyn Fn(u64) -> bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+            let mut w = db.begin_write().unwrap();
+            w.set_markers(0, 0, 0).unwrap();
+            for block in 1..=8 {
+                w.apply_changeset(block, &changes(block)).unwrap();
+                w.set_head(block).unwrap();
+                if commit_after(block) {
+                    w.commit(false).unwrap();
+                    w = db.begin_write().unwrap();
+                }
+            }
+            w.commit(true).unwrap();
+            let r = db.db.begin_read().unwrap();
+            let accounts = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
+            let slots = r.open_table(tables::HASHED_STORAGE_HISTORY).unwrap();
+            let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
+            let rows = |t: &redb::ReadOnlyTable<&'static [u8; 44], &'static [u8]>| {
+                t.iter()
+                    .unwrap()
+                    .map(|i| i.unwrap())
+                    .map(|(k, v)| (*k.value(), v.value().to_vec()))
+                    .collect::<Vec<_>>()
+            };
+            let slot_rows: Vec<_> = slots
+                .iter()
+                .unwrap()
+                .map(|i| i.unwrap())
+                .map(|(k, v)| (*k.value(), v.value().to_vec()))
+                .collect();
+            let bits: Vec<_> = index
+                .iter()
+                .unwrap()
+                .map(|i| i.unwrap())
+                .map(|(k, v)| (*k.value(), v.value()))
+                .collect();
+            (rows(&accounts), slot_rows, bits, accounts.stats().unwrap().leaf_pages())
+        };
+        let held = run(&|_| false);
+        assert_eq!(held.0.len(), 8 * 2_500);
+        assert!(!held.2.is_empty());
+        for (name, other) in [("block by block", run(&|_| true)), ("split", run(&|b| b == 5))] {
+            assert!(held.0 == other.0, "account history rows differ, {name}");
+            assert!(held.1 == other.1, "slot history rows differ, {name}");
+            assert!(held.2 == other.2, "epoch index rows differ, {name}");
+            // All packed: leaves within a few of each other (a table left as the rows came has
+            // about a third more).
+            let (a, b) = (held.3, other.3);
+            assert!(a * 20 <= b * 21 && b * 20 <= a * 21, "{a} leaves held, {b} {name}");
+        }
     }
 }

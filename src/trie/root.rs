@@ -16,7 +16,7 @@ use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
 use crate::storage::tables;
 use crate::storage::{
     ChangeKind, TrieNodes, Writer, hashed_account_history_key, history_epochs, record_changes,
-    record_old, row_stamp, stamp_replaced,
+    row_stamp, stamp_replaced,
 };
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
@@ -183,7 +183,7 @@ pub fn update_state_root(
     let epochs = history_epochs(txn)?;
     let mut trie = TrieTables::open(writer)?;
     let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;
-    let mut account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
+    let account_history = txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
     let mut account_index = txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?;
     let storage = txn.open_table(tables::HASHED_STORAGE)?;
     let store = mode == RootMode::Store;
@@ -221,7 +221,7 @@ pub fn update_state_root(
             let stamp = row_stamp(&row, "hashed_accounts")?;
             stamp_replaced(&mut account_index, epochs, &account.0, stamp, block)?;
             let hkey = hashed_account_history_key(epochs, account, block);
-            if record_old(&mut account_history, &hkey, row.as_slice())? {
+            if writer.record_account_history(&account_history, &hkey, row.as_slice())? {
                 changed_hashed_accounts.extend_from_slice(account.as_slice());
             }
             hashed.storage_root = out.root;
