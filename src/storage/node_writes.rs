@@ -54,20 +54,24 @@ impl<const K: usize> NodeWrites<K> {
         node: Option<Vec<u8>>,
         stored: impl FnOnce() -> StorageResult<Option<Vec<u8>>>,
     ) -> StorageResult<bool> {
-        let old = match self.current.get(key) {
-            Some(now) => now.clone(),
-            None => stored()?,
+        // The node now is replaced in place (no copy): most changes are of nodes near the root,
+        // which the transaction holds already.
+        let old = match self.current.entry(*key) {
+            Entry::Occupied(mut e) => std::mem::replace(e.get_mut(), node),
+            Entry::Vacant(e) => {
+                let old = stored()?;
+                e.insert(node);
+                old
+            }
         };
-        let fresh = match self.before.entry((*key, block)) {
+        Ok(match self.before.entry((*key, block)) {
             Entry::Vacant(e) => {
                 e.insert(old.unwrap_or_default());
                 true
             }
             // Changed earlier in this block: the row keeps the node before the block.
             Entry::Occupied(_) => false,
-        };
-        self.current.insert(*key, node);
-        Ok(fresh)
+        })
     }
 
     /// History rows held.
