@@ -36,14 +36,16 @@ pub struct Writer {
 
 /// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
 /// [`tables::TRACE_ADDRESSES`], new [`tables::PREIMAGES`], and bits of the account and slot
-/// epoch indexes; and the account and slot history rows, which an epoch's close takes out
-/// before that (`storage::held_history`). Their keys are hashes and addresses, so a block's rows land on random pages of
-/// tables that grow with the chain; written at once in key order, each page of a group's rows
-/// is dirtied once, instead of once per block that lands on it (and again after redb's write
-/// buffer has sent it to the file). Nothing reads these tables inside an import's transaction
-/// but the steps that write them first, an unwind ([`Writer::unwind_head`]) and
-/// [`Writer::current_state`], and an epoch's close, which only sets index bits as the held ones
-/// do (`Writer::flush_before_close`): the rows of a whole import group wait for its commit.
+/// epoch indexes (and the account and slot history rows, which an epoch's close takes out
+/// before that: `storage::held_history`). The keys of the first four are hashes and
+/// addresses, so a block's rows land on random pages of tables that grow with the chain;
+/// written at once in key order, each page of a group's rows is dirtied once, instead of once
+/// per block that lands on it (and again after redb's write buffer has sent it to the file).
+/// Nothing reads these tables inside an import's transaction but the steps that write them
+/// first, an unwind ([`Writer::unwind_head`]) and [`Writer::current_state`], and an epoch's
+/// close, which only sets index bits in the first four as the held ones do, and is given the
+/// history rows of its epoch (`Writer::flush_before_close`): the rest of a whole import
+/// group's rows wait for its commit.
 #[derive(Debug, Default)]
 struct Deferred {
     lookups: Vec<([u8; 32], [u8; 12])>,
