@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{Table, WriteTransaction};
 
 use super::StorageResult;
 use super::epochs::Epochs;
-use super::held_history::{HistoryRow, write_rows};
+use super::held_history::{HistoryRow, epoch_is_empty, write_rows};
 use super::node_history::{FULL_ROW_EVERY, encode_history_row};
 use super::tables;
 
@@ -119,9 +119,7 @@ impl<const K: usize> NodeWrites<K> {
                 let empty = match empty.iter().find(|(e, _)| *e == epoch) {
                     Some((_, empty)) => *empty,
                     None => {
-                        let lo: [u8; H] = super::epochs::row_key(epoch, &[0u8; K], 0);
-                        let hi: [u8; H] = super::epochs::row_key(epoch, &[0xffu8; K], u64::MAX);
-                        let is_empty = history.range::<&[u8; H]>(&lo..=&hi)?.next().is_none();
+                        let is_empty = epoch_is_empty(history, epoch)?;
                         empty.push((epoch, is_empty));
                         is_empty
                     }
