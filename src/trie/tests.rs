@@ -172,3 +172,28 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// `PrefixSet::contains` (packed comparison) agrees with the definition: some changed key's
+    /// nibbles start with the prefix. Keys share leading bytes often, so prefixes hit and miss
+    /// at every length, odd and even.
+    #[test]
+    fn prefix_set_contains_exactly_the_prefixes_of_its_keys(
+        keys in prop::collection::vec((0u8..3, any::<[u8; 2]>()), 0..12),
+        probe in (0u8..3, any::<[u8; 2]>(), 0usize..7),
+    ) {
+        let key = |(first, rest): (u8, [u8; 2])| {
+            let mut k = B256::ZERO;
+            k[0] = first;
+            k[1..3].copy_from_slice(&rest);
+            k
+        };
+        let keys: Vec<B256> = keys.into_iter().map(key).collect();
+        let set = PrefixSet::new(keys.clone());
+        let (first, rest, len) = probe;
+        let nibbles = Nibbles::unpack(key((first, rest)));
+        let prefix = nibbles.slice(..len);
+        let want = keys.iter().any(|k| Nibbles::unpack(k).starts_with(&prefix));
+        prop_assert_eq!(set.contains(&prefix), want);
+    }
+}

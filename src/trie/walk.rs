@@ -90,7 +90,12 @@ impl PrefixSet {
         }
         let lo = lower_key(prefix);
         let i = self.keys.partition_point(|k| *k < lo);
-        self.keys.get(i).is_some_and(|k| Nibbles::unpack(k).starts_with(prefix))
+        // The first key at or after the prefix's lowest key starts with the prefix if any does;
+        // compared packed: the prefix's whole bytes, then its odd nibble.
+        let (whole, odd) = (prefix.len() / 2, prefix.len() % 2 == 1);
+        self.keys
+            .get(i)
+            .is_some_and(|k| k[..whole] == lo[..whole] && (!odd || k[whole] >> 4 == lo[whole] >> 4))
     }
 }
 
@@ -121,6 +126,10 @@ struct Walk<'a, 's, N, L> {
     hb: HashBuilder,
     /// Lower bound of the leaves not yet fed; `None` once the key space is exhausted.
     pos: Option<B256>,
+    /// Whether the keys from `pos` to where the walk stands may hold leaves. It does not once
+    /// the walk has only passed stored subtree hashes and absent children since `pos`, so the
+    /// next `fill` needs no seek of the leaf table.
+    pending: bool,
     visited: Vec<Nibbles>,
     sink: Option<&'a mut NodeSink<'s>>,
 }
@@ -156,8 +165,16 @@ fn walk_with<N: NodeSource, L: LeafSource>(
     sink: Option<&mut NodeSink<'_>>,
     hb: HashBuilder,
 ) -> Result<WalkOutput, TrieError> {
-    let mut w =
-        Walk { nodes, leaves, changed, hb, pos: Some(B256::ZERO), visited: Vec::new(), sink };
+    let mut w = Walk {
+        nodes,
+        leaves,
+        changed,
+        hb,
+        pos: Some(B256::ZERO),
+        pending: true,
+        visited: Vec::new(),
+        sink,
+    };
     w.region(&Nibbles::default())?;
     w.fill(None)?;
     let root = w.hb.root();
@@ -188,6 +205,8 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
         if let Some(node) = self.nodes.get(prefix)? {
             return self.node(prefix, &node);
         }
+        // Leaves of the region outside its stored nodes (if any) are fed by the next fill.
+        self.pending = true;
         let mut from = *prefix;
         loop {
             let Some((path, node)) = self.nodes.seek(&from, prefix)? else { return Ok(()) };
@@ -195,6 +214,7 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
                 return Ok(());
             }
             self.node(&path, &node)?;
+            self.pending = true;
             match path.increment() {
                 Some(next) => from = next,
                 None => return Ok(()),
@@ -205,18 +225,26 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn node(&mut self, path: &Nibbles, node: &BranchNodeCompact) -> Result<(), TrieError> {
         self.visited.push(*path);
         for nibble in 0..16u8 {
-            if !node.state_mask.is_bit_set(nibble) {
-                continue;
-            }
             let mut child = *path;
             child.push(nibble);
+            if !node.state_mask.is_bit_set(nibble) {
+                // Absent when stored; a changed key may have put a leaf there since.
+                if !self.pending && self.changed.contains(&child) {
+                    self.pending = true;
+                }
+                continue;
+            }
             if node.hash_mask.is_bit_set(nibble) && !self.changed.contains(&child) {
                 let hash = node.hash_for_nibble(nibble);
                 self.fill(Some(lower_key(&child)))?;
                 self.hb.add_branch(child, hash, node.tree_mask.is_bit_set(nibble));
                 self.pos = upper_key(&child);
+                self.pending = false;
             } else if node.tree_mask.is_bit_set(nibble) {
                 self.region(&child)?;
+            } else {
+                // A leaf, or a branch stored only as its hash: its leaves come with the next fill.
+                self.pending = true;
             }
         }
         Ok(())
@@ -226,6 +254,12 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn fill(&mut self, to: Option<B256>) -> Result<(), TrieError> {
         let Some(from) = self.pos else { return Ok(()) };
         if to == Some(from) {
+            self.pending = false;
+            return Ok(());
+        }
+        if !self.pending {
+            // Only stored hashes and absent children lie between: no leaf to read.
+            self.pos = to;
             return Ok(());
         }
         let hb = &mut self.hb;
@@ -247,6 +281,7 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
             Ok(())
         })?;
         self.pos = to;
+        self.pending = false;
         Ok(())
     }
 }
