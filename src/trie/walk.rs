@@ -126,10 +126,6 @@ struct Walk<'a, 's, N, L> {
     hb: HashBuilder,
     /// Lower bound of the leaves not yet fed; `None` once the key space is exhausted.
     pos: Option<B256>,
-    /// Whether the keys from `pos` to where the walk stands may hold leaves. It does not once
-    /// the walk has only passed stored subtree hashes and absent children since `pos`, so the
-    /// next `fill` needs no seek of the leaf table.
-    pending: bool,
     visited: Vec<Nibbles>,
     sink: Option<&'a mut NodeSink<'s>>,
 }
@@ -165,16 +161,8 @@ fn walk_with<N: NodeSource, L: LeafSource>(
     sink: Option<&mut NodeSink<'_>>,
     hb: HashBuilder,
 ) -> Result<WalkOutput, TrieError> {
-    let mut w = Walk {
-        nodes,
-        leaves,
-        changed,
-        hb,
-        pos: Some(B256::ZERO),
-        pending: true,
-        visited: Vec::new(),
-        sink,
-    };
+    let mut w =
+        Walk { nodes, leaves, changed, hb, pos: Some(B256::ZERO), visited: Vec::new(), sink };
     w.region(&Nibbles::default())?;
     w.fill(None)?;
     let root = w.hb.root();
@@ -205,8 +193,6 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
         if let Some(node) = self.nodes.get(prefix)? {
             return self.node(prefix, &node);
         }
-        // Leaves of the region outside its stored nodes (if any) are fed by the next fill.
-        self.pending = true;
         let mut from = *prefix;
         loop {
             let Some((path, node)) = self.nodes.seek(&from, prefix)? else { return Ok(()) };
@@ -214,7 +200,6 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
                 return Ok(());
             }
             self.node(&path, &node)?;
-            self.pending = true;
             match path.increment() {
                 Some(next) => from = next,
                 None => return Ok(()),
@@ -225,26 +210,18 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn node(&mut self, path: &Nibbles, node: &BranchNodeCompact) -> Result<(), TrieError> {
         self.visited.push(*path);
         for nibble in 0..16u8 {
-            let mut child = *path;
-            child.push(nibble);
             if !node.state_mask.is_bit_set(nibble) {
-                // Absent when stored; a changed key may have put a leaf there since.
-                if !self.pending && self.changed.contains(&child) {
-                    self.pending = true;
-                }
                 continue;
             }
+            let mut child = *path;
+            child.push(nibble);
             if node.hash_mask.is_bit_set(nibble) && !self.changed.contains(&child) {
                 let hash = node.hash_for_nibble(nibble);
                 self.fill(Some(lower_key(&child)))?;
                 self.hb.add_branch(child, hash, node.tree_mask.is_bit_set(nibble));
                 self.pos = upper_key(&child);
-                self.pending = false;
             } else if node.tree_mask.is_bit_set(nibble) {
                 self.region(&child)?;
-            } else {
-                // A leaf, or a branch stored only as its hash: its leaves come with the next fill.
-                self.pending = true;
             }
         }
         Ok(())
@@ -254,12 +231,6 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn fill(&mut self, to: Option<B256>) -> Result<(), TrieError> {
         let Some(from) = self.pos else { return Ok(()) };
         if to == Some(from) {
-            self.pending = false;
-            return Ok(());
-        }
-        if !self.pending {
-            // Only stored hashes and absent children lie between: no leaf to read.
-            self.pos = to;
             return Ok(());
         }
         let hb = &mut self.hb;
@@ -281,7 +252,6 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
             Ok(())
         })?;
         self.pos = to;
-        self.pending = false;
         Ok(())
     }
 }
