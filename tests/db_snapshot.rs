@@ -294,3 +294,71 @@ fn compacting_is_refused_without_a_database_or_while_the_datadir_is_in_use() {
     drop(held);
     assert!(!data.join(loupe::storage::COMPACT_DIR).exists());
 }
+
+/// `loupe db stats` on an imported datadir lists every table with the rows it holds (counted
+/// again here by reading each table through), all within the file; a compaction leaves the
+/// rows as they were and the tables' free space smaller. Refused, with what was wrong, while
+/// another process holds the datadir.
+#[test]
+fn stats_list_every_table_with_its_rows_and_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = imported_datadir(tmp.path());
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let stats = |dir: &Path| -> Value {
+        let out = run(&[os("db"), os("stats"), os("--json"), os("--datadir"), dir.as_os_str()]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let before = stats(&data);
+    assert_eq!(before["head"], json!(80));
+    let (rows, codes) = tables::dump_tables(&data);
+    let listed = before["tables"].as_array().unwrap();
+    assert_eq!(listed.len(), rows.len() + 2, "{listed:?}");
+    let mut occupied = 0;
+    let mut content_addressed = 0;
+    for t in listed {
+        let name = t["name"].as_str().unwrap();
+        let n = t["rows"].as_u64().unwrap();
+        match rows.get(name) {
+            Some(r) => assert_eq!(n, r.len() as u64, "rows of {name}"),
+            None => content_addressed += n,
+        }
+        let parts = ["storedBytes", "metadataBytes", "fragmentedBytes"];
+        let sum: u64 = parts.iter().map(|p| t[p].as_u64().unwrap()).sum();
+        assert_eq!(t["occupiedBytes"].as_u64(), Some(sum), "{t}");
+        occupied += sum;
+    }
+    assert_eq!(content_addressed, codes.len() as u64, "bytecodes and preimages");
+    assert!(rows["headers"].len() == 81 && rows["account_trie_history_e"].len() > 100);
+    assert!(occupied <= before["fileBytes"].as_u64().unwrap(), "{before}");
+
+    // The table as printed: a line per table.
+    let out = run(&[os("db"), os("stats"), os("--datadir"), data.as_os_str()]);
+    assert!(out.status.success(), "{}", text(&out));
+    for name in rows.keys() {
+        assert!(text(&out).lines().any(|l| l.starts_with(&format!("{name} "))), "{}", text(&out));
+    }
+
+    // Compacted: the same rows, and less free space inside the tables' pages.
+    let compact = run(&[os("db"), os("compact"), os("--datadir"), data.as_os_str()]);
+    assert!(compact.status.success(), "{}", text(&compact));
+    let after = stats(&data);
+    let free = |s: &Value| -> u64 {
+        s["tables"].as_array().unwrap().iter().map(|t| t["fragmentedBytes"].as_u64().unwrap()).sum()
+    };
+    let rows_of = |s: &Value| -> Vec<(String, u64)> {
+        let tables = s["tables"].as_array().unwrap();
+        tables.iter().map(|t| (t["name"].to_string(), t["rows"].as_u64().unwrap())).collect()
+    };
+    assert_eq!(rows_of(&after), rows_of(&before));
+    assert!(free(&after) < free(&before), "free {} after, {} before", free(&after), free(&before));
+
+    let missing = tmp.path().join("nothing");
+    let none = run(&[os("db"), os("stats"), os("--datadir"), missing.as_os_str()]);
+    assert!(!none.status.success() && text(&none).contains("holds no loupe database"));
+    let db = loupe::storage::Database::open(&data).unwrap();
+    let busy = run(&[os("db"), os("stats"), os("--datadir"), data.as_os_str()]);
+    assert!(!busy.status.success());
+    assert!(text(&busy).contains("stats need the datadir to itself"), "{}", text(&busy));
+    drop(db);
+}

@@ -165,6 +165,22 @@ pub(super) fn compact(datadir: &Path, cache_bytes: usize) -> Result<CompactSumma
     })
 }
 
+/// `loupe db stats`: the rows and bytes of every table ([`Database::stats`]) of a datadir no
+/// process holds.
+pub(super) fn stats(datadir: &Path, cache_bytes: usize) -> Result<crate::storage::DatabaseStats> {
+    if !datadir.join(DB_FILE).exists() {
+        return Err(eyre!("{} holds no loupe database", datadir.display()));
+    }
+    let db = Database::open_with_cache(datadir, cache_bytes).wrap_err_with(|| {
+        format!(
+            "cannot open {} (is a loupe serving it? stats need the datadir to itself: stop \
+             it, or take a `loupe db snapshot --out DIR` and look at that)",
+            datadir.display()
+        )
+    })?;
+    db.stats().wrap_err_with(|| format!("cannot read the tables of {}", datadir.display()))
+}
+
 #[cfg(unix)]
 fn through_socket(mut stream: std::os::unix::net::UnixStream, out: &Path) -> Result<CopySummary> {
     use std::io::{BufRead, Write};

@@ -68,6 +68,112 @@ pub enum DbCmd {
     /// about two thirds of the space. Needs free disk space for the packed copy, and the datadir to
     /// itself: stop the node first.
     Compact(CompactCmd),
+    /// Rows and bytes of every table, and how much of the file each takes. Needs the datadir
+    /// to itself: stop the node first (or take a `snapshot` and look at that).
+    Stats(StatsCmd),
+}
+
+/// `loupe db stats`.
+#[derive(Debug, clap::Args)]
+pub struct StatsCmd {
+    /// Data directory to look at.
+    #[command(flatten)]
+    pub datadir: DatadirArgs,
+    /// Print JSON (one object with a `tables` array) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl StatsCmd {
+    fn run(self) -> Result<()> {
+        let stats = admin::stats(&self.datadir.datadir, self.datadir.cache_bytes())?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&stats_json(&stats))?);
+        } else {
+            print!("{}", stats_text(&stats));
+        }
+        Ok(())
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// `loupe db stats` as a table: one line per table, then the totals and the file.
+fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let head = stats.head.map_or_else(|| "none".to_string(), |h| format!("#{h}"));
+    let _ = writeln!(out, "head {head}");
+    let _ = writeln!(
+        out,
+        "{:<26} {:>13} {:>6} {:>12} {:>12} {:>12} {:>8}",
+        "table", "rows", "height", "stored MiB", "free MiB", "pages MiB", "of file"
+    );
+    let file = stats.file_bytes.max(1) as f64;
+    let line = |out: &mut String, name: &str, rows: u64, height: String, stored, free, occ| {
+        let _ = writeln!(
+            out,
+            "{name:<26} {rows:>13} {height:>6} {:>12.1} {:>12.1} {:>12.1} {:>7.1}%",
+            mib(stored),
+            mib(free),
+            mib(occ),
+            100.0 * occ as f64 / file
+        );
+    };
+    for t in &stats.tables {
+        let occupied = t.occupied_bytes();
+        line(
+            &mut out,
+            t.name,
+            t.entries,
+            t.height.to_string(),
+            t.stored_bytes,
+            t.fragmented_bytes,
+            occupied,
+        );
+    }
+    let sum = |f: fn(&crate::storage::TableStats) -> u64| stats.tables.iter().map(f).sum::<u64>();
+    let occupied = sum(crate::storage::TableStats::occupied_bytes);
+    line(
+        &mut out,
+        "(all tables)",
+        sum(|t| t.entries),
+        String::new(),
+        sum(|t| t.stored_bytes),
+        sum(|t| t.fragmented_bytes),
+        occupied,
+    );
+    let _ = writeln!(
+        out,
+        "file {:.1} MiB; {:.1} MiB in no table (free pages and redb's own)",
+        mib(stats.file_bytes),
+        mib(stats.file_bytes.saturating_sub(occupied))
+    );
+    out
+}
+
+/// `loupe db stats --json`.
+fn stats_json(stats: &crate::storage::DatabaseStats) -> serde_json::Value {
+    let tables: Vec<_> = stats
+        .tables
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name,
+                "rows": t.entries,
+                "height": t.height,
+                "leafPages": t.leaf_pages,
+                "branchPages": t.branch_pages,
+                "storedBytes": t.stored_bytes,
+                "metadataBytes": t.metadata_bytes,
+                "fragmentedBytes": t.fragmented_bytes,
+                "occupiedBytes": t.occupied_bytes(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "head": stats.head, "fileBytes": stats.file_bytes, "tables": tables })
 }
 
 /// `loupe db compact`.
@@ -574,6 +680,7 @@ impl Cli {
             Some(Command::Follow(cmd)) => cmd.run(),
             Some(Command::Db(DbCmd::Snapshot(cmd))) => cmd.run(),
             Some(Command::Db(DbCmd::Compact(cmd))) => cmd.run(),
+            Some(Command::Db(DbCmd::Stats(cmd))) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

@@ -174,33 +174,8 @@ impl Database {
                 copied.push(tables::$t.name());
             )*};
         }
-        copy!(
-            HEADERS,
-            CANONICAL,
-            HASH_TO_NUMBER,
-            BODIES,
-            TRANSACTIONS,
-            RECEIPTS,
-            TX_LOOKUP,
-            BYTECODES,
-            PREIMAGES,
-            HASHED_ACCOUNTS,
-            HASHED_STORAGE,
-            HASHED_ACCOUNT_HISTORY,
-            HASHED_STORAGE_HISTORY,
-            HASHED_ACCOUNT_EPOCHS,
-            HASHED_STORAGE_EPOCHS,
-            ACCOUNT_TRIE,
-            STORAGE_TRIE,
-            ACCOUNT_TRIE_HISTORY,
-            STORAGE_TRIE_HISTORY,
-            ACCOUNT_TRIE_EPOCHS,
-            STORAGE_TRIE_EPOCHS,
-            BLOCK_CHANGES,
-            TRACE_ADDRESSES,
-            META,
-        );
-        // A table added to the schema but not to the list above would be silently missing.
+        tables::for_each_table!(copy);
+        // A table in the file but not in `tables::for_each_table` would be silently missing.
         if let Some(missed) = from.list_tables()?.find(|t| !copied.contains(&t.name())) {
             return Err(StorageError::Corrupt {
                 table: "(all)",

@@ -17,6 +17,7 @@ mod node_writes;
 mod read;
 mod snapshot;
 mod state;
+mod stats;
 pub mod tables;
 mod trie;
 mod write;
@@ -43,6 +44,7 @@ pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
+pub use stats::{DatabaseStats, TableStats};
 pub use trie::{FullRecompute, state_root_of};
 pub use write::Writer;
 

@@ -141,6 +141,40 @@ pub const BLOCK_CHANGES: TableDefinition<'_, &[u8; 9], &[u8]> =
 pub const TRACE_ADDRESSES: TableDefinition<'_, &[u8; 28], ()> =
     TableDefinition::new("trace_addresses");
 
+/// Calls the macro `$m` with every table of the schema, in the order of this file, so that
+/// whatever must visit each table (a copy, the statistics) cannot miss one added later.
+macro_rules! for_each_table {
+    ($m:ident) => {
+        $m!(
+            HEADERS,
+            CANONICAL,
+            HASH_TO_NUMBER,
+            BODIES,
+            TRANSACTIONS,
+            RECEIPTS,
+            TX_LOOKUP,
+            BYTECODES,
+            PREIMAGES,
+            HASHED_ACCOUNTS,
+            HASHED_STORAGE,
+            HASHED_ACCOUNT_HISTORY,
+            HASHED_STORAGE_HISTORY,
+            HASHED_ACCOUNT_EPOCHS,
+            HASHED_STORAGE_EPOCHS,
+            ACCOUNT_TRIE,
+            STORAGE_TRIE,
+            ACCOUNT_TRIE_HISTORY,
+            STORAGE_TRIE_HISTORY,
+            ACCOUNT_TRIE_EPOCHS,
+            STORAGE_TRIE_EPOCHS,
+            BLOCK_CHANGES,
+            TRACE_ADDRESSES,
+            META
+        )
+    };
+}
+pub(crate) use for_each_table;
+
 /// Named values: `genesis` (the genesis.json the database was initialised with, its `alloc`
 /// left out: the allocation is in the state tables), `alloc_digest`, `head`, `safe`,
 /// `finalized` (block numbers, u64 BE), `schema` (format version).

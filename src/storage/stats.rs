@@ -1,0 +1,113 @@
+//! [`Database::stats`]: rows and bytes of every table, for `loupe db stats`.
+
+use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
+
+use super::tables;
+use super::{Database, StorageResult};
+
+/// Rows and space of one table (redb's B-tree statistics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableStats {
+    /// The table's name in the file.
+    pub name: &'static str,
+    /// Rows.
+    pub entries: u64,
+    /// Levels of the B-tree, leaves included.
+    pub height: u32,
+    /// Leaf pages.
+    pub leaf_pages: u64,
+    /// Branch pages.
+    pub branch_pages: u64,
+    /// Bytes of keys and values.
+    pub stored_bytes: u64,
+    /// Bytes of page headers and offsets.
+    pub metadata_bytes: u64,
+    /// Bytes inside the table's pages that hold nothing (half-empty leaves).
+    pub fragmented_bytes: u64,
+}
+
+impl TableStats {
+    /// Bytes of the pages the table occupies: stored, metadata and fragmented together.
+    pub fn occupied_bytes(&self) -> u64 {
+        self.stored_bytes + self.metadata_bytes + self.fragmented_bytes
+    }
+}
+
+/// What [`Database::stats`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseStats {
+    /// The head block (`None`: no blocks yet).
+    pub head: Option<u64>,
+    /// Every table of the schema, in its order (`tables::for_each_table`).
+    pub tables: Vec<TableStats>,
+    /// Length of the database file in bytes; what no table occupies is free pages and
+    /// redb's own bookkeeping.
+    pub file_bytes: u64,
+}
+
+impl Database {
+    /// The rows and bytes of every table as of the last commit. Reads every page of every
+    /// table, so on a large database it takes as long as reading the file; readers and the
+    /// writer go on meanwhile.
+    pub fn stats(&self) -> StorageResult<DatabaseStats> {
+        let txn = self.db.begin_read()?;
+        let mut out = Vec::new();
+        macro_rules! each {
+            ($($t:ident),* $(,)?) => {$(
+                let table = txn.open_table(tables::$t)?;
+                let s = table.stats()?;
+                out.push(TableStats {
+                    name: tables::$t.name(),
+                    entries: table.len()?,
+                    height: s.tree_height(),
+                    leaf_pages: s.leaf_pages(),
+                    branch_pages: s.branch_pages(),
+                    stored_bytes: s.stored_bytes(),
+                    metadata_bytes: s.metadata_bytes(),
+                    fragmented_bytes: s.fragmented_bytes(),
+                });
+            )*};
+        }
+        tables::for_each_table!(each);
+        drop(txn);
+        let head = self.begin_read()?.head()?;
+        Ok(DatabaseStats { head, tables: out, file_bytes: self.file_size() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::ReadableTable;
+
+    use super::*;
+
+    /// Every table of the file is listed, with the rows an iteration counts, and the pages of
+    /// all tables fit in the file.
+    #[test]
+    fn every_table_is_listed_with_the_rows_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let w = db.db.begin_write().unwrap();
+        {
+            let mut headers = w.open_table(tables::HEADERS).unwrap();
+            for n in 0..5000u64 {
+                headers.insert(n, [n as u8; 300].as_slice()).unwrap();
+            }
+        }
+        w.commit().unwrap();
+        let stats = db.stats().unwrap();
+        let txn = db.db.begin_read().unwrap();
+        let names: Vec<_> = txn.list_tables().unwrap().map(|t| t.name().to_string()).collect();
+        assert_eq!(stats.tables.len(), names.len());
+        for t in &stats.tables {
+            assert!(names.iter().any(|n| n == t.name), "{} is not in the file", t.name);
+        }
+        let headers = stats.tables.iter().find(|t| t.name == "headers").unwrap();
+        let counted = txn.open_table(tables::HEADERS).unwrap().iter().unwrap().count() as u64;
+        assert_eq!((headers.entries, counted), (5000, 5000));
+        assert!(headers.stored_bytes >= 5000 * 308, "{headers:?}");
+        assert!(headers.height >= 2 && headers.branch_pages >= 1, "{headers:?}");
+        let occupied: u64 = stats.tables.iter().map(TableStats::occupied_bytes).sum();
+        assert!(occupied <= stats.file_bytes, "{occupied} > {}", stats.file_bytes);
+    }
+}
