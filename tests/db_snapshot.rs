@@ -141,10 +141,9 @@ fn run(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loupe")).args(args).output().unwrap()
 }
 
-/// A datadir grown by an import of a generated chain (3,000 accounts, 80 blocks): history
-/// rows all over every table.
-fn imported_datadir(tmp: &Path) -> std::path::PathBuf {
-    let (gen_dir, data) = (tmp.join("gen"), tmp.join("data"));
+/// A generated chain (3,000 accounts, 80 blocks) in `tmp/gen`.
+fn generated_chain(tmp: &Path) -> std::path::PathBuf {
+    let gen_dir = tmp.join("gen");
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let out = run(&[
         os("generate"),
@@ -158,18 +157,55 @@ fn imported_datadir(tmp: &Path) -> std::path::PathBuf {
         gen_dir.as_os_str(),
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    let genesis = gen_dir.join("genesis.json");
-    let chain = gen_dir.join("chain.rlp");
-    let out = run(&[
-        os("import"),
-        os("--datadir"),
-        data.as_os_str(),
-        os("--genesis"),
-        genesis.as_os_str(),
-        chain.as_os_str(),
-    ]);
+    gen_dir
+}
+
+/// Imports the chain in `gen_dir` into a new datadir `data`, in groups of `batch` blocks, with
+/// `extra` flags; returns what the import printed.
+fn import(gen_dir: &Path, data: &Path, batch: &str, extra: &[&str]) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loupe"));
+    c.args(["import", "--import.batch", batch, "--datadir"]).arg(data);
+    c.arg("--genesis").arg(gen_dir.join("genesis.json")).args(extra);
+    let out = c.arg(gen_dir.join("chain.rlp")).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    text(&out)
+}
+
+/// A datadir grown by an import of a generated chain, its freed pages kept: history rows all
+/// over every table, and free pages in the file.
+fn imported_datadir(tmp: &Path) -> std::path::PathBuf {
+    let data = tmp.join("data");
+    import(&generated_chain(tmp), &data, "512", &["--import.shrink-after", "0"]);
     data
+}
+
+/// An import gives the pages its commits freed back to the file system at its end: the file
+/// is smaller than after the same import that keeps them (`--import.shrink-after 0`), and
+/// every table holds the same rows, which `verify --history` accepts. Imported in groups of 8
+/// blocks, so that many commits free pages. An import shorter than `--import.shrink-after`
+/// blocks (the default: 512) keeps them.
+#[test]
+fn an_import_gives_back_the_pages_its_commits_freed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen_dir = generated_chain(tmp.path());
+    let (kept, short, shrunk) =
+        (tmp.path().join("kept"), tmp.path().join("short"), tmp.path().join("shrunk"));
+    let out = import(&gen_dir, &kept, "8", &["--import.shrink-after", "0"]);
+    assert!(!out.contains("gave back"), "{out}");
+    let out = import(&gen_dir, &short, "8", &[]);
+    assert!(!out.contains("gave back"), "80 blocks, fewer than the default 512: {out}");
+    let out = import(&gen_dir, &shrunk, "8", &["--import.shrink-after", "80"]);
+    assert!(out.contains("gave back") && out.contains("MiB of free pages"), "{out}");
+    let size = |d: &Path| std::fs::metadata(d.join(loupe::storage::DB_FILE)).unwrap().len();
+    let (kept_size, shrunk_size) = (size(&kept), size(&shrunk));
+    assert!(shrunk_size < kept_size * 9 / 10, "{shrunk_size} bytes against {kept_size}");
+    tables::assert_same_tables(&shrunk, &kept, "shrunk against kept");
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let verify = run(&[os("verify"), os("--history"), os("--datadir"), shrunk.as_os_str()]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    // Nothing imported (every block already stored): nothing to give back.
+    let again = import(&gen_dir, &shrunk, "8", &["--import.shrink-after", "1"]);
+    assert!(!again.contains("gave back"), "{again}");
 }
 
 /// A datadir grown by an import of a generated chain (history rows all over every table) is
@@ -220,6 +256,70 @@ fn compacting_an_imported_datadir_keeps_every_row_and_shrinks_the_file() {
     let node = support::Node::serve(db, spec, |_| {});
     let head = node.call("eth_getBlockByNumber", json!(["latest", false])).unwrap();
     assert_eq!(head["number"], json!("0x50"));
+}
+
+/// SIGKILL at moments spread over an import's end, where it gives back its free pages (redb
+/// compacting the file in place): after each kill the database opens at a whole block that
+/// `verify` accepts, and a re-run completes with every table as an import that kept its free
+/// pages has it. Each run imports the last 8 of 80 blocks into a copy of a 72-block datadir.
+#[test]
+fn a_kill_while_an_import_gives_back_its_pages_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen_dir = generated_chain(tmp.path());
+    let reference = tmp.path().join("reference");
+    import(&gen_dir, &reference, "8", &["--import.shrink-after", "0"]);
+    let first = tmp.path().join("first72.rlp");
+    let out = loupe(&["export", "--to", "72", "--datadir"], &[&reference, &first]);
+    assert!(out.status.success(), "{}", text(&out));
+    let base = tmp.path().join("base");
+    let chain = gen_dir.join("chain.rlp");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loupe"));
+    c.args(["import", "--import.batch", "1", "--import.shrink-after", "0", "--datadir"]);
+    let out = c.arg(&base).arg("--genesis").arg(gen_dir.join("genesis.json")).arg(&first);
+    assert!(out.output().unwrap().status.success());
+    let file = loupe::storage::DB_FILE;
+    let fresh = |dir: &Path| {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::copy(base.join(file), dir.join(file)).unwrap();
+    };
+    let tail = |dir: &Path| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_loupe"));
+        c.args(["import", "--import.batch", "1", "--import.shrink-after", "1", "--datadir"]);
+        c.arg(dir).arg(&chain).stdout(Stdio::piped()).stderr(Stdio::null());
+        c
+    };
+    // Calibration: the whole run, and that it gave pages back.
+    let probe = tmp.path().join("probe");
+    fresh(&probe);
+    let started = Instant::now();
+    let out = tail(&probe).output().unwrap();
+    let whole = started.elapsed().as_micros() as u64;
+    assert!(out.status.success() && text(&out).contains("gave back"), "{}", text(&out));
+
+    let data = tmp.path().join("data");
+    let kills = 16;
+    let mut in_shrink = 0;
+    for i in 0..kills {
+        fresh(&data);
+        // Over the run's second half, where the last blocks are stored and the file shrinks.
+        let at = Duration::from_micros(whole / 2 + whole * (2 * i + 1) / (4 * kills));
+        let mut child = tail(&data).spawn().unwrap();
+        std::thread::sleep(at);
+        let _ = child.kill();
+        let printed = child.wait_with_output().unwrap().stdout;
+        let printed = String::from_utf8_lossy(&printed);
+        // The summary is printed before the free pages are given back.
+        in_shrink += usize::from(printed.contains("imported") && !printed.contains("gave back"));
+        let what = format!("after a kill at {at:?} of {whole} µs");
+        let verify = loupe(&["verify", "--datadir"], &[&data]);
+        assert!(verify.status.success(), "{what}: {}", text(&verify));
+        let out = tail(&data).output().unwrap();
+        assert!(out.status.success(), "{what}: re-run: {}", text(&out));
+        tables::assert_same_tables(&data, &reference, &what);
+    }
+    eprintln!("{in_shrink} of {kills} kills landed while the file shrank ({whole} µs a run)");
+    assert!(in_shrink > 0, "no kill of {kills} landed while the file shrank ({whole} µs a run)");
 }
 
 /// SIGKILL at moments spread over a compaction of an imported datadir (calibrated by an

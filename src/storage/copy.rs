@@ -142,6 +142,26 @@ impl Database {
         Ok(CompactSummary { before, after, copy })
     }
 
+    /// Gives the file's free pages back to the file system, every row left in place: redb's
+    /// own compaction moves the pages at the end of the file into free ones and cuts the file.
+    /// A bulk import's large commits leave about a third of its file as freed pages
+    /// (BENCHMARKS.md, session 28); this takes them back in seconds, where
+    /// [`Database::compact`] rewrites every row to pack the tables' pages too. Consumes the
+    /// handle (redb compacts only with no read open). A kill while it runs loses nothing
+    /// committed; redb then repairs the file when it is next opened, which takes longer.
+    /// Returns the disk space the file took before and after, in bytes.
+    pub fn release_free_pages(self) -> StorageResult<(u64, u64)> {
+        let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
+        let Self { mut db, path, snapshot, cache } = self;
+        // The shared read snapshot holds a read transaction.
+        drop((snapshot, cache));
+        let before = disk_bytes(&path).map_err(|e| io(&path, e))?;
+        db.compact()?;
+        drop(db);
+        let after = disk_bytes(&path).map_err(|e| io(&path, e))?;
+        Ok((before, after))
+    }
+
     /// Writes a consistent copy of this database to `dest` (a datadir that must not hold a
     /// database yet; it is created if needed), as of the last commit when the copy starts.
     /// Readers and the writer are not blocked. The file is written under a temporary name and
