@@ -143,6 +143,14 @@ pub(super) fn snapshot(datadir: &Path, out: &Path) -> Result<CopySummary> {
 /// `loupe db compact`: rewrites a datadir's database file packed ([`Database::compact`]),
 /// refusing while a process serves it.
 pub(super) fn compact(datadir: &Path, cache_bytes: usize) -> Result<CompactSummary> {
+    let db = open_to_compact(datadir, cache_bytes)?;
+    db.compact().wrap_err_with(|| {
+        format!("compacting {} failed; the datadir keeps a whole database (the old file or the packed one)", datadir.display())
+    })
+}
+
+/// Opens a datadir for a compaction, which needs it to itself.
+fn open_to_compact(datadir: &Path, cache_bytes: usize) -> Result<Database> {
     if !datadir.join(DB_FILE).exists() {
         return Err(eyre!("{} holds no loupe database", datadir.display()));
     }
@@ -154,14 +162,11 @@ pub(super) fn compact(datadir: &Path, cache_bytes: usize) -> Result<CompactSumma
             datadir.display()
         ));
     }
-    let db = Database::open_with_cache(datadir, cache_bytes).wrap_err_with(|| {
+    Database::open_with_cache(datadir, cache_bytes).wrap_err_with(|| {
         format!(
             "cannot open {} (is another loupe using it? compacting needs the datadir to itself)",
             datadir.display()
         )
-    })?;
-    db.compact().wrap_err_with(|| {
-        format!("compacting {} failed; the datadir keeps a whole database (the old file or the packed one)", datadir.display())
     })
 }
 
@@ -179,6 +184,18 @@ pub(super) fn stats(datadir: &Path, cache_bytes: usize) -> Result<crate::storage
         )
     })?;
     db.stats().wrap_err_with(|| format!("cannot read the tables of {}", datadir.display()))
+}
+
+/// `loupe db compact --in-place`: gives a datadir's free pages back
+/// ([`Database::release_free_pages`]), refusing while a process serves it.
+pub(super) fn release_free_pages(datadir: &Path) -> Result<(u64, u64)> {
+    let db = open_to_compact(datadir, crate::storage::DEFAULT_CACHE_BYTES)?;
+    db.release_free_pages().wrap_err_with(|| {
+        format!(
+            "giving back the free pages of {} failed; every row is still stored",
+            datadir.display()
+        )
+    })
 }
 
 #[cfg(unix)]

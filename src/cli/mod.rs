@@ -182,11 +182,27 @@ pub struct CompactCmd {
     /// Data directory to compact.
     #[command(flatten)]
     pub datadir: DatadirArgs,
+    /// Only give the file's free pages back, in place: no copy, so no extra disk space, and
+    /// every row stays where it is (after a large import a quarter to a third of the file is
+    /// free pages; the tables' half-full pages stay as they are).
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 impl CompactCmd {
     fn run(self) -> Result<()> {
         let started = std::time::Instant::now();
+        if self.in_place {
+            let (before, after) = admin::release_free_pages(&self.datadir.datadir)?;
+            println!(
+                "gave back the free pages of {} in place: {before} -> {after} bytes on disk \
+                 ({:.0} %) in {:.2}s",
+                self.datadir.datadir.display(),
+                100.0 * after as f64 / before.max(1) as f64,
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
         let done = admin::compact(&self.datadir.datadir, self.datadir.cache_bytes())?;
         let head = done.copy.head.map_or_else(|| "none".to_string(), |h| format!("#{h}"));
         println!(
@@ -664,12 +680,6 @@ pub struct ImportCmd {
     /// crash the head is still a whole block. 1 commits every block.
     #[arg(long = "import.batch", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
     pub batch: u64,
-    /// At the end of an import of at least N blocks, give the pages its commits freed back to
-    /// the file system (after a large import a quarter to a third of the file; it takes about
-    /// a second per GiB of file, which is why a short import skips it). 0: never; later
-    /// writes reuse free pages either way.
-    #[arg(long = "import.shrink-after", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
-    pub shrink_after: u64,
 }
 
 impl Cli {
@@ -725,20 +735,6 @@ impl ImportCmd {
         };
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
-        if self.shrink_after == 0 || summary.imported < self.shrink_after || summary.interrupted {
-            return Ok(());
-        }
-        let started = std::time::Instant::now();
-        let (before, after) = db.release_free_pages().wrap_err(
-            "giving back the free pages failed; every imported block is stored \
-             (`--import.shrink-after 0` skips this step)",
-        )?;
-        println!(
-            "gave back {:.0} MiB of free pages in {:.2}s: the database takes {:.0} MiB",
-            mib(before.saturating_sub(after)),
-            started.elapsed().as_secs_f64(),
-            mib(after)
-        );
         Ok(())
     }
 }

@@ -144,12 +144,13 @@ impl Database {
 
     /// Gives the file's free pages back to the file system, every row left in place: redb's
     /// own compaction moves the pages at the end of the file into free ones and cuts the file.
-    /// A bulk import's large commits leave about a third of its file as freed pages
-    /// (BENCHMARKS.md, session 28); this takes them back in seconds, where
-    /// [`Database::compact`] rewrites every row to pack the tables' pages too. Consumes the
-    /// handle (redb compacts only with no read open). A kill while it runs loses nothing
-    /// committed; redb then repairs the file when it is next opened, which takes longer.
-    /// Returns the disk space the file took before and after, in bytes.
+    /// A bulk import's large commits leave a quarter to a third of its file as freed pages
+    /// (BENCHMARKS.md, session 28); this takes them back without a copy, where
+    /// [`Database::compact`] rewrites every row to pack the tables' pages too, and needs disk
+    /// space for the copy. Consumes the handle (redb compacts only with no read open). A kill
+    /// while it runs loses nothing committed; redb then repairs the file when it is next
+    /// opened, which takes longer. Returns the disk space the file took before and after, in
+    /// bytes.
     pub fn release_free_pages(self) -> StorageResult<(u64, u64)> {
         let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
         let Self { mut db, path, snapshot, cache } = self;
