@@ -180,6 +180,32 @@ mod tests {
         assert!(err.to_string().contains("version 99"), "{err}");
     }
 
+    /// A format 9 datadir (plain receipts rows) opens as the current format, its rows read as
+    /// they were, and an older binary would then refuse it.
+    #[test]
+    fn a_format_9_database_opens_as_the_current_format() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Database::open(dir.path()).unwrap());
+        let plain = [0x00u8, 0xc0];
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let w = db.begin_write().unwrap();
+            let mut m = w.open_table(tables::META).unwrap();
+            m.insert(tables::meta::SCHEMA, 9u64.to_be_bytes().as_slice()).unwrap();
+            drop(m);
+            w.open_table(tables::RECEIPTS).unwrap().insert(3, plain.as_slice()).unwrap();
+            w.commit().unwrap();
+        }
+        let db = Database::open(dir.path()).unwrap();
+        assert_eq!(db.begin_read().unwrap().receipts(3).unwrap(), Some(vec![]));
+        drop(db);
+        let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let m = txn.open_table(tables::META).unwrap();
+        let schema = m.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
+        assert_eq!(schema, tables::SCHEMA_VERSION.to_be_bytes());
+    }
+
     #[test]
     fn a_format_5_database_is_refused_and_left_alone() {
         // Format 5 kept history keyed `key ++ block`, in tables of other names and key types.

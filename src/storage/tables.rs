@@ -25,10 +25,11 @@ pub const BODIES: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("bodies
 pub const TRANSACTIONS: TableDefinition<'_, &[u8; 12], &[u8]> =
     TableDefinition::new("transactions");
 
-/// `block number → 0x00 ++ RLP(list of [type, status, cumulative gas, logs])`: the block's
-/// receipts without their blooms, which are recomputed from the logs when read
-/// (`codec::decode_receipts`; rows written before start with the RLP list of whole envelopes and
-/// still read). Pre-Byzantium receipts carry the intermediate state root instead of a status.
+/// `block number → 0x01 ++ length u32 BE ++ zstd(RLP(list of [type, status, cumulative gas,
+/// logs]))`, or `0x00 ++ RLP(…)` for a short list: the block's receipts without their blooms,
+/// which are recomputed from the logs when read (`codec::decode_receipts`; rows written before
+/// start with the RLP list of whole envelopes and still read, as do plain rows of long lists).
+/// Pre-Byzantium receipts carry the intermediate state root instead of a status.
 pub const RECEIPTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("receipts");
 
 /// `tx hash → (block number BE, index u32 BE)`: lookups by transaction hash.
@@ -227,4 +228,6 @@ pub mod meta {
 /// 9: account and slot rows carry a stamp, the block that wrote them, and the epoch indexes of
 ///    the hashed state leave out the epoch each current row's stamp names (slot values lose
 ///    their leading zeros). Format 8 is refused like the older ones.
-pub const SCHEMA_VERSION: u64 = 9;
+/// 10: a block's receipts row is compressed with zstd (`0x01`, see [`RECEIPTS`]). A format 9
+///    datadir opens as format 10 with nothing rewritten: its plain receipts rows still read.
+pub const SCHEMA_VERSION: u64 = 10;

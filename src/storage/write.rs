@@ -235,6 +235,12 @@ impl Writer {
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
             }
+            // Format 9 differs only in receipts rows, which this version still reads: it opens
+            // as the current format, so that an older binary refuses the rows written from now.
+            Some(9) => {
+                m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                super::epochs::Epochs::read(&m)?;
+            }
             Some(found) if found != tables::SCHEMA_VERSION => {
                 return Err(super::StorageError::Schema {
                     found,
