@@ -188,8 +188,8 @@ pub(super) fn stats(datadir: &Path, cache_bytes: usize) -> Result<crate::storage
 
 /// `loupe db compact --in-place`: gives a datadir's free pages back
 /// ([`Database::release_free_pages`]), refusing while a process serves it.
-pub(super) fn release_free_pages(datadir: &Path) -> Result<(u64, u64)> {
-    let db = open_to_compact(datadir, crate::storage::DEFAULT_CACHE_BYTES)?;
+pub(super) fn release_free_pages(datadir: &Path, cache_bytes: usize) -> Result<(u64, u64)> {
+    let db = open_to_compact(datadir, cache_bytes)?;
     db.release_free_pages().wrap_err_with(|| {
         format!(
             "giving back the free pages of {} failed; every row is still stored",

@@ -193,7 +193,8 @@ impl CompactCmd {
     fn run(self) -> Result<()> {
         let started = std::time::Instant::now();
         if self.in_place {
-            let (before, after) = admin::release_free_pages(&self.datadir.datadir)?;
+            let (before, after) =
+                admin::release_free_pages(&self.datadir.datadir, self.datadir.cache_bytes())?;
             println!(
                 "gave back the free pages of {} in place: {before} -> {after} bytes on disk \
                  ({:.0} %) in {:.2}s",
