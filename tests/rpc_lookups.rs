@@ -1,6 +1,7 @@
 //! Transaction lookups over the whole fixture chain: the three ways to name a transaction
 //! (block number + index, block hash + index, transaction hash) and the block object agree, and
 //! past-the-end / unknown references, tags and leading zeros behave as `behaviour.md` §2 says.
+//! Each transaction's receipt, read alone, equals its entry in the block's receipts.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -75,8 +76,10 @@ fn every_transaction_is_the_same_object_by_all_lookups() {
             ok(&node, "eth_getBlockTransactionCountByNumber", json!([q(*n)])),
             json!(q(u64::from(*count)))
         );
-        full_blocks.insert(*n, (full, light));
+        let receipts = ok(&node, "eth_getBlockReceipts", json!([q(*n)]));
+        full_blocks.insert(*n, (full, light, receipts));
     }
+    let mut logs_seen = 0;
     for t in &txs {
         let at = format!("block {} tx {} ({})", t.block, t.index, t.hash);
         let i = q(u64::from(t.index));
@@ -93,8 +96,13 @@ fn every_transaction_is_the_same_object_by_all_lookups() {
         assert_eq!(a["transactionIndex"], json!(i), "{at}");
         assert_eq!(a["from"], json!(t.sender), "{at}");
         // A second path: the block's transaction list.
-        let (full, light) = &full_blocks[&t.block];
+        let (full, light, receipts) = &full_blocks[&t.block];
         assert_eq!(full["transactions"][t.index as usize], a, "{at}: block object differs");
+        // The receipt by hash (read alone) is the block's receipt at that index (read whole).
+        let receipt = ok(&node, "eth_getTransactionReceipt", json!([t.hash]));
+        assert_eq!(receipt["transactionHash"], json!(t.hash), "{at}");
+        assert_eq!(receipts[t.index as usize], receipt, "{at}: receipt differs from the block's");
+        logs_seen += receipt["logs"].as_array().unwrap().len();
         assert_eq!(light["transactions"][t.index as usize], json!(t.hash), "{at}");
         assert_eq!(full["timestamp"], a["blockTimestamp"], "{at}");
         types.insert(a["type"].as_str().unwrap().to_string());
@@ -102,6 +110,7 @@ fn every_transaction_is_the_same_object_by_all_lookups() {
     // The fixture chain holds every transaction type (README): all five were looked up.
     let want: BTreeSet<String> = ["0x0", "0x1", "0x2", "0x3", "0x4"].map(String::from).into();
     assert_eq!(types, want, "transaction types seen");
+    assert!(logs_seen > 10, "receipts with logs were compared: {logs_seen}");
     println!("{} transactions in {} blocks: all lookups agree", txs.len(), blocks.len());
 }
 

@@ -7,7 +7,7 @@ use alloy_primitives::{B256, U256};
 use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
 
 use crate::chain::ChainSpec;
-use crate::storage::StoredTransaction;
+use crate::storage::{ReceiptInBlock, StoredTransaction};
 
 /// The RPC transaction object for a stored transaction in block `header` (hash `block_hash`).
 pub(crate) fn rpc_transaction(
@@ -69,50 +69,65 @@ pub(crate) fn rpc_receipts(
     txs: &[StoredTransaction],
     receipts: Vec<ReceiptEnvelope>,
 ) -> Vec<TransactionReceipt> {
-    let blob_gas_price = spec
-        .blob_params_at(header.timestamp)
-        .zip(header.excess_blob_gas)
-        .map(|(p, excess)| p.calc_blob_fee(excess));
-    let mut prev_cumulative = 0u64;
-    let mut log_index = 0u64;
+    let mut gas_before = 0u64;
+    let mut logs_before = 0u64;
     let mut out = Vec::with_capacity(receipts.len());
     for (stored, receipt) in txs.iter().zip(receipts) {
-        let tx = &stored.tx;
-        let cumulative = receipt.cumulative_gas_used();
-        let gas_used = cumulative.saturating_sub(prev_cumulative);
-        prev_cumulative = cumulative;
-        let tx_hash = *tx.tx_hash();
-        let inner = receipt.map_logs(|l| {
-            let log = Log {
-                inner: l,
-                block_hash: Some(block_hash),
-                block_number: Some(header.number),
-                block_timestamp: Some(header.timestamp),
-                transaction_hash: Some(tx_hash),
-                transaction_index: Some(u64::from(stored.index)),
-                log_index: Some(log_index),
-                removed: false,
-            };
-            log_index += 1;
-            log
-        });
-        let blob_gas_used = tx.blob_gas_used();
-        out.push(TransactionReceipt {
-            inner,
-            transaction_hash: tx_hash,
-            transaction_index: Some(u64::from(stored.index)),
-            block_hash: Some(block_hash),
-            block_number: Some(header.number),
-            gas_used,
-            effective_gas_price: tx.effective_gas_price(header.base_fee_per_gas),
-            blob_gas_used,
-            blob_gas_price: if tx.is_type(3) { blob_gas_price } else { None },
-            from: stored.sender,
-            to: tx.to(),
-            contract_address: tx.kind().is_create().then(|| stored.sender.create(tx.nonce())),
-        });
+        let (gas, logs) = (receipt.cumulative_gas_used(), receipt.logs().len() as u64);
+        let at = ReceiptInBlock { receipt, gas_before, logs_before };
+        out.push(rpc_receipt(spec, header, block_hash, stored, at));
+        gas_before = gas;
+        logs_before += logs;
     }
     out
+}
+
+/// One receipt as its RPC object: `at` carries what it needs of the receipts before it (gas
+/// used is the difference of cumulative gas; log indexes are block-wide).
+pub(crate) fn rpc_receipt(
+    spec: &ChainSpec,
+    header: &Header,
+    block_hash: B256,
+    stored: &StoredTransaction,
+    at: ReceiptInBlock,
+) -> TransactionReceipt {
+    let tx = &stored.tx;
+    let tx_hash = *tx.tx_hash();
+    let gas_used = at.receipt.cumulative_gas_used().saturating_sub(at.gas_before);
+    let mut log_index = at.logs_before;
+    let inner = at.receipt.map_logs(|l| {
+        let log = Log {
+            inner: l,
+            block_hash: Some(block_hash),
+            block_number: Some(header.number),
+            block_timestamp: Some(header.timestamp),
+            transaction_hash: Some(tx_hash),
+            transaction_index: Some(u64::from(stored.index)),
+            log_index: Some(log_index),
+            removed: false,
+        };
+        log_index += 1;
+        log
+    });
+    let blob_gas_price = || {
+        spec.blob_params_at(header.timestamp)
+            .zip(header.excess_blob_gas)
+            .map(|(p, excess)| p.calc_blob_fee(excess))
+    };
+    TransactionReceipt {
+        inner,
+        transaction_hash: tx_hash,
+        transaction_index: Some(u64::from(stored.index)),
+        block_hash: Some(block_hash),
+        block_number: Some(header.number),
+        gas_used,
+        effective_gas_price: tx.effective_gas_price(header.base_fee_per_gas),
+        blob_gas_used: tx.blob_gas_used(),
+        blob_gas_price: if tx.is_type(3) { blob_gas_price() } else { None },
+        from: stored.sender,
+        to: tx.to(),
+        contract_address: tx.kind().is_create().then(|| stored.sender.create(tx.nonce())),
+    }
 }
 
 /// The logs of a block that `keep` accepts, as RPC objects with block-wide log indexes.

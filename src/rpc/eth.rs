@@ -4,7 +4,7 @@ use alloy_primitives::{Address, B256, U256};
 use jsonrpsee::types::Params;
 use serde_json::value::RawValue;
 
-use super::convert::{rpc_block, rpc_receipts, rpc_transaction};
+use super::convert::{rpc_block, rpc_receipt, rpc_receipts, rpc_transaction};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
@@ -200,11 +200,14 @@ impl RpcContext {
         let hash = a.hash(0, "hash")?;
         let r = self.db.begin_read()?;
         let Some((block, index)) = r.transaction_location(&hash)? else { return null() };
-        let receipt = self.receipts_of(&r, block)?.and_then(|mut v| {
-            let i = index as usize;
-            (i < v.len()).then(|| v.swap_remove(i))
-        });
-        to_value(receipt)
+        // Only this receipt and its transaction are decoded, not the whole block's.
+        let (Some(header), Some(at), Some(tx)) =
+            (r.header(block)?, r.receipt(block, index)?, r.transaction(block, index)?)
+        else {
+            return null();
+        };
+        let block_hash = r.canonical_hash(block)?.unwrap_or_default();
+        to_value(rpc_receipt(&self.spec, &header, block_hash, &tx, at))
     }
 
     /// `eth_getBlockReceipts(block)`.

@@ -1,5 +1,7 @@
 //! Byte layouts of keys and values; see [`super::tables`].
 
+use std::borrow::Cow;
+
 use alloy_consensus::{Eip658Value, Receipt, ReceiptEnvelope, ReceiptWithBloom, TxType};
 use alloy_primitives::{Address, B256, Bloom, KECCAK256_EMPTY, Log, U256};
 use alloy_rlp::{Decodable, Encodable};
@@ -310,9 +312,9 @@ pub(crate) fn u64_value(table: &'static str, b: &[u8]) -> Result<u64, StorageErr
 const RECEIPTS_WITHOUT_BLOOMS: u8 = 0;
 
 /// First byte of a receipts row stored without blooms and compressed: then the length of the
-/// RLP list (u32 BE) and the list compressed with zstd, with its content checksum. Logs repeat addresses, topics and the
-/// zero bytes of padded words, so a block's receipts take about a third of the bytes
-/// (BENCHMARKS.md, session 28).
+/// RLP list (u32 BE) and the list compressed with zstd, with its content checksum. Logs repeat
+/// addresses, topics and the zero bytes of padded words, so a block's receipts take about a
+/// third of the bytes (BENCHMARKS.md, session 28).
 const RECEIPTS_ZSTD: u8 = 1;
 
 /// A list at most this long is stored uncompressed (a zstd frame has a few bytes of its own).
@@ -398,8 +400,64 @@ pub(crate) fn decode_receipts(
     mut bytes: &[u8],
     blooms: Blooms,
 ) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
+    match receipts_list(bytes)? {
+        Some(list) => decode_receipts_list(&list, blooms),
+        None => Vec::<ReceiptEnvelope>::decode(&mut bytes),
+    }
+}
+
+/// One receipt of a block, with what its RPC object needs from the receipts before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptInBlock {
+    /// The receipt, its bloom computed from its logs.
+    pub receipt: ReceiptEnvelope,
+    /// Cumulative gas of the receipt before it (0 for the first): its gas used is the difference.
+    pub gas_before: u64,
+    /// Logs of the receipts before it: the block-wide index of its first log.
+    pub logs_before: u64,
+}
+
+/// Decodes receipt `index` of a row of [`super::tables::RECEIPTS`]. The receipts before it are
+/// only skipped over (their cumulative gas read and their logs counted), so no other receipt is
+/// built and no other bloom computed. `None`: the block has fewer receipts.
+pub(crate) fn decode_receipt_at(
+    bytes: &[u8],
+    index: usize,
+) -> Result<Option<ReceiptInBlock>, alloy_rlp::Error> {
+    let Some(list) = receipts_list(bytes)? else {
+        // Rows of the oldest layout (whole envelopes) are decoded whole.
+        let all = decode_receipts(bytes, Blooms::Computed)?;
+        let gas_before =
+            index.checked_sub(1).and_then(|i| all.get(i)).map_or(0, |r| r.cumulative_gas_used());
+        let logs_before = all.iter().take(index).map(|r| r.logs().len() as u64).sum();
+        return Ok(all.into_iter().nth(index).map(|receipt| ReceiptInBlock {
+            receipt,
+            gas_before,
+            logs_before,
+        }));
+    };
+    let mut items = receipt_items(&list)?;
+    let (mut gas_before, mut logs_before) = (0, 0);
+    for _ in 0..index {
+        let Some(mut item) = items.next().transpose()? else { return Ok(None) };
+        u8::decode(&mut item)?;
+        Eip658Value::decode(&mut item)?;
+        gas_before = u64::decode(&mut item)?;
+        logs_before += count_items(&mut item)?;
+        if !item.is_empty() {
+            return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
+        }
+    }
+    let Some(item) = items.next().transpose()? else { return Ok(None) };
+    let receipt = decode_receipt_item(item, Blooms::Computed)?;
+    Ok(Some(ReceiptInBlock { receipt, gas_before, logs_before }))
+}
+
+/// The RLP list of receipts without blooms that a row of either newer layout holds, decompressed
+/// where it is stored compressed; `None` for a row of the oldest layout (whole envelopes).
+fn receipts_list(bytes: &[u8]) -> Result<Option<Cow<'_, [u8]>>, alloy_rlp::Error> {
     match bytes.first() {
-        Some(&RECEIPTS_WITHOUT_BLOOMS) => decode_receipts_list(&bytes[1..], blooms),
+        Some(&RECEIPTS_WITHOUT_BLOOMS) => Ok(Some(Cow::Borrowed(&bytes[1..]))),
         Some(&RECEIPTS_ZSTD) => {
             let Some((length, packed)) = bytes[1..].split_first_chunk::<4>() else {
                 return Err(alloy_rlp::Error::Custom("compressed receipts row is truncated"));
@@ -415,46 +473,87 @@ pub(crate) fn decode_receipts(
                     "receipts row decompresses to another length",
                 ));
             }
-            decode_receipts_list(&list, blooms)
+            Ok(Some(Cow::Owned(list)))
         }
-        _ => Vec::<ReceiptEnvelope>::decode(&mut bytes),
+        _ => Ok(None),
     }
 }
 
-/// Decodes the RLP list of receipts without blooms that follows [`RECEIPTS_WITHOUT_BLOOMS`].
-fn decode_receipts_list(
+/// The payload of each receipt in the RLP list of receipts without blooms.
+fn receipt_items(
     mut list: &[u8],
-    blooms: Blooms,
-) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
+) -> Result<impl Iterator<Item = Result<&[u8], alloy_rlp::Error>>, alloy_rlp::Error> {
     let header = alloy_rlp::Header::decode(&mut list)?;
     if !header.list || list.len() != header.payload_length {
         return Err(alloy_rlp::Error::Custom("receipts row is not one RLP list"));
     }
-    let mut out = Vec::new();
-    while !list.is_empty() {
-        let h = alloy_rlp::Header::decode(&mut list)?;
-        if !h.list || list.len() < h.payload_length {
-            return Err(alloy_rlp::Error::Custom("receipt is not an RLP list"));
+    Ok(std::iter::from_fn(move || {
+        if list.is_empty() {
+            return None;
         }
-        let (mut item, rest) = list.split_at(h.payload_length);
-        list = rest;
-        let ty = TxType::try_from(u8::decode(&mut item)?)
-            .map_err(|_| alloy_rlp::Error::Custom("unknown receipt type"))?;
-        let receipt = Receipt {
-            status: Eip658Value::decode(&mut item)?,
-            cumulative_gas_used: u64::decode(&mut item)?,
-            logs: Vec::<Log>::decode(&mut item)?,
-        };
-        if !item.is_empty() {
-            return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
+        let item = alloy_rlp::Header::decode(&mut list).and_then(|h| {
+            if !h.list || list.len() < h.payload_length {
+                return Err(alloy_rlp::Error::Custom("receipt is not an RLP list"));
+            }
+            let (item, rest) = list.split_at(h.payload_length);
+            list = rest;
+            Ok(item)
+        });
+        if item.is_err() {
+            list = &[];
         }
-        let bloom = match blooms {
-            Blooms::Computed => receipt.bloom_slow(),
-            Blooms::Skipped => Bloom::ZERO,
-        };
-        out.push(ReceiptEnvelope::from_typed(ty, ReceiptWithBloom::new(receipt, bloom)));
+        Some(item)
+    }))
+}
+
+/// Skips the RLP list at the start of `bytes` and returns how many items it holds.
+fn count_items(bytes: &mut &[u8]) -> Result<u64, alloy_rlp::Error> {
+    let header = alloy_rlp::Header::decode(bytes)?;
+    if !header.list || bytes.len() < header.payload_length {
+        return Err(alloy_rlp::Error::Custom("logs are not an RLP list"));
     }
-    Ok(out)
+    let (mut items, rest) = bytes.split_at(header.payload_length);
+    *bytes = rest;
+    let mut n = 0;
+    while !items.is_empty() {
+        let h = alloy_rlp::Header::decode(&mut items)?;
+        if items.len() < h.payload_length {
+            return Err(alloy_rlp::Error::Custom("log is cut short"));
+        }
+        items = &items[h.payload_length..];
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Decodes the RLP list of receipts without blooms that follows [`RECEIPTS_WITHOUT_BLOOMS`].
+fn decode_receipts_list(
+    list: &[u8],
+    blooms: Blooms,
+) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
+    receipt_items(list)?.map(|item| decode_receipt_item(item?, blooms)).collect()
+}
+
+/// Decodes one receipt's payload: `[type, status or post-state root, cumulative gas, logs]`.
+fn decode_receipt_item(
+    mut item: &[u8],
+    blooms: Blooms,
+) -> Result<ReceiptEnvelope, alloy_rlp::Error> {
+    let ty = TxType::try_from(u8::decode(&mut item)?)
+        .map_err(|_| alloy_rlp::Error::Custom("unknown receipt type"))?;
+    let receipt = Receipt {
+        status: Eip658Value::decode(&mut item)?,
+        cumulative_gas_used: u64::decode(&mut item)?,
+        logs: Vec::<Log>::decode(&mut item)?,
+    };
+    if !item.is_empty() {
+        return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
+    }
+    let bloom = match blooms {
+        Blooms::Computed => receipt.bloom_slow(),
+        Blooms::Skipped => Bloom::ZERO,
+    };
+    Ok(ReceiptEnvelope::from_typed(ty, ReceiptWithBloom::new(receipt, bloom)))
 }
 
 #[cfg(test)]
@@ -647,6 +746,46 @@ mod tests {
         assert!(decode_receipts(&huge, Blooms::Computed).is_err());
         assert!(decode_receipts(&row[..4], Blooms::Computed).is_err());
         assert!(decode_receipts(&row[..row.len() - 3], Blooms::Computed).is_err());
+    }
+
+    /// What [`decode_receipt_at`] must give for receipt `i`, computed from the whole list.
+    fn expected_at(receipts: &[ReceiptEnvelope], i: usize) -> Option<ReceiptInBlock> {
+        receipts.get(i).map(|r| ReceiptInBlock {
+            receipt: r.clone(),
+            gas_before: i.checked_sub(1).map_or(0, |p| receipts[p].cumulative_gas_used()),
+            logs_before: receipts[..i].iter().map(|r| r.logs().len() as u64).sum(),
+        })
+    }
+
+    #[test]
+    fn one_receipt_read_alone_equals_its_entry_in_the_whole_block() {
+        let mut blocks = vec![sample_receipts(), transfer_receipts(200), vec![]];
+        // Receipts with several logs each, compressed, so log counts add up across receipts.
+        blocks.push([sample_receipts(), sample_receipts(), transfer_receipts(9)].concat());
+        for receipts in &blocks {
+            let mut row = Vec::new();
+            encode_receipts(receipts, &mut row);
+            let mut plain = Vec::new();
+            encode_receipts_list(receipts, &mut plain);
+            let mut whole = Vec::new();
+            receipts.encode(&mut whole);
+            for layout in [&row, &plain, &whole] {
+                for i in 0..=receipts.len() + 1 {
+                    assert_eq!(
+                        decode_receipt_at(layout, i).unwrap(),
+                        expected_at(receipts, i),
+                        "receipt {i} of {}",
+                        receipts.len()
+                    );
+                }
+            }
+            // A damaged row is an error for every receipt whose read reaches the damage.
+            if row.len() > 8 {
+                let last = receipts.len() - 1;
+                assert!(decode_receipt_at(&row[..row.len() - 2], last).is_err());
+                assert!(decode_receipt_at(&plain[..plain.len() - 2], last).is_err());
+            }
+        }
     }
 
     #[test]

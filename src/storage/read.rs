@@ -6,7 +6,9 @@ use alloy_primitives::{Address, B256};
 use alloy_rlp::Decodable;
 use std::sync::Arc;
 
-use super::codec::{Blooms, decode_receipts, split_tx_key, tx_key};
+use super::codec::{
+    Blooms, ReceiptInBlock, decode_receipt_at, decode_receipts, split_tx_key, tx_key,
+};
 use super::snapshot::Snapshot;
 use super::tables::meta;
 use super::{StateAt, StorageError, StorageResult};
@@ -180,6 +182,14 @@ impl Reader {
         let t = &self.snap.receipts;
         let Some(v) = t.get(number)? else { return Ok(None) };
         decode_receipts(v.value(), blooms).map(Some).map_err(|e| corrupt("receipts", e))
+    }
+
+    /// Receipt `index` of block `number`, whole, with the cumulative gas and the count of logs
+    /// of the receipts before it; only this receipt is built (`eth_getTransactionReceipt`).
+    pub fn receipt(&self, number: u64, index: u32) -> StorageResult<Option<ReceiptInBlock>> {
+        let t = &self.snap.receipts;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        decode_receipt_at(v.value(), index as usize).map_err(|e| corrupt("receipts", e))
     }
 
     /// The first block of the trace-address index (`None`: nothing indexed yet).
