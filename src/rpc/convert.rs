@@ -131,25 +131,32 @@ pub(crate) fn rpc_receipt(
 }
 
 /// The logs of a block that `keep` accepts, as RPC objects with block-wide log indexes.
-pub(crate) fn block_logs(
+/// `tx_hash(i)` names transaction `i`; it is asked only for transactions with a kept log, so a
+/// block's other transactions are never read.
+pub(crate) fn block_logs<E>(
     header: &Header,
     block_hash: B256,
-    txs: &[StoredTransaction],
     receipts: &[ReceiptEnvelope],
     keep: impl Fn(&alloy_primitives::Log) -> bool,
-) -> Vec<Log> {
+    mut tx_hash: impl FnMut(u32) -> Result<B256, E>,
+) -> Result<Vec<Log>, E> {
     let mut out = Vec::new();
     let mut log_index = 0u64;
-    for (stored, receipt) in txs.iter().zip(receipts) {
+    for (index, receipt) in (0u32..).zip(receipts) {
+        let mut hash = None;
         for l in receipt.logs() {
             if keep(l) {
+                let transaction_hash = match hash {
+                    Some(h) => h,
+                    None => *hash.insert(tx_hash(index)?),
+                };
                 out.push(Log {
                     inner: l.clone(),
                     block_hash: Some(block_hash),
                     block_number: Some(header.number),
                     block_timestamp: Some(header.timestamp),
-                    transaction_hash: Some(*stored.tx.tx_hash()),
-                    transaction_index: Some(u64::from(stored.index)),
+                    transaction_hash: Some(transaction_hash),
+                    transaction_index: Some(u64::from(index)),
                     log_index: Some(log_index),
                     removed: false,
                 });
@@ -157,5 +164,5 @@ pub(crate) fn block_logs(
             log_index += 1;
         }
     }
-    out
+    Ok(out)
 }

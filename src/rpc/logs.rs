@@ -252,11 +252,15 @@ impl RpcContext {
             return Ok(());
         }
         let receipts = r.receipts_with(header.number, Blooms::Skipped)?.unwrap_or_default();
-        let any = receipts.iter().any(|rc| rc.logs().iter().any(|l| f.matches(l)));
-        if any {
-            let txs = r.transactions(header.number)?;
-            out.extend(block_logs(header, hash, &txs, &receipts, |l| f.matches(l)));
-        }
+        // Only the transactions with a matching log are read (for their hashes).
+        let tx_hash = |index| match r.transaction(header.number, index)? {
+            Some(tx) => Ok(*tx.tx.tx_hash()),
+            None => Err(RpcError::Internal(format!(
+                "block {} has a receipt {index} but no transaction {index}",
+                header.number
+            ))),
+        };
+        out.extend(block_logs(header, hash, &receipts, |l| f.matches(l), tx_hash)?);
         Ok(())
     }
 
