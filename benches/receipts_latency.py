@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Receipt read latency over HTTP: medians of eth_getTransactionReceipt (the middle transaction
-of a block), eth_getBlockReceipts and a 100-block eth_getLogs by address, on one keep-alive
-connection. Usage: benches/receipts_latency.py PORT [BLOCK] [ADDRESS]   (a node serving a
+of a block), eth_getBlockReceipts, a 100-block eth_getLogs by address, and the same narrowed to
+one holder (the second topic of the first log found), on one keep-alive connection. Usage: benches/receipts_latency.py PORT [BLOCK] [ADDRESS]   (a node serving a
 generated chain; BLOCK default 2000, ADDRESS default the generator's token)."""
 import http.client
 import json
@@ -39,3 +39,9 @@ print("eth_getTransactionReceipt p50 µs", median_us("eth_getTransactionReceipt"
 print("eth_getBlockReceipts p50 µs", median_us("eth_getBlockReceipts", [hex(block)], 100))
 logs = {"fromBlock": hex(block), "toBlock": hex(block + 99), "address": address}
 print("eth_getLogs 100 blocks p50 µs", median_us("eth_getLogs", [logs], 30))
+found = call("eth_getLogs", [logs])
+holder = next((l["topics"][1] for l in found if len(l["topics"]) > 1), None)
+if holder:
+    one = dict(logs, topics=[None, holder])
+    n = len(call("eth_getLogs", [one]))
+    print(f"eth_getLogs 100 blocks, one holder ({n} logs) p50 µs", median_us("eth_getLogs", [one], 30))
