@@ -7,7 +7,7 @@ use alloy_primitives::{B256, U256};
 use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
 
 use crate::chain::ChainSpec;
-use crate::storage::{ReceiptInBlock, StoredTransaction};
+use crate::storage::{LogInBlock, ReceiptInBlock, StoredTransaction};
 
 /// The RPC transaction object for a stored transaction in block `header` (hash `block_hash`).
 pub(crate) fn rpc_transaction(
@@ -130,39 +130,36 @@ pub(crate) fn rpc_receipt(
     }
 }
 
-/// The logs of a block that `keep` accepts, as RPC objects with block-wide log indexes.
-/// `tx_hash(i)` names transaction `i`; it is asked only for transactions with a kept log, so a
-/// block's other transactions are never read.
+/// A block's kept logs (`Reader::logs_matching`) as RPC objects. `tx_hash(i)` names
+/// transaction `i`; it is asked once per transaction with a kept log, so a block's other
+/// transactions are never read.
 pub(crate) fn block_logs<E>(
     header: &Header,
     block_hash: B256,
-    receipts: &[ReceiptEnvelope],
-    keep: impl Fn(&alloy_primitives::Log) -> bool,
+    found: Vec<LogInBlock>,
     mut tx_hash: impl FnMut(u32) -> Result<B256, E>,
 ) -> Result<Vec<Log>, E> {
-    let mut out = Vec::new();
-    let mut log_index = 0u64;
-    for (index, receipt) in (0u32..).zip(receipts) {
-        let mut hash = None;
-        for l in receipt.logs() {
-            if keep(l) {
-                let transaction_hash = match hash {
-                    Some(h) => h,
-                    None => *hash.insert(tx_hash(index)?),
-                };
-                out.push(Log {
-                    inner: l.clone(),
-                    block_hash: Some(block_hash),
-                    block_number: Some(header.number),
-                    block_timestamp: Some(header.timestamp),
-                    transaction_hash: Some(transaction_hash),
-                    transaction_index: Some(u64::from(index)),
-                    log_index: Some(log_index),
-                    removed: false,
-                });
+    let mut out = Vec::with_capacity(found.len());
+    let mut last: Option<(u32, B256)> = None;
+    for f in found {
+        let hash = match last {
+            Some((i, h)) if i == f.tx_index => h,
+            _ => {
+                let h = tx_hash(f.tx_index)?;
+                last = Some((f.tx_index, h));
+                h
             }
-            log_index += 1;
-        }
+        };
+        out.push(Log {
+            inner: f.log,
+            block_hash: Some(block_hash),
+            block_number: Some(header.number),
+            block_timestamp: Some(header.timestamp),
+            transaction_hash: Some(hash),
+            transaction_index: Some(u64::from(f.tx_index)),
+            log_index: Some(f.log_index),
+            removed: false,
+        });
     }
     Ok(out)
 }

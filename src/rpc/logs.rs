@@ -22,7 +22,7 @@ use super::convert::block_logs;
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, block_ref, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::storage::{Blooms, Reader};
+use crate::storage::Reader;
 
 /// What a log must match: any of `addresses` (none: any address), and at each topic position
 /// any of the listed topics (an empty list: any topic).
@@ -33,11 +33,11 @@ pub(crate) struct LogFilter {
 }
 
 impl LogFilter {
-    fn matches(&self, log: &alloy_primitives::Log) -> bool {
-        if !self.addresses.is_empty() && !self.addresses.contains(&log.address) {
+    /// Whether a log with `address` and `topics` matches.
+    fn matches_parts(&self, address: &Address, topics: &[B256]) -> bool {
+        if !self.addresses.is_empty() && !self.addresses.contains(address) {
             return false;
         }
-        let topics = log.topics();
         self.topics.iter().enumerate().all(|(i, wanted)| {
             wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.contains(t))
         })
@@ -251,7 +251,8 @@ impl RpcContext {
         if !f.may_match(&header.logs_bloom) {
             return Ok(());
         }
-        let receipts = r.receipts_with(header.number, Blooms::Skipped)?.unwrap_or_default();
+        let found =
+            r.logs_matching(header.number, &|a, t| f.matches_parts(a, t))?.unwrap_or_default();
         // Only the transactions with a matching log are read (for their hashes).
         let tx_hash = |index| match r.transaction(header.number, index)? {
             Some(tx) => Ok(*tx.tx.tx_hash()),
@@ -260,7 +261,7 @@ impl RpcContext {
                 header.number
             ))),
         };
-        out.extend(block_logs(header, hash, &receipts, |l| f.matches(l), tx_hash)?);
+        out.extend(block_logs(header, hash, found, tx_hash)?);
         Ok(())
     }
 

@@ -453,6 +453,89 @@ pub(crate) fn decode_receipt_at(
     Ok(Some(ReceiptInBlock { receipt, gas_before, logs_before }))
 }
 
+/// A log that [`decode_matching_logs`] kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogInBlock {
+    /// Index of its transaction in the block.
+    pub tx_index: u32,
+    /// Its index among all the block's logs.
+    pub log_index: u64,
+    /// The log.
+    pub log: Log,
+}
+
+/// What [`decode_matching_logs`] asks of each log: its address and topics.
+pub type LogKeep<'k> = dyn Fn(&Address, &[B256]) -> bool + 'k;
+
+/// The logs of a row of [`super::tables::RECEIPTS`] that `keep` accepts, in order. The other
+/// logs are only skipped over (their address and topics read in place, their data never
+/// copied), and no receipt is built.
+pub(crate) fn decode_matching_logs(
+    bytes: &[u8],
+    keep: &LogKeep<'_>,
+) -> Result<Vec<LogInBlock>, alloy_rlp::Error> {
+    let mut out = Vec::new();
+    let mut log_index = 0u64;
+    let Some(list) = receipts_list(bytes)? else {
+        // Rows of the oldest layout (whole envelopes) are decoded whole.
+        for (tx_index, receipt) in (0u32..).zip(decode_receipts(bytes, Blooms::Skipped)?) {
+            for log in receipt.logs() {
+                if keep(&log.address, log.topics()) {
+                    out.push(LogInBlock { tx_index, log_index, log: log.clone() });
+                }
+                log_index += 1;
+            }
+        }
+        return Ok(out);
+    };
+    for (tx_index, item) in (0u32..).zip(receipt_items(&list)?) {
+        let mut item = item?;
+        u8::decode(&mut item)?;
+        Eip658Value::decode(&mut item)?;
+        u64::decode(&mut item)?;
+        let mut logs = list_payload(&mut item, "logs are not an RLP list")?;
+        if !item.is_empty() {
+            return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
+        }
+        while !logs.is_empty() {
+            let whole = logs;
+            let mut fields = list_payload(&mut logs, "log is not an RLP list")?;
+            let address = Address::decode(&mut fields)?;
+            let mut raw = list_payload(&mut fields, "log topics are not an RLP list")?;
+            // LOG0..LOG4: at most four topics.
+            let mut topics = [B256::ZERO; 4];
+            let mut n = 0;
+            while !raw.is_empty() {
+                let slot = topics
+                    .get_mut(n)
+                    .ok_or(alloy_rlp::Error::Custom("log has more than four topics"))?;
+                *slot = B256::decode(&mut raw)?;
+                n += 1;
+            }
+            if keep(&address, &topics[..n]) {
+                let log = Log::decode(&mut &whole[..whole.len() - logs.len()])?;
+                out.push(LogInBlock { tx_index, log_index, log });
+            }
+            log_index += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Takes the RLP list at the start of `bytes` off it and returns its payload.
+fn list_payload<'b>(
+    bytes: &mut &'b [u8],
+    what: &'static str,
+) -> Result<&'b [u8], alloy_rlp::Error> {
+    let header = alloy_rlp::Header::decode(bytes)?;
+    if !header.list || bytes.len() < header.payload_length {
+        return Err(alloy_rlp::Error::Custom(what));
+    }
+    let (payload, rest) = bytes.split_at(header.payload_length);
+    *bytes = rest;
+    Ok(payload)
+}
+
 /// The RLP list of receipts without blooms that a row of either newer layout holds, decompressed
 /// where it is stored compressed; `None` for a row of the oldest layout (whole envelopes).
 fn receipts_list(bytes: &[u8]) -> Result<Option<Cow<'_, [u8]>>, alloy_rlp::Error> {
@@ -508,12 +591,7 @@ fn receipt_items(
 
 /// Skips the RLP list at the start of `bytes` and returns how many items it holds.
 fn count_items(bytes: &mut &[u8]) -> Result<u64, alloy_rlp::Error> {
-    let header = alloy_rlp::Header::decode(bytes)?;
-    if !header.list || bytes.len() < header.payload_length {
-        return Err(alloy_rlp::Error::Custom("logs are not an RLP list"));
-    }
-    let (mut items, rest) = bytes.split_at(header.payload_length);
-    *bytes = rest;
+    let mut items = list_payload(bytes, "logs are not an RLP list")?;
     let mut n = 0;
     while !items.is_empty() {
         let h = alloy_rlp::Header::decode(&mut items)?;
@@ -784,6 +862,54 @@ mod tests {
                 let last = receipts.len() - 1;
                 assert!(decode_receipt_at(&row[..row.len() - 2], last).is_err());
                 assert!(decode_receipt_at(&plain[..plain.len() - 2], last).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn matching_logs_equal_a_filter_over_the_whole_receipts() {
+        let blocks = [
+            sample_receipts(),
+            transfer_receipts(200),
+            vec![],
+            [sample_receipts(), transfer_receipts(9)].concat(),
+        ];
+        let keeps: [&LogKeep<'_>; 5] = [
+            &|_, _| true,
+            &|_, _| false,
+            &|a, _| *a == Address::repeat_byte(2),
+            &|_, t| t.get(1) == Some(&B256::repeat_byte(5)),
+            &|a, t| *a == Address::repeat_byte(1) && t.len() == 3,
+        ];
+        for receipts in &blocks {
+            let mut row = Vec::new();
+            encode_receipts(receipts, &mut row);
+            let mut plain = Vec::new();
+            encode_receipts_list(receipts, &mut plain);
+            let mut whole = Vec::new();
+            receipts.encode(&mut whole);
+            for (k, keep) in keeps.iter().enumerate() {
+                let mut want = Vec::new();
+                let mut log_index = 0;
+                for (tx_index, r) in (0u32..).zip(receipts) {
+                    for log in r.logs() {
+                        if keep(&log.address, log.topics()) {
+                            want.push(LogInBlock { tx_index, log_index, log: log.clone() });
+                        }
+                        log_index += 1;
+                    }
+                }
+                for layout in [&row, &plain, &whole] {
+                    assert_eq!(decode_matching_logs(layout, keep).unwrap(), want, "filter {k}");
+                }
+                // On the mixed block every narrowing filter keeps some logs, not all.
+                if receipts.len() == 15 && k >= 2 {
+                    assert!(!want.is_empty() && (want.len() as u64) < log_index, "filter {k}");
+                }
+            }
+            if row.len() > 8 {
+                assert!(decode_matching_logs(&row[..row.len() - 2], &|_, _| true).is_err());
+                assert!(decode_matching_logs(&plain[..plain.len() - 2], &|_, _| false).is_err());
             }
         }
     }

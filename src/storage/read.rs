@@ -7,7 +7,8 @@ use alloy_rlp::Decodable;
 use std::sync::Arc;
 
 use super::codec::{
-    Blooms, ReceiptInBlock, decode_receipt_at, decode_receipts, split_tx_key, tx_key,
+    Blooms, LogInBlock, LogKeep, ReceiptInBlock, decode_matching_logs, decode_receipt_at,
+    decode_receipts, split_tx_key, tx_key,
 };
 use super::snapshot::Snapshot;
 use super::tables::meta;
@@ -190,6 +191,19 @@ impl Reader {
         let t = &self.snap.receipts;
         let Some(v) = t.get(number)? else { return Ok(None) };
         decode_receipt_at(v.value(), index as usize).map_err(|e| corrupt("receipts", e))
+    }
+
+    /// The logs of block `number` that `keep` accepts (by address and topics), with their
+    /// transaction and block-wide indexes; no receipt is built (`eth_getLogs`). `None`: no
+    /// receipts stored for the block.
+    pub fn logs_matching(
+        &self,
+        number: u64,
+        keep: &LogKeep<'_>,
+    ) -> StorageResult<Option<Vec<LogInBlock>>> {
+        let t = &self.snap.receipts;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        decode_matching_logs(v.value(), keep).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
     /// The first block of the trace-address index (`None`: nothing indexed yet).
