@@ -3,7 +3,8 @@
 //! the shape), header roots (raw receipts and transactions rebuild `receiptsRoot` and
 //! `transactionsRoot`), and second paths through other methods (logs against block receipts,
 //! fee history against headers and receipts, the tip rule re-derived from full blocks, storage
-//! values against `eth_getStorageAt`). Filters are polled while blocks arrive.
+//! values against `eth_getStorageAt`). Filters are polled while blocks arrive. Receipts, logs and
+//! fee history are checked again on generated blocks of 40 transactions each.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // `common` (split fixture blocks) and `support` (the shared node) both load the fixture locator.
@@ -213,10 +214,11 @@ fn raw_receipts_and_transactions_rebuild_the_header_roots() {
     assert_eq!(n.call("debug_getRawTransaction", json!([B256::ZERO])).unwrap(), Value::Null);
 }
 
-#[test]
-fn fee_history_agrees_with_headers_and_receipts() {
-    let Some(n) = node() else { return };
-    let tip = head(&n);
+/// `eth_feeHistory` over the last 64 blocks against each block's header and receipts: base
+/// fees, gas-used ratios, and each reward percentile re-derived from the receipts' tips and
+/// gas used.
+fn check_fee_history(n: &Node) {
+    let tip = head(n);
     let h = n
         .call("eth_feeHistory", json!(["0x40", "latest", [0.0, 25.0, 50.0, 90.0, 100.0]]))
         .unwrap();
@@ -263,6 +265,62 @@ fn fee_history_agrees_with_headers_and_receipts() {
             assert_eq!(hex(&reward[k]), want, "block {b} percentile {p}");
         }
     }
+}
+
+/// A node over a generated chain of 4 blocks of 40 mixed transactions (tips differ; token
+/// transfers, swaps and creations log), on its own database.
+fn generated_node(tmp: &std::path::Path) -> Node {
+    let out = tmp.join("gen");
+    let mut config = loupe::dev::generate::GenerateConfig::new(&out, 200, 4);
+    config.txs_per_block = Some(40);
+    config.quiet = true;
+    loupe::dev::generate::generate(&config).unwrap();
+    let db = loupe::storage::Database::open(&tmp.join("db")).unwrap();
+    let genesis = std::fs::read_to_string(out.join("genesis.json")).unwrap();
+    let (spec, _) = loupe::import::init_genesis(&db, &genesis).unwrap();
+    loupe::import::import_files(&db, &spec, &[out.join("chain.rlp")]).unwrap();
+    Node::serve(Arc::new(db), spec, |_| {})
+}
+
+#[test]
+fn receipts_logs_and_fee_history_agree_on_blocks_of_many_transactions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = generated_node(tmp.path());
+    let tip = head(&n);
+    let mut logs = 0;
+    for b in 1..=tip {
+        let tag = format!("{b:#x}");
+        let block = n.call("eth_getBlockByNumber", json!([tag, false])).unwrap();
+        let hashes = block["transactions"].as_array().unwrap();
+        assert!(hashes.len() >= 32, "block {b}");
+        let receipts = n.call("eth_getBlockReceipts", json!([tag])).unwrap();
+        // Each receipt read alone equals the block's entry (gas used, log indexes, fees).
+        for (i, h) in hashes.iter().enumerate() {
+            let receipt = n.call("eth_getTransactionReceipt", json!([h])).unwrap();
+            assert_eq!(receipt, receipts[i], "block {b} receipt {i}");
+        }
+        // The block's logs, whole and narrowed to each address, equal the receipts' logs.
+        let all = receipt_logs(&n, b, b);
+        logs += all.len();
+        let got = n.call("eth_getLogs", json!([{"fromBlock": tag, "toBlock": tag}])).unwrap();
+        assert_eq!(got.as_array().unwrap(), &all, "block {b}");
+        let addresses: BTreeSet<&str> =
+            all.iter().map(|l| l["address"].as_str().unwrap()).collect();
+        for a in addresses {
+            let want: Vec<&Value> = all.iter().filter(|l| l["address"] == json!(a)).collect();
+            let filter = json!([{"fromBlock": tag, "toBlock": tag, "address": a}]);
+            let got = n.call("eth_getLogs", filter).unwrap();
+            assert_eq!(got.as_array().unwrap().iter().collect::<Vec<_>>(), want, "{b} {a}");
+        }
+    }
+    assert!(logs > 20, "the generated blocks log: {logs}");
+    check_fee_history(&n);
+}
+
+#[test]
+fn fee_history_agrees_with_headers_and_receipts() {
+    let Some(n) = node() else { return };
+    check_fee_history(&n);
     let e = n.call("eth_feeHistory", json!(["0x2", "latest", [50.0, 10.0]])).unwrap_err();
     assert_eq!(e["code"], json!(-32602), "{e}");
 }

@@ -17,7 +17,7 @@ use jsonrpsee::types::Params;
 use super::eth::{Raw, to_value};
 use super::params::{Args, invalid};
 use super::{RpcContext, RpcError, RpcResult};
-use crate::storage::{Blooms, Reader};
+use crate::storage::Reader;
 
 /// Blocks the tip oracle looks at, ending at the head.
 pub(crate) const TIP_BLOCKS: u64 = 20;
@@ -197,14 +197,13 @@ fn block_rewards(r: &Reader, header: &Header, percentiles: &[f64]) -> RpcResult<
     if txs.is_empty() {
         return Ok(vec![0; percentiles.len()]);
     }
-    let receipts = r.receipts_with(header.number, Blooms::Skipped)?.unwrap_or_default();
+    let gas = r.receipts_gas(header.number)?.unwrap_or_default();
     let base_fee = header.base_fee_per_gas.unwrap_or(0);
     let mut prev = 0u64;
     let mut by_tip: Vec<(u128, u64)> = txs
         .iter()
-        .zip(&receipts)
-        .map(|(t, rc)| {
-            let cumulative = rc.cumulative_gas_used();
+        .zip(gas)
+        .map(|(t, cumulative)| {
             let used = cumulative.saturating_sub(prev);
             prev = cumulative;
             (t.tx.effective_tip_per_gas(base_fee).unwrap_or(0), used)

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 use alloy_consensus::{Eip658Value, Receipt, ReceiptEnvelope, ReceiptWithBloom, TxType};
-use alloy_primitives::{Address, B256, Bloom, KECCAK256_EMPTY, Log, U256};
+use alloy_primitives::{Address, B256, KECCAK256_EMPTY, Log, U256};
 use alloy_rlp::{Decodable, Encodable};
 
 use super::StorageError;
@@ -386,24 +386,29 @@ fn encode_receipts_list(receipts: &[ReceiptEnvelope], out: &mut Vec<u8>) {
     }
 }
 
-/// Whether [`decode_receipts`] computes each receipt's bloom from its logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Blooms {
-    /// Computed: the receipt is whole (`eth_getTransactionReceipt`, raw receipts).
-    Computed,
-    /// Left zero: for a caller that reads only logs, status and gas (`eth_getLogs`).
-    Skipped,
-}
-
-/// Decodes a row of [`super::tables::RECEIPTS`], of either layout.
-pub(crate) fn decode_receipts(
-    mut bytes: &[u8],
-    blooms: Blooms,
-) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
+/// Decodes a row of [`super::tables::RECEIPTS`], of any layout, each bloom computed from its
+/// receipt's logs.
+pub(crate) fn decode_receipts(mut bytes: &[u8]) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
     match receipts_list(bytes)? {
-        Some(list) => decode_receipts_list(&list, blooms),
+        Some(list) => receipt_items(&list)?.map(|item| decode_receipt_item(item?)).collect(),
         None => Vec::<ReceiptEnvelope>::decode(&mut bytes),
     }
+}
+
+/// The cumulative gas of each receipt of a row of [`super::tables::RECEIPTS`]; logs are skipped
+/// over, and no receipt is built (`eth_feeHistory`).
+pub(crate) fn decode_cumulative_gas(bytes: &[u8]) -> Result<Vec<u64>, alloy_rlp::Error> {
+    let Some(list) = receipts_list(bytes)? else {
+        return Ok(decode_receipts(bytes)?.iter().map(|r| r.cumulative_gas_used()).collect());
+    };
+    receipt_items(&list)?
+        .map(|item| {
+            let mut item = item?;
+            u8::decode(&mut item)?;
+            Eip658Value::decode(&mut item)?;
+            u64::decode(&mut item)
+        })
+        .collect()
 }
 
 /// One receipt of a block, with what its RPC object needs from the receipts before it.
@@ -426,7 +431,7 @@ pub(crate) fn decode_receipt_at(
 ) -> Result<Option<ReceiptInBlock>, alloy_rlp::Error> {
     let Some(list) = receipts_list(bytes)? else {
         // Rows of the oldest layout (whole envelopes) are decoded whole.
-        let all = decode_receipts(bytes, Blooms::Computed)?;
+        let all = decode_receipts(bytes)?;
         let gas_before =
             index.checked_sub(1).and_then(|i| all.get(i)).map_or(0, |r| r.cumulative_gas_used());
         let logs_before = all.iter().take(index).map(|r| r.logs().len() as u64).sum();
@@ -449,7 +454,7 @@ pub(crate) fn decode_receipt_at(
         }
     }
     let Some(item) = items.next().transpose()? else { return Ok(None) };
-    let receipt = decode_receipt_item(item, Blooms::Computed)?;
+    let receipt = decode_receipt_item(item)?;
     Ok(Some(ReceiptInBlock { receipt, gas_before, logs_before }))
 }
 
@@ -478,7 +483,7 @@ pub(crate) fn decode_matching_logs(
     let mut log_index = 0u64;
     let Some(list) = receipts_list(bytes)? else {
         // Rows of the oldest layout (whole envelopes) are decoded whole.
-        for (tx_index, receipt) in (0u32..).zip(decode_receipts(bytes, Blooms::Skipped)?) {
+        for (tx_index, receipt) in (0u32..).zip(decode_receipts(bytes)?) {
             for log in receipt.logs() {
                 if keep(&log.address, log.topics()) {
                     out.push(LogInBlock { tx_index, log_index, log: log.clone() });
@@ -604,19 +609,8 @@ fn count_items(bytes: &mut &[u8]) -> Result<u64, alloy_rlp::Error> {
     Ok(n)
 }
 
-/// Decodes the RLP list of receipts without blooms that follows [`RECEIPTS_WITHOUT_BLOOMS`].
-fn decode_receipts_list(
-    list: &[u8],
-    blooms: Blooms,
-) -> Result<Vec<ReceiptEnvelope>, alloy_rlp::Error> {
-    receipt_items(list)?.map(|item| decode_receipt_item(item?, blooms)).collect()
-}
-
 /// Decodes one receipt's payload: `[type, status or post-state root, cumulative gas, logs]`.
-fn decode_receipt_item(
-    mut item: &[u8],
-    blooms: Blooms,
-) -> Result<ReceiptEnvelope, alloy_rlp::Error> {
+fn decode_receipt_item(mut item: &[u8]) -> Result<ReceiptEnvelope, alloy_rlp::Error> {
     let ty = TxType::try_from(u8::decode(&mut item)?)
         .map_err(|_| alloy_rlp::Error::Custom("unknown receipt type"))?;
     let receipt = Receipt {
@@ -627,10 +621,7 @@ fn decode_receipt_item(
     if !item.is_empty() {
         return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
     }
-    let bloom = match blooms {
-        Blooms::Computed => receipt.bloom_slow(),
-        Blooms::Skipped => Bloom::ZERO,
-    };
+    let bloom = receipt.bloom_slow();
     Ok(ReceiptEnvelope::from_typed(ty, ReceiptWithBloom::new(receipt, bloom)))
 }
 
@@ -747,27 +738,28 @@ mod tests {
         let receipts = sample_receipts();
         let mut row = Vec::new();
         encode_receipts(&receipts, &mut row);
-        assert_eq!(decode_receipts(&row, Blooms::Computed).unwrap(), receipts);
+        assert_eq!(decode_receipts(&row).unwrap(), receipts);
         let mut whole = Vec::new();
         receipts.encode(&mut whole);
         assert!(row.len() + 256 * receipts.len() <= whole.len() + 1, "blooms are not stored");
         // A row of the earlier layout: the RLP list of whole envelopes.
-        assert_eq!(decode_receipts(&whole, Blooms::Computed).unwrap(), receipts);
-        // Skipped blooms: everything else equal.
-        let skipped = decode_receipts(&row, Blooms::Skipped).unwrap();
-        for (a, b) in skipped.iter().zip(&receipts) {
-            assert_eq!(*a.logs_bloom(), Bloom::ZERO);
-            assert_eq!(
-                (a.tx_type(), a.logs(), a.cumulative_gas_used()),
-                (b.tx_type(), b.logs(), b.cumulative_gas_used())
-            );
-            assert_eq!(a.as_receipt().map(|r| r.status), b.as_receipt().map(|r| r.status));
-        }
+        assert_eq!(decode_receipts(&whole).unwrap(), receipts);
+        // Cumulative gas alone, from each layout.
+        let gas: Vec<u64> = receipts.iter().map(|r| r.cumulative_gas_used()).collect();
+        assert_eq!(decode_cumulative_gas(&row).unwrap(), gas);
+        assert_eq!(decode_cumulative_gas(&whole).unwrap(), gas);
+        let mut packed = Vec::new();
+        encode_receipts(&transfer_receipts(200), &mut packed);
+        assert_eq!(packed[0], RECEIPTS_ZSTD);
+        let gas: Vec<u64> =
+            transfer_receipts(200).iter().map(|r| r.cumulative_gas_used()).collect();
+        assert_eq!(decode_cumulative_gas(&packed).unwrap(), gas);
+        assert!(decode_cumulative_gas(&packed[..packed.len() - 1]).is_err());
         // An empty block and a truncated row.
         let mut empty = Vec::new();
         encode_receipts(&[], &mut empty);
-        assert_eq!(decode_receipts(&empty, Blooms::Computed).unwrap(), vec![]);
-        assert!(decode_receipts(&row[..row.len() - 1], Blooms::Computed).is_err());
+        assert_eq!(decode_receipts(&empty).unwrap(), vec![]);
+        assert!(decode_receipts(&row[..row.len() - 1]).is_err());
     }
 
     /// A block of token transfers: each receipt one `Transfer` log from one of a few tokens,
@@ -804,9 +796,9 @@ mod tests {
         assert_eq!(u32::from_be_bytes(row[1..5].try_into().unwrap()) as usize, plain.len() - 1);
         // The holders' addresses are random; the rest repeats.
         assert!(row.len() * 10 < plain.len() * 6, "{} bytes from {}", row.len(), plain.len());
-        assert_eq!(decode_receipts(&row, Blooms::Computed).unwrap(), receipts);
+        assert_eq!(decode_receipts(&row).unwrap(), receipts);
         // A plain row (as written before, or for a short list) still reads.
-        assert_eq!(decode_receipts(&plain, Blooms::Computed).unwrap(), receipts);
+        assert_eq!(decode_receipts(&plain).unwrap(), receipts);
         let mut short = Vec::new();
         encode_receipts(&transfer_receipts(0), &mut short);
         assert_eq!(short, vec![RECEIPTS_WITHOUT_BLOOMS, 0xc0]);
@@ -815,15 +807,15 @@ mod tests {
         let mut bad = row.clone();
         let mid = bad.len() / 2;
         bad[mid] ^= 0x55;
-        assert!(decode_receipts(&bad, Blooms::Computed).is_err_and(|e| e.to_string().len() > 3));
+        assert!(decode_receipts(&bad).is_err_and(|e| e.to_string().len() > 3));
         let mut longer = row.clone();
         longer[1..5].copy_from_slice(&(plain.len() as u32).to_be_bytes());
-        assert!(decode_receipts(&longer, Blooms::Computed).is_err());
+        assert!(decode_receipts(&longer).is_err());
         let mut huge = row.clone();
         huge[1..5].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert!(decode_receipts(&huge, Blooms::Computed).is_err());
-        assert!(decode_receipts(&row[..4], Blooms::Computed).is_err());
-        assert!(decode_receipts(&row[..row.len() - 3], Blooms::Computed).is_err());
+        assert!(decode_receipts(&huge).is_err());
+        assert!(decode_receipts(&row[..4]).is_err());
+        assert!(decode_receipts(&row[..row.len() - 3]).is_err());
     }
 
     /// What [`decode_receipt_at`] must give for receipt `i`, computed from the whole list.

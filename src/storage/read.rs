@@ -7,8 +7,8 @@ use alloy_rlp::Decodable;
 use std::sync::Arc;
 
 use super::codec::{
-    Blooms, LogInBlock, LogKeep, ReceiptInBlock, decode_matching_logs, decode_receipt_at,
-    decode_receipts, split_tx_key, tx_key,
+    LogInBlock, LogKeep, ReceiptInBlock, decode_cumulative_gas, decode_matching_logs,
+    decode_receipt_at, decode_receipts, split_tx_key, tx_key,
 };
 use super::snapshot::Snapshot;
 use super::tables::meta;
@@ -170,19 +170,16 @@ impl Reader {
 
     /// Receipts of block `number`, whole (each bloom computed from its logs).
     pub fn receipts(&self, number: u64) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
-        self.receipts_with(number, Blooms::Computed)
-    }
-
-    /// Receipts of block `number`; with [`Blooms::Skipped`] every bloom is left zero, for a
-    /// caller that reads only logs, status and gas.
-    pub fn receipts_with(
-        &self,
-        number: u64,
-        blooms: Blooms,
-    ) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
         let t = &self.snap.receipts;
         let Some(v) = t.get(number)? else { return Ok(None) };
-        decode_receipts(v.value(), blooms).map(Some).map_err(|e| corrupt("receipts", e))
+        decode_receipts(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
+    }
+
+    /// The cumulative gas of each receipt of block `number`, and nothing else of them.
+    pub fn receipts_gas(&self, number: u64) -> StorageResult<Option<Vec<u64>>> {
+        let t = &self.snap.receipts;
+        let Some(v) = t.get(number)? else { return Ok(None) };
+        decode_cumulative_gas(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
     /// Receipt `index` of block `number`, whole, with the cumulative gas and the count of logs
