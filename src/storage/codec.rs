@@ -827,18 +827,33 @@ mod tests {
         })
     }
 
+    /// Blocks of receipts for the partial reads: the samples, a compressed block, an empty one,
+    /// and a mixed block (several logs per receipt, so log counts add up across receipts).
+    fn partial_read_blocks() -> [Vec<ReceiptEnvelope>; 4] {
+        [
+            sample_receipts(),
+            transfer_receipts(200),
+            vec![],
+            [sample_receipts(), transfer_receipts(9)].concat(),
+        ]
+    }
+
+    /// A block's receipts in the three row layouts: as written now (compressed when long), a
+    /// plain list without blooms, and whole envelopes (the oldest).
+    fn row_layouts(receipts: &[ReceiptEnvelope]) -> [Vec<u8>; 3] {
+        let mut row = Vec::new();
+        encode_receipts(receipts, &mut row);
+        let mut plain = Vec::new();
+        encode_receipts_list(receipts, &mut plain);
+        let mut whole = Vec::new();
+        alloy_rlp::encode_list(receipts, &mut whole);
+        [row, plain, whole]
+    }
+
     #[test]
     fn one_receipt_read_alone_equals_its_entry_in_the_whole_block() {
-        let mut blocks = vec![sample_receipts(), transfer_receipts(200), vec![]];
-        // Receipts with several logs each, compressed, so log counts add up across receipts.
-        blocks.push([sample_receipts(), sample_receipts(), transfer_receipts(9)].concat());
-        for receipts in &blocks {
-            let mut row = Vec::new();
-            encode_receipts(receipts, &mut row);
-            let mut plain = Vec::new();
-            encode_receipts_list(receipts, &mut plain);
-            let mut whole = Vec::new();
-            receipts.encode(&mut whole);
+        for receipts in &partial_read_blocks() {
+            let [row, plain, whole] = row_layouts(receipts);
             for layout in [&row, &plain, &whole] {
                 for i in 0..=receipts.len() + 1 {
                     assert_eq!(
@@ -860,12 +875,6 @@ mod tests {
 
     #[test]
     fn matching_logs_equal_a_filter_over_the_whole_receipts() {
-        let blocks = [
-            sample_receipts(),
-            transfer_receipts(200),
-            vec![],
-            [sample_receipts(), transfer_receipts(9)].concat(),
-        ];
         let keeps: [&LogKeep<'_>; 5] = [
             &|_, _| true,
             &|_, _| false,
@@ -873,13 +882,8 @@ mod tests {
             &|_, t| t.get(1) == Some(&B256::repeat_byte(5)),
             &|a, t| *a == Address::repeat_byte(1) && t.len() == 3,
         ];
-        for receipts in &blocks {
-            let mut row = Vec::new();
-            encode_receipts(receipts, &mut row);
-            let mut plain = Vec::new();
-            encode_receipts_list(receipts, &mut plain);
-            let mut whole = Vec::new();
-            receipts.encode(&mut whole);
+        for receipts in &partial_read_blocks() {
+            let [row, plain, whole] = row_layouts(receipts);
             for (k, keep) in keeps.iter().enumerate() {
                 let mut want = Vec::new();
                 let mut log_index = 0;
