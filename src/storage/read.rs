@@ -170,24 +170,18 @@ impl Reader {
 
     /// Receipts of block `number`, whole (each bloom computed from its logs).
     pub fn receipts(&self, number: u64) -> StorageResult<Option<Vec<ReceiptEnvelope>>> {
-        let t = &self.snap.receipts;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        decode_receipts(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
+        self.receipts_row(number, decode_receipts)
     }
 
     /// The cumulative gas of each receipt of block `number`, and nothing else of them.
     pub fn receipts_gas(&self, number: u64) -> StorageResult<Option<Vec<u64>>> {
-        let t = &self.snap.receipts;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        decode_cumulative_gas(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
+        self.receipts_row(number, decode_cumulative_gas)
     }
 
     /// Receipt `index` of block `number`, whole, with the cumulative gas and the count of logs
     /// of the receipts before it; only this receipt is built (`eth_getTransactionReceipt`).
     pub fn receipt(&self, number: u64, index: u32) -> StorageResult<Option<ReceiptInBlock>> {
-        let t = &self.snap.receipts;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        decode_receipt_at(v.value(), index as usize).map_err(|e| corrupt("receipts", e))
+        Ok(self.receipts_row(number, |row| decode_receipt_at(row, index as usize))?.flatten())
     }
 
     /// The logs of block `number` that `keep` accepts (by address and topics), with their
@@ -198,9 +192,17 @@ impl Reader {
         number: u64,
         keep: &LogKeep<'_>,
     ) -> StorageResult<Option<Vec<LogInBlock>>> {
-        let t = &self.snap.receipts;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        decode_matching_logs(v.value(), keep).map(Some).map_err(|e| corrupt("receipts", e))
+        self.receipts_row(number, |row| decode_matching_logs(row, keep))
+    }
+
+    /// What `decode` reads from block `number`'s receipts row (`None`: no row).
+    fn receipts_row<T>(
+        &self,
+        number: u64,
+        decode: impl FnOnce(&[u8]) -> Result<T, alloy_rlp::Error>,
+    ) -> StorageResult<Option<T>> {
+        let Some(v) = self.snap.receipts.get(number)? else { return Ok(None) };
+        decode(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
     /// The first block of the trace-address index (`None`: nothing indexed yet).
