@@ -401,14 +401,7 @@ pub(crate) fn decode_cumulative_gas(bytes: &[u8]) -> Result<Vec<u64>, alloy_rlp:
     let Some(list) = receipts_list(bytes)? else {
         return Ok(decode_receipts(bytes)?.iter().map(|r| r.cumulative_gas_used()).collect());
     };
-    receipt_items(&list)?
-        .map(|item| {
-            let mut item = item?;
-            u8::decode(&mut item)?;
-            Eip658Value::decode(&mut item)?;
-            u64::decode(&mut item)
-        })
-        .collect()
+    receipt_items(&list)?.map(|item| skip_to_logs(&mut item?)).collect()
 }
 
 /// One receipt of a block, with what its RPC object needs from the receipts before it.
@@ -445,9 +438,7 @@ pub(crate) fn decode_receipt_at(
     let (mut gas_before, mut logs_before) = (0, 0);
     for _ in 0..index {
         let Some(mut item) = items.next().transpose()? else { return Ok(None) };
-        u8::decode(&mut item)?;
-        Eip658Value::decode(&mut item)?;
-        gas_before = u64::decode(&mut item)?;
+        gas_before = skip_to_logs(&mut item)?;
         logs_before += count_items(&mut item)?;
         if !item.is_empty() {
             return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
@@ -495,9 +486,7 @@ pub(crate) fn decode_matching_logs(
     };
     for (tx_index, item) in (0u32..).zip(receipt_items(&list)?) {
         let mut item = item?;
-        u8::decode(&mut item)?;
-        Eip658Value::decode(&mut item)?;
-        u64::decode(&mut item)?;
+        skip_to_logs(&mut item)?;
         let mut logs = list_payload(&mut item, "logs are not an RLP list")?;
         if !item.is_empty() {
             return Err(alloy_rlp::Error::Custom("trailing bytes in a receipt"));
@@ -525,6 +514,14 @@ pub(crate) fn decode_matching_logs(
         }
     }
     Ok(out)
+}
+
+/// Reads a receipt's payload up to its logs: skips its type and status and returns its
+/// cumulative gas, leaving `item` at the logs.
+fn skip_to_logs(item: &mut &[u8]) -> Result<u64, alloy_rlp::Error> {
+    u8::decode(item)?;
+    Eip658Value::decode(item)?;
+    u64::decode(item)
 }
 
 /// Takes the RLP list at the start of `bytes` off it and returns its payload.
