@@ -615,3 +615,71 @@ fn the_in_process_request_path_answers_as_the_server_does() {
         assert_eq!((status, String::from_utf8(got).unwrap()), want, "{method} {path}");
     }
 }
+
+/// Reads whose cost grows with a block or a range (whole blocks, receipts, logs, fee history,
+/// many slots) run on the read pool, not on the server's threads: with both of the test
+/// server's threads' worth of reads held on the pool, point reads are still answered, and
+/// every such method is refused with -32005 while the pool is full, which shows it was routed
+/// there. Run inline, the two holds would stop both server threads and nothing would answer.
+#[test]
+fn block_and_range_reads_run_on_the_read_pool_not_the_server_threads() {
+    let Some(node) = Node::start(|c| {
+        c.read_workers = 2;
+        c.read_queue = 0;
+    }) else {
+        return;
+    };
+    let holds: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, url) = (node.client.clone(), node.url.clone());
+            std::thread::spawn(move || {
+                let body = req(json!(1), "loupe_testHold", json!([]));
+                let text = client.post(&url).json(&body).send().unwrap().text().unwrap();
+                serde_json::from_str::<Value>(&text).unwrap()
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while node.call("loupe_testHolding", json!([])).unwrap() != json!(2) {
+        assert!(std::time::Instant::now() < deadline, "the two holds never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Point reads are answered while the read pool is full.
+    let tx = node.call(TX_BY_NUM, json!(["0x1", "0x0"])).unwrap();
+    let hash = tx["hash"].clone();
+    assert_eq!(node.call("eth_getTransactionByHash", json!([hash])).unwrap()["hash"], hash);
+    assert_eq!(
+        node.call("eth_getTransactionReceipt", json!([hash])).unwrap()["transactionHash"],
+        hash
+    );
+    assert_eq!(node.call("eth_blockNumber", json!([])).unwrap(), "0x36");
+    assert!(node.call("eth_getBalance", json!([tx["from"], "0x1"])).is_ok());
+    let filter =
+        node.call("eth_newFilter", json!([{"fromBlock": "0x1", "toBlock": "0x36"}])).unwrap();
+    // Each read-pool method is refused: it would have run there.
+    let reads = [
+        ("eth_getBlockByNumber", json!(["0x1", false])),
+        ("eth_getBlockByHash", json!([tx["blockHash"], true])),
+        ("eth_getBlockReceipts", json!(["0x1"])),
+        ("debug_getRawBlock", json!(["0x1"])),
+        ("debug_getRawReceipts", json!(["0x1"])),
+        ("eth_feeHistory", json!(["0x4", "latest", [50]])),
+        ("eth_getLogs", json!([{"fromBlock": "0x1", "toBlock": "0x36"}])),
+        ("eth_getFilterChanges", json!([filter])),
+        ("eth_getFilterLogs", json!([filter])),
+        ("eth_getStorageValues", json!([{tx["from"].as_str().unwrap(): ["0x0"]}, "latest"])),
+    ];
+    for (method, params) in &reads {
+        let e = node.call(method, params.clone()).expect_err(method);
+        assert_eq!(e["code"], -32005, "{method}: {e}");
+        assert_eq!(e["message"], "too many block, receipt and log requests", "{method}: {e}");
+    }
+    assert_eq!(node.call("loupe_testRelease", json!([])).unwrap(), json!(2));
+    for h in holds {
+        assert_eq!(expect_result(&h.join().unwrap(), &json!(1)), &json!(true));
+    }
+    // Once the pool has room, the same calls are answered.
+    for (method, params) in &reads {
+        assert!(node.call(method, params.clone()).is_ok(), "{method} after the release");
+    }
+}

@@ -73,6 +73,13 @@ pub struct RpcArgs {
     /// Calls that may wait for a worker before new ones get -32005.
     #[arg(long = "rpc.trace-queue", default_value_t = 64)]
     pub trace_queue: usize,
+    /// Worker threads for reads of whole blocks and block ranges: blocks, receipts, logs, fee
+    /// history (default: CPU cores).
+    #[arg(long = "rpc.read-workers")]
+    pub read_workers: Option<usize>,
+    /// Such reads that may wait for a worker before new ones get -32005.
+    #[arg(long = "rpc.read-queue", default_value_t = 64)]
+    pub read_queue: usize,
     /// Threads serving HTTP and the cheap reads (default: CPU cores). On a 2-core machine, 1
     /// favours trace_call throughput and 2 favours eth_ reads (BENCHMARKS.md).
     #[arg(long = "rpc.io-threads")]
@@ -148,6 +155,7 @@ impl RpcArgs {
             gas_cap: self.gas_cap,
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
             queue: self.trace_queue,
+            read_queue: self.read_queue,
             tx_cache_bytes: self.tx_cache_mb.saturating_mul(1024 * 1024),
             vm_trace: self.vm_trace,
             io_threads: self.io_threads.map(|n| n.max(1)),
@@ -165,6 +173,9 @@ impl RpcArgs {
         };
         if let Some(w) = self.trace_workers {
             c.workers = w.max(1);
+        }
+        if let Some(w) = self.read_workers {
+            c.read_workers = w.max(1);
         }
         Ok(c)
     }

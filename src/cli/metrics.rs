@@ -75,6 +75,15 @@ fn describe() {
         "loupe_rpc_pool_rejections_total",
         "Calls refused because the queue was full"
     );
+    describe_gauge!(
+        "loupe_rpc_read_pool_busy_workers",
+        "Read workers running a block, receipts, logs or fee-history call"
+    );
+    describe_gauge!("loupe_rpc_read_pool_queue_depth", "Calls waiting for a read worker");
+    describe_counter!(
+        "loupe_rpc_read_pool_rejections_total",
+        "Block, receipts, logs and fee-history calls refused because the read queue was full"
+    );
     describe_gauge!("loupe_chain_head_block", "Number of the head block");
     describe_gauge!("loupe_chain_safe_block", "Number of the safe block");
     describe_gauge!("loupe_chain_finalized_block", "Number of the finalized block");

@@ -19,7 +19,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::methods::{Handler, Methods, call_async, call_sync};
+use super::methods::{Handler, Methods, call_async, call_read, call_sync};
 use super::{RpcContext, RpcError};
 
 /// The limits of one body.
@@ -199,6 +199,10 @@ async fn answer(
         None => Err(RpcError::MethodNotFound(method.into_owned())),
         Some((name, Handler::Sync(f))) => {
             call_sync(ctx, name, f, Params::new(params.map(RawValue::get)))
+        }
+        Some((name, Handler::Read(f))) => {
+            let p = Params::new(params.map(RawValue::get)).into_owned();
+            call_read(ctx.clone(), name, f, p).await
         }
         Some((name, Handler::Async(f))) => {
             let p = Params::new(params.map(RawValue::get)).into_owned();

@@ -87,6 +87,9 @@ pub enum RpcError {
     /// The tracing queue is full (-32005).
     #[error("too many tracing requests")]
     Busy,
+    /// The queue of whole-block and range reads is full (-32005).
+    #[error("too many block, receipt and log requests")]
+    ReadBusy,
     /// A feature the operator did not enable (-32602).
     #[error("{0}")]
     NotEnabled(&'static str),
@@ -184,7 +187,7 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::Upstream { code, .. } | RpcError::Simulate { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,
-            RpcError::Busy | RpcError::Limit(_) => codes::LIMIT,
+            RpcError::Busy | RpcError::ReadBusy | RpcError::Limit(_) => codes::LIMIT,
             RpcError::Storage(inner) => {
                 tracing::error!(target: "rpc", %inner, "storage error while serving a request");
                 codes::INTERNAL
@@ -219,6 +222,10 @@ mod tests {
     fn each_variant_has_its_code_and_message() {
         assert_eq!(obj(RpcError::HeaderNotFound), (-32000, "header not found".into(), None));
         assert_eq!(obj(RpcError::Busy), (-32005, "too many tracing requests".into(), None));
+        assert_eq!(
+            obj(RpcError::ReadBusy),
+            (-32005, "too many block, receipt and log requests".into(), None)
+        );
         assert_eq!(
             obj(RpcError::NotTraceable("genesis is not traceable".into())),
             (-32000, "genesis is not traceable".into(), None)

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use jsonrpsee::RpcModule;
@@ -15,7 +15,8 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use super::eth::Raw;
 use super::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message, params};
 
-/// A method that answers on the calling thread: a few µs of storage reads and JSON.
+/// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
+/// on the read pool ([`Handler::Read`]).
 pub(crate) type SyncFn = fn(&RpcContext, Params<'_>) -> RpcResult<Raw>;
 
 /// What an EVM method returns: it waits for the worker pool.
@@ -27,8 +28,11 @@ pub(crate) type AsyncFn = fn(Arc<RpcContext>, Params<'static>) -> CallFuture;
 /// How a method runs.
 #[derive(Clone, Copy)]
 pub(crate) enum Handler {
-    /// Inline, on the server's thread.
+    /// Inline, on the server's thread: point reads, a few µs of storage reads and JSON.
     Sync(SyncFn),
+    /// On the read pool (`RpcContext::reads`): reads whose cost grows with a block's size or a
+    /// range's length, which would otherwise hold a server thread for milliseconds or more.
+    Read(SyncFn),
     /// On the EVM worker pool.
     Async(AsyncFn),
 }
@@ -46,8 +50,8 @@ impl std::fmt::Debug for Methods {
 }
 
 impl Methods {
-    /// Every method of the namespaces in `config.apis` (plus `loupe_testPanic` when the
-    /// config asks for it).
+    /// Every method of the namespaces in `config.apis` (plus the `loupe_test*` methods when the
+    /// config asks for them).
     pub(crate) fn new(config: &super::RpcConfig) -> Self {
         let mut table: HashMap<&'static str, Handler> = HashMap::new();
         macro_rules! sync {
@@ -59,12 +63,9 @@ impl Methods {
             "eth_getTransactionByBlockNumberAndIndex" => tx_by_number_and_index,
             "eth_getTransactionByBlockHashAndIndex" => tx_by_hash_and_index,
             "eth_getTransactionByHash" => tx_by_hash,
-            "eth_getBlockByNumber" => block_by_number,
-            "eth_getBlockByHash" => block_by_hash,
             "eth_getBlockTransactionCountByNumber" => tx_count_by_number,
             "eth_getBlockTransactionCountByHash" => tx_count_by_hash,
             "eth_getTransactionReceipt" => receipt,
-            "eth_getBlockReceipts" => block_receipts,
             "eth_getBalance" => balance,
             "eth_getTransactionCount" => nonce,
             "eth_getCode" => code,
@@ -74,19 +75,13 @@ impl Methods {
             "net_version" => net_version,
             "eth_syncing" => syncing,
             "debug_getRawHeader" => raw_header,
-            "debug_getRawBlock" => raw_block,
             "eth_gasPrice" => gas_price,
             "eth_maxPriorityFeePerGas" => max_priority_fee,
-            "eth_feeHistory" => fee_history,
             "eth_baseFee" => base_fee,
             "eth_blobBaseFee" => blob_base_fee,
-            "eth_getLogs" => get_logs,
             "eth_newFilter" => new_filter,
             "eth_newBlockFilter" => new_block_filter,
-            "eth_getFilterChanges" => filter_changes,
-            "eth_getFilterLogs" => filter_logs,
             "eth_uninstallFilter" => uninstall_filter,
-            "eth_getStorageValues" => storage_values,
             "eth_config" => eth_config,
             "eth_capabilities" => capabilities,
             "eth_accounts" => accounts,
@@ -99,6 +94,23 @@ impl Methods {
             "eth_getUncleCountByBlockHash" => uncle_count_by_hash,
             "eth_getRawTransactionByHash" => raw_transaction,
             "debug_getRawTransaction" => raw_transaction,
+        }
+        // Whole blocks, receipts, block ranges and up to 1,024 slots: off the server's threads.
+        macro_rules! read {
+            ($($name:literal => $f:ident),* $(,)?) => {$(
+                table.insert($name, Handler::Read(|ctx, p| ctx.$f(p)));
+            )*};
+        }
+        read! {
+            "eth_getBlockByNumber" => block_by_number,
+            "eth_getBlockByHash" => block_by_hash,
+            "eth_getBlockReceipts" => block_receipts,
+            "debug_getRawBlock" => raw_block,
+            "eth_feeHistory" => fee_history,
+            "eth_getLogs" => get_logs,
+            "eth_getFilterChanges" => filter_changes,
+            "eth_getFilterLogs" => filter_logs,
+            "eth_getStorageValues" => storage_values,
             "debug_getRawReceipts" => raw_receipts,
         }
         table.insert(
@@ -139,8 +151,11 @@ impl Methods {
             let ns = name.split('_').next().unwrap_or("");
             !NAMESPACES.contains(&ns) || config.apis.iter().any(|a| a == ns)
         });
-        if config.test_panic_method {
+        if config.test_methods {
             table.insert("loupe_testPanic", Handler::Sync(|_, _| panic!("test panic")));
+            table.insert("loupe_testHold", Handler::Read(|ctx, _| ctx.test_holds.hold()));
+            table.insert("loupe_testHolding", Handler::Sync(|ctx, _| ctx.test_holds.holding()));
+            table.insert("loupe_testRelease", Handler::Sync(|ctx, _| ctx.test_holds.release()));
         }
         Self { table }
     }
@@ -163,6 +178,11 @@ impl Methods {
                         call_sync(ctx, name, f, p).map_err(ErrorObjectOwned::from)
                     })?;
                 }
+                Handler::Read(f) => {
+                    m.register_async_method(name, move |p, ctx, _| async move {
+                        call_read(ctx, name, f, p).await.map_err(ErrorObjectOwned::from)
+                    })?;
+                }
                 Handler::Async(f) => {
                     m.register_async_method(name, move |p, ctx, _| async move {
                         call_async(ctx, name, f, p).await.map_err(ErrorObjectOwned::from)
@@ -172,6 +192,48 @@ impl Methods {
         }
         Ok(m)
     }
+}
+
+/// The state of the test-only methods that hold a read worker: `loupe_testHold` (a read that
+/// waits until `loupe_testRelease`, at most [`TestHolds::MAX_HOLD`]) and `loupe_testHolding`
+/// (how many are waiting). Tests use them to fill the read pool on purpose.
+#[derive(Debug, Default)]
+pub(crate) struct TestHolds {
+    /// Holds in progress, and whether they were released.
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl TestHolds {
+    /// The longest a hold waits for its release, so that a failing test cannot hang a server.
+    const MAX_HOLD: Duration = Duration::from_secs(20);
+
+    fn hold(&self) -> RpcResult<Raw> {
+        let mut state = self.state.lock().map_err(poisoned)?;
+        state.0 += 1;
+        let (mut state, waited) = self
+            .changed
+            .wait_timeout_while(state, Self::MAX_HOLD, |(_, released)| !*released)
+            .map_err(poisoned)?;
+        state.0 -= 1;
+        super::eth::to_value(!waited.timed_out())
+    }
+
+    fn holding(&self) -> RpcResult<Raw> {
+        let state = self.state.lock().map_err(poisoned)?;
+        super::eth::to_value(state.0)
+    }
+
+    fn release(&self) -> RpcResult<Raw> {
+        let mut state = self.state.lock().map_err(poisoned)?;
+        state.1 = true;
+        self.changed.notify_all();
+        super::eth::to_value(state.0)
+    }
+}
+
+fn poisoned<E>(_: E) -> RpcError {
+    RpcError::Internal("test hold state poisoned".into())
 }
 
 /// Runs a sync method: catches a panic (→ -32603; the server keeps serving), logs and counts
@@ -185,6 +247,26 @@ pub(crate) fn call_sync(
     let started = Instant::now();
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(ctx, p)))
         .unwrap_or_else(|panic| Err(panicked(name, &*panic)));
+    log_outcome(name, started, &result);
+    result
+}
+
+/// Runs a read method on the read pool: as [`call_sync`], awaiting a read worker.
+pub(crate) async fn call_read(
+    ctx: Arc<RpcContext>,
+    name: &'static str,
+    f: SyncFn,
+    p: Params<'static>,
+) -> RpcResult<Raw> {
+    let started = Instant::now();
+    let worker_ctx = ctx.clone();
+    let result = ctx
+        .reads
+        .run(move || {
+            std::panic::catch_unwind(AssertUnwindSafe(|| f(&worker_ctx, p)))
+                .unwrap_or_else(|panic| Err(panicked(name, &*panic)))
+        })
+        .await;
     log_outcome(name, started, &result);
     result
 }

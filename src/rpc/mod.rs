@@ -1,7 +1,8 @@
 //! JSON-RPC 2.0 over HTTP: server set-up, limits, and the methods loupe serves.
 //!
-//! Cheap reads run inline on the server's threads (a few µs of redb reads and JSON); EVM work
-//! (`eth_call`, `trace_call`) runs on a bounded blocking pool (`pool::TracePool`).
+//! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
+//! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
+//! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`).
 
 mod call;
 mod config;
@@ -65,6 +66,10 @@ pub struct RpcConfig {
     pub workers: usize,
     /// Calls that may wait for a worker before new ones are refused with -32005.
     pub queue: usize,
+    /// Worker threads for reads of whole blocks and block ranges (logs, receipts, fee history).
+    pub read_workers: usize,
+    /// Such reads that may wait for a worker before new ones are refused with -32005.
+    pub read_queue: usize,
     /// Threads of the server's async runtime (HTTP and cheap reads); `None`: CPU cores.
     pub io_threads: Option<usize>,
     /// Bytes of serialized transaction objects kept (`tx_cache.rs`); 0: none.
@@ -93,8 +98,9 @@ pub struct RpcConfig {
     pub max_trace_filter_range: u64,
     /// Most traces one `trace_filter` returns.
     pub max_trace_filter_results: usize,
-    /// Register `loupe_testPanic`, a method that panics (tests only).
-    pub test_panic_method: bool,
+    /// Register the `loupe_test*` methods (tests only): `loupe_testPanic` panics,
+    /// `loupe_testHold` holds a read worker until `loupe_testRelease`.
+    pub test_methods: bool,
     /// Progress against an upstream, when following one (`eth_syncing`, `GET /health`,
     /// where `eth_sendRawTransaction` goes).
     pub sync: Arc<crate::chain::SyncStatus>,
@@ -113,6 +119,8 @@ impl Default for RpcConfig {
             call_timeout: Duration::from_secs(5),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             queue: 64,
+            read_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            read_queue: 64,
             io_threads: None,
             tx_cache_bytes: 16 * 1024 * 1024,
             vm_trace: false,
@@ -127,7 +135,7 @@ impl Default for RpcConfig {
             metrics: None,
             max_trace_filter_range: 10_000,
             max_trace_filter_results: 10_000,
-            test_panic_method: false,
+            test_methods: false,
             sync: Arc::default(),
         }
     }
@@ -139,7 +147,10 @@ pub struct RpcContext {
     db: Arc<Database>,
     spec: ChainSpec,
     config: RpcConfig,
-    pool: pool::TracePool,
+    /// EVM work.
+    pool: pool::WorkerPool,
+    /// Reads of whole blocks and block ranges (`methods::Handler::Read`).
+    reads: pool::WorkerPool,
     /// Client for forwarding to the upstream, made on first use.
     upstream: std::sync::OnceLock<Result<jsonrpsee::http_client::HttpClient, String>>,
     /// The suggested tip and the head it was computed at (`fees.rs`).
@@ -150,6 +161,8 @@ pub struct RpcContext {
     heads: Option<ws::Heads>,
     /// Transaction objects already serialized (`tx_cache.rs`).
     tx_cache: tx_cache::TxCache,
+    /// State of the test-only methods (`RpcConfig::test_methods`).
+    test_holds: methods::TestHolds,
 }
 
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
@@ -179,18 +192,22 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
-        let pool = pool::TracePool::new(config.workers, config.queue);
+        let pool = pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue);
+        let reads =
+            pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue);
         let tx_cache = tx_cache::TxCache::new(config.tx_cache_bytes);
         Self {
             db,
             spec,
             config,
             pool,
+            reads,
             upstream: std::sync::OnceLock::new(),
             tip_cache: std::sync::Mutex::new(None),
             filters: logs::Filters::default(),
             heads: None,
             tx_cache,
+            test_holds: methods::TestHolds::default(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! [`TracePool`]: a bounded pool of EVM worker threads with a bounded queue and fast rejection.
+//! [`WorkerPool`]: a bounded pool of worker threads with a bounded queue and fast rejection.
+//! The server has two: one for EVM work, one for reads of whole blocks and block ranges.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,37 +17,81 @@ type Job = Box<dyn FnOnce() + Send>;
 /// cost 20-30% of trace_call throughput on 2 cores against 10 µs; BENCHMARKS.md, issue 14).
 const SPIN: Duration = Duration::from_micros(10);
 
+/// What a pool runs: it names the threads, the metrics and the refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolKind {
+    /// EVM work: `eth_call`, `trace_call`, replays (`--rpc.trace-workers`).
+    Evm,
+    /// Reads whose cost grows with a block's size or a range's length: whole blocks, receipts,
+    /// logs, fee history (`--rpc.read-workers`). They run off the server's threads, so a slow
+    /// one never holds up the cheap point reads those threads answer.
+    Read,
+}
+
+impl PoolKind {
+    fn thread_prefix(self) -> &'static str {
+        match self {
+            Self::Evm => "loupe-evm",
+            Self::Read => "loupe-read",
+        }
+    }
+
+    /// The busy-worker gauge, the queue-depth gauge and the rejection counter.
+    fn metric_names(self) -> [&'static str; 3] {
+        match self {
+            Self::Evm => [
+                "loupe_rpc_pool_busy_workers",
+                "loupe_rpc_pool_queue_depth",
+                "loupe_rpc_pool_rejections_total",
+            ],
+            Self::Read => [
+                "loupe_rpc_read_pool_busy_workers",
+                "loupe_rpc_read_pool_queue_depth",
+                "loupe_rpc_read_pool_rejections_total",
+            ],
+        }
+    }
+
+    fn busy(self) -> RpcError {
+        match self {
+            Self::Evm => RpcError::Busy,
+            Self::Read => RpcError::ReadBusy,
+        }
+    }
+}
+
 /// Admits at most `workers + queue` calls; `workers` dedicated threads run them, the rest wait
-/// in the queue. A call arriving when all places are taken is refused at once with
-/// [`RpcError::Busy`]. A queued call whose client went away is skipped, never run.
+/// in the queue. A call arriving when all places are taken is refused at once with the kind's
+/// busy error (-32005). A queued call whose client went away is skipped, never run.
 #[derive(Debug)]
-pub(crate) struct TracePool {
+pub(crate) struct WorkerPool {
+    kind: PoolKind,
     admission: Arc<Semaphore>,
     jobs: Sender<Job>,
     workers: usize,
     places: usize,
 }
 
-impl TracePool {
-    pub(crate) fn new(workers: usize, queue: usize) -> Self {
+impl WorkerPool {
+    pub(crate) fn new(kind: PoolKind, workers: usize, queue: usize) -> Self {
         let workers = workers.max(1);
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         for i in 0..workers {
             let rx = rx.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("loupe-evm-{i}"))
+                .name(format!("{}-{i}", kind.thread_prefix()))
                 .spawn(move || worker(&rx));
             if let Err(e) = spawned {
-                tracing::error!(target: "rpc", %e, "cannot start an EVM worker thread");
+                tracing::error!(target: "rpc", %e, ?kind, "cannot start a worker thread");
             }
         }
         let places = workers + queue;
-        Self { admission: Arc::new(Semaphore::new(places)), jobs: tx, workers, places }
+        Self { kind, admission: Arc::new(Semaphore::new(places)), jobs: tx, workers, places }
     }
 
     /// Sets the busy-worker and queue-depth gauges.
     fn report(&self) {
-        report(&self.admission, self.workers, self.places);
+        report(self.kind, &self.admission, self.workers, self.places);
     }
 
     /// Workers with no call to run right now (a call may use them to split its work).
@@ -61,11 +106,11 @@ impl TracePool {
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
         let Ok(admitted) = self.admission.clone().try_acquire_owned() else {
-            metrics::counter!("loupe_rpc_pool_rejections_total").increment(1);
-            return Err(RpcError::Busy);
+            metrics::counter!(self.kind.metric_names()[2]).increment(1);
+            return Err(self.kind.busy());
         };
         self.report();
-        let gauges = (self.admission.clone(), self.workers, self.places);
+        let gauges = (self.kind, self.admission.clone(), self.workers, self.places);
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
             let _admitted = Released { admitted: Some(admitted), gauges };
@@ -74,36 +119,37 @@ impl TracePool {
             }
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-                    Err(RpcError::Internal(format!("panic in EVM worker: {}", panic_message(&p))))
+                    Err(RpcError::Internal(format!("panic in a worker: {}", panic_message(&p))))
                 });
             let _ = tx.send(result);
         });
         if self.jobs.send(job).is_err() {
-            return Err(RpcError::Internal("EVM workers stopped".into()));
+            return Err(RpcError::Internal("workers stopped".into()));
         }
-        rx.await.map_err(|_| RpcError::Internal("EVM worker dropped the call".into()))?
+        rx.await.map_err(|_| RpcError::Internal("a worker dropped the call".into()))?
     }
 }
 
-/// `loupe_rpc_pool_busy_workers` and `loupe_rpc_pool_queue_depth` from the admitted calls.
-fn report(admission: &Semaphore, workers: usize, places: usize) {
+/// The busy-worker and queue-depth gauges of `kind` from the admitted calls.
+fn report(kind: PoolKind, admission: &Semaphore, workers: usize, places: usize) {
     let in_flight = places.saturating_sub(admission.available_permits());
     let busy = in_flight.min(workers);
-    metrics::gauge!("loupe_rpc_pool_busy_workers").set(busy as f64);
-    metrics::gauge!("loupe_rpc_pool_queue_depth").set((in_flight - busy) as f64);
+    let [busy_gauge, queue_gauge, _] = kind.metric_names();
+    metrics::gauge!(busy_gauge).set(busy as f64);
+    metrics::gauge!(queue_gauge).set((in_flight - busy) as f64);
 }
 
 /// A call's admission, released (and the gauges updated) when its job ends.
 struct Released {
     admitted: Option<tokio::sync::OwnedSemaphorePermit>,
-    gauges: (Arc<Semaphore>, usize, usize),
+    gauges: (PoolKind, Arc<Semaphore>, usize, usize),
 }
 
 impl Drop for Released {
     fn drop(&mut self) {
         drop(self.admitted.take());
-        let (admission, workers, places) = &self.gauges;
-        report(admission, *workers, *places);
+        let (kind, admission, workers, places) = &self.gauges;
+        report(*kind, admission, *workers, *places);
     }
 }
 

@@ -80,7 +80,7 @@ impl Node {
 
     /// Serves any database (the dev chain, a chain a test builds).
     pub fn serve(db: Arc<Database>, spec: ChainSpec, tweak: impl FnOnce(&mut RpcConfig)) -> Self {
-        let mut config = RpcConfig { test_panic_method: true, ..RpcConfig::default() };
+        let mut config = RpcConfig { test_methods: true, ..RpcConfig::default() };
         tweak(&mut config);
         config.addr = "127.0.0.1:0".parse().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
