@@ -4,6 +4,7 @@ use alloy_consensus::transaction::{Recovered, TransactionInfo};
 use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
 use alloy_eips::Typed2718;
 use alloy_primitives::{B256, U256};
+use alloy_rlp::Encodable;
 use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
 
 use crate::chain::ChainSpec;
@@ -26,27 +27,54 @@ pub(crate) fn rpc_transaction(
     Transaction::from_transaction(Recovered::new_unchecked(stored.tx, stored.sender), info)
 }
 
-/// The RPC block object; `full` selects transaction objects over hashes.
+/// A block's transactions as [`rpc_block`] takes them.
+pub(crate) enum BlockTxs {
+    /// Whole, for transaction objects.
+    Full(Vec<StoredTransaction>),
+    /// Each transaction's hash and its length as an item of the body's list
+    /// (`Reader::transaction_hashes`), for a block that lists hashes only.
+    Hashes(Vec<(B256, usize)>),
+}
+
+impl BlockTxs {
+    /// `txs` whole when `full`, else their hashes and lengths.
+    pub(crate) fn of(txs: Vec<StoredTransaction>, full: bool) -> Self {
+        if full {
+            Self::Full(txs)
+        } else {
+            Self::Hashes(txs.iter().map(|t| (*t.tx.tx_hash(), t.tx.length())).collect())
+        }
+    }
+}
+
+/// The RPC block object, with transaction objects or hashes as `txs` holds them.
 pub(crate) fn rpc_block(
     header: Header,
     hash: B256,
     body: BlockBody<TxEnvelope>,
-    txs: Vec<StoredTransaction>,
-    full: bool,
+    txs: BlockTxs,
 ) -> Block<Transaction<TxEnvelope>> {
-    let full_body = BlockBody {
-        transactions: txs.iter().map(|t| t.tx.clone()).collect::<Vec<_>>(),
-        ommers: body.ommers,
-        withdrawals: body.withdrawals,
+    let size = match &txs {
+        BlockTxs::Full(txs) => block_size(&header, txs.iter().map(|t| t.tx.length()), &body),
+        BlockTxs::Hashes(hashes) => block_size(&header, hashes.iter().map(|h| h.1), &body),
     };
-    let size = alloy_consensus::Block::rlp_length_for(&header, &full_body);
-    let uncles = full_body.ommers.iter().map(|o| o.hash_slow()).collect();
-    let transactions = if full {
-        BlockTransactions::Full(
+    #[cfg(debug_assertions)]
+    if let BlockTxs::Full(txs) = &txs {
+        let whole = BlockBody {
+            transactions: txs.iter().map(|t| t.tx.clone()).collect::<Vec<_>>(),
+            ommers: body.ommers.clone(),
+            withdrawals: body.withdrawals.clone(),
+        };
+        debug_assert_eq!(size, alloy_consensus::Block::rlp_length_for(&header, &whole));
+    }
+    let uncles = body.ommers.iter().map(|o| o.hash_slow()).collect();
+    let transactions = match txs {
+        BlockTxs::Full(txs) => BlockTransactions::Full(
             txs.into_iter().map(|t| rpc_transaction(t, &header, hash)).collect(),
-        )
-    } else {
-        BlockTransactions::Hashes(txs.iter().map(|t| *t.tx.tx_hash()).collect())
+        ),
+        BlockTxs::Hashes(hashes) => {
+            BlockTransactions::Hashes(hashes.into_iter().map(|h| h.0).collect())
+        }
     };
     Block {
         header: alloy_rpc_types_eth::Header {
@@ -57,8 +85,23 @@ pub(crate) fn rpc_block(
         },
         uncles,
         transactions,
-        withdrawals: full_body.withdrawals,
+        withdrawals: body.withdrawals,
     }
+}
+
+/// The RLP length of the block `[header, transactions, ommers, withdrawals?]`, from the
+/// lengths of its transactions as items of the body's list: no transaction is encoded again.
+fn block_size(
+    header: &Header,
+    tx_lengths: impl Iterator<Item = usize>,
+    body: &BlockBody<TxEnvelope>,
+) -> usize {
+    let list = |payload: usize| payload + alloy_rlp::length_of_length(payload);
+    let payload = header.length()
+        + list(tx_lengths.sum())
+        + body.ommers.length()
+        + body.withdrawals.as_ref().map_or(0, |w| w.length());
+    list(payload)
 }
 
 /// Receipts of a block as RPC objects (gas used per tx, log indexes, fees, blob gas).

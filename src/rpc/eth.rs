@@ -4,7 +4,7 @@ use alloy_primitives::{Address, B256, U256};
 use jsonrpsee::types::Params;
 use serde_json::value::RawValue;
 
-use super::convert::{rpc_block, rpc_receipt, rpc_receipts, rpc_transaction};
+use super::convert::{BlockTxs, rpc_block, rpc_receipt, rpc_receipts, rpc_transaction};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
@@ -132,8 +132,12 @@ impl RpcContext {
             return null();
         };
         let hash = r.canonical_hash(number)?.unwrap_or_default();
-        let txs = r.transactions(number)?;
-        to_value(rpc_block(header, hash, body, txs, full))
+        let txs = if full {
+            BlockTxs::Full(r.transactions(number)?)
+        } else {
+            BlockTxs::Hashes(r.transaction_hashes(number)?)
+        };
+        to_value(rpc_block(header, hash, body, txs))
     }
 
     /// `eth_getBlockByNumber(block, full)`.
@@ -375,7 +379,7 @@ impl RpcContext {
             ommers: Vec::new(),
             withdrawals: None,
         };
-        to_value(rpc_block(uncle.clone(), hash, empty, Vec::new(), false))
+        to_value(rpc_block(uncle.clone(), hash, empty, BlockTxs::Hashes(Vec::new())))
     }
 
     fn uncle_count_json(&self, r: &Reader, number: Option<u64>) -> RpcResult<Raw> {

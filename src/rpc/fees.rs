@@ -7,7 +7,7 @@
 //! capped at [`TIP_MAX`]; [`TIP_DEFAULT`] when the blocks hold no transaction. `eth_gasPrice` is
 //! that tip plus the base fee of the next block.
 
-use alloy_consensus::{Header, Transaction};
+use alloy_consensus::Header;
 use alloy_eips::eip1559::{BaseFeeParams, INITIAL_BASE_FEE};
 use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{B256, U256};
@@ -51,10 +51,10 @@ impl RpcContext {
             let header = &entry.0;
             let base_fee = header.base_fee_per_gas.unwrap_or(0);
             let mut tips: Vec<u128> = r
-                .transactions(n)?
+                .transaction_fees(n)?
                 .iter()
                 .filter(|t| t.sender != header.beneficiary)
-                .filter_map(|t| t.tx.effective_tip_per_gas(base_fee))
+                .filter_map(|t| t.effective_tip(base_fee))
                 .filter(|tip| *tip >= TIP_IGNORE)
                 .collect();
             tips.sort_unstable();
@@ -193,7 +193,7 @@ fn ratio(used: u64, limit: u64) -> f64 {
 /// The tips at `percentiles` of the block's gas: transactions sorted by effective tip, each
 /// weighted by the gas it used (geth's rule). All zero for an empty block.
 fn block_rewards(r: &Reader, header: &Header, percentiles: &[f64]) -> RpcResult<Vec<u128>> {
-    let txs = r.transactions(header.number)?;
+    let txs = r.transaction_fees(header.number)?;
     if txs.is_empty() {
         return Ok(vec![0; percentiles.len()]);
     }
@@ -206,7 +206,7 @@ fn block_rewards(r: &Reader, header: &Header, percentiles: &[f64]) -> RpcResult<
         .map(|(t, cumulative)| {
             let used = cumulative.saturating_sub(prev);
             prev = cumulative;
-            (t.tx.effective_tip_per_gas(base_fee).unwrap_or(0), used)
+            (t.effective_tip(base_fee).unwrap_or(0), used)
         })
         .collect();
     if by_tip.is_empty() {

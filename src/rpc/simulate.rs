@@ -48,7 +48,7 @@ use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{State, WrapDatabaseRef};
 
 use super::call::{halt_message, revert_reason};
-use super::convert::rpc_block;
+use super::convert::{BlockTxs, rpc_block};
 use super::eth::{Raw, to_value};
 use super::params::{Args, BlockRef, invalid};
 use super::{RpcContext, RpcError, RpcResult};
@@ -473,7 +473,7 @@ impl RpcContext {
             ommers: Vec::new(),
             withdrawals: withdrawals.map(Into::into),
         };
-        let block = rpc_block(header.clone(), hash, body, stored, full);
+        let block = rpc_block(header.clone(), hash, body, BlockTxs::of(stored, full));
         Ok((header, hash, SimulatedBlock { inner: block, calls: results }))
     }
 

@@ -29,8 +29,8 @@ use redb::ReadableDatabase;
 pub use changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
 pub use codec::{
     EncodedAccount, HashedAccount, LogInBlock, LogKeep, ReceiptInBlock, SlotRow, StoredAccount,
-    decode_slot, hashed_account_history_key, hashed_storage_history_key, hashed_storage_key,
-    row_stamp,
+    TxFees, decode_slot, hashed_account_history_key, hashed_storage_history_key,
+    hashed_storage_key, row_stamp,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use epochs::{

@@ -1,14 +1,14 @@
 //! [`Reader`]: typed reads of blocks, transactions and receipts from one consistent snapshot.
 
-use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, TxEnvelope};
+use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, Signed, TxEnvelope};
 use alloy_eips::Decodable2718;
-use alloy_primitives::{Address, B256};
+use alloy_primitives::{Address, B256, keccak256};
 use alloy_rlp::Decodable;
 use std::sync::Arc;
 
 use super::codec::{
-    LogInBlock, LogKeep, ReceiptInBlock, decode_cumulative_gas, decode_matching_logs,
-    decode_receipt_at, decode_receipts, split_tx_key, tx_key,
+    LogInBlock, LogKeep, ReceiptInBlock, TxFees, decode_cumulative_gas, decode_matching_logs,
+    decode_receipt_at, decode_receipts, decode_tx_fees, decode_tx_hash, split_tx_key, tx_key,
 };
 use super::snapshot::Snapshot;
 use super::tables::meta;
@@ -162,6 +162,38 @@ impl Reader {
         Ok(out)
     }
 
+    /// The hash of each of block `number`'s transactions and its length as an item of the
+    /// block body's list (for the block's size), in order, from the stored bytes without
+    /// decoding them.
+    pub fn transaction_hashes(&self, number: u64) -> StorageResult<Vec<(B256, usize)>> {
+        self.transaction_rows(number, |row| {
+            decode_tx_hash(row).map_err(|e| corrupt("transactions", e))
+        })
+    }
+
+    /// The sender and fee fields of block `number`'s transactions, in order, read in place
+    /// (fee history, the tip oracle).
+    pub fn transaction_fees(&self, number: u64) -> StorageResult<Vec<TxFees>> {
+        self.transaction_rows(number, |row| {
+            decode_tx_fees(row).map_err(|e| corrupt("transactions", e))
+        })
+    }
+
+    /// `read` of each transactions row of block `number`, in order.
+    fn transaction_rows<T>(
+        &self,
+        number: u64,
+        read: impl Fn(&[u8]) -> StorageResult<T>,
+    ) -> StorageResult<Vec<T>> {
+        let t = &self.snap.transactions;
+        let mut out = Vec::new();
+        for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
+            let (_, v) = item?;
+            out.push(read(v.value())?);
+        }
+        Ok(out)
+    }
+
     /// Where the transaction with `hash` is: `(block, index)`.
     pub fn transaction_location(&self, hash: &B256) -> StorageResult<Option<(u64, u32)>> {
         let t = &self.snap.tx_lookup;
@@ -251,5 +283,29 @@ fn decode_tx(block: u64, index: u32, bytes: &[u8]) -> StorageResult<StoredTransa
     }
     let sender = Address::from_slice(&bytes[..20]);
     let tx = TxEnvelope::decode_2718(&mut &bytes[20..]).map_err(|e| corrupt("transactions", e))?;
+    // A blob transaction stored with its sidecar keeps alloy's hash, computed on first use.
+    let with_sidecar = matches!(&tx, TxEnvelope::Eip4844(s) if s.tx().as_with_sidecar().is_some());
+    let tx = if with_sidecar { tx } else { with_hash(tx, keccak256(&bytes[20..])) };
+    #[cfg(debug_assertions)]
+    if let Ok((hash, _)) = decode_tx_hash(bytes) {
+        debug_assert_eq!(*tx.tx_hash(), hash, "transaction {block}/{index}: hash from its row");
+    }
     Ok(StoredTransaction { sender, tx, block, index })
+}
+
+/// `tx` carrying `hash`, the keccak of the stored bytes it was decoded from: alloy's decoding
+/// leaves the hash to be computed on first use by encoding the transaction again, which was
+/// a third of an `eth_getBlockByNumber`.
+fn with_hash(tx: TxEnvelope, hash: B256) -> TxEnvelope {
+    fn hashed<T>(s: Signed<T>, hash: B256) -> Signed<T> {
+        let signature = *s.signature();
+        Signed::new_unchecked(s.strip_signature(), signature, hash)
+    }
+    match tx {
+        TxEnvelope::Legacy(s) => TxEnvelope::Legacy(hashed(s, hash)),
+        TxEnvelope::Eip2930(s) => TxEnvelope::Eip2930(hashed(s, hash)),
+        TxEnvelope::Eip1559(s) => TxEnvelope::Eip1559(hashed(s, hash)),
+        TxEnvelope::Eip4844(s) => TxEnvelope::Eip4844(hashed(s, hash)),
+        TxEnvelope::Eip7702(s) => TxEnvelope::Eip7702(hashed(s, hash)),
+    }
 }
