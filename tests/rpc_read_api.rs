@@ -219,9 +219,17 @@ fn raw_receipts_and_transactions_rebuild_the_header_roots() {
 /// gas used.
 fn check_fee_history(n: &Node) {
     let tip = head(n);
+    // Some blocks' tips are read (and kept) first, with other percentiles; the call checked
+    // below then reads some blocks afresh and some kept, and a repeat reads all kept.
+    let warm = n.call("eth_feeHistory", json!(["0x2", "latest", [10.0]])).unwrap();
+    assert_eq!(warm["reward"].as_array().map(Vec::len), Some(2.min(tip as usize + 1)));
     let h = n
         .call("eth_feeHistory", json!(["0x40", "latest", [0.0, 25.0, 50.0, 90.0, 100.0]]))
         .unwrap();
+    let again = n
+        .call("eth_feeHistory", json!(["0x40", "latest", [0.0, 25.0, 50.0, 90.0, 100.0]]))
+        .unwrap();
+    assert_eq!(again, h, "the same call over kept tips");
     let oldest = hex(&h["oldestBlock"]) as u64;
     assert_eq!(oldest, tip.saturating_sub(0x3f));
     let base = h["baseFeePerGas"].as_array().unwrap();

@@ -7,6 +7,8 @@
 //! capped at [`TIP_MAX`]; [`TIP_DEFAULT`] when the blocks hold no transaction. `eth_gasPrice` is
 //! that tip plus the base fee of the next block.
 
+use std::sync::Arc;
+
 use alloy_consensus::Header;
 use alloy_eips::eip1559::{BaseFeeParams, INITIAL_BASE_FEE};
 use alloy_hardforks::EthereumHardforks;
@@ -165,7 +167,7 @@ impl RpcContext {
                 ratio(header.blob_gas_used.unwrap_or(0), b.max_blob_gas_per_block())
             }));
             if let Some(ps) = &percentiles {
-                rewards.push(block_rewards(&r, header, ps)?);
+                rewards.push(block_rewards(&r, &self.tips_cache, header, entry.1, ps)?);
             }
             last = Some(entry);
         }
@@ -190,14 +192,59 @@ fn ratio(used: u64, limit: u64) -> f64 {
     if limit == 0 { 0.0 } else { used as f64 / limit as f64 }
 }
 
-/// The tips at `percentiles` of the block's gas: transactions sorted by effective tip, each
-/// weighted by the gas it used (geth's rule). All zero for an empty block.
-fn block_rewards(r: &Reader, header: &Header, percentiles: &[f64]) -> RpcResult<Vec<u128>> {
-    let txs = r.transaction_fees(header.number)?;
-    if txs.is_empty() {
-        return Ok(vec![0; percentiles.len()]);
+/// Memory for [`TipsCache`]: about 170,000 transactions, a few hundred full blocks.
+const TIPS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Each block's transactions as (effective tip, gas used), sorted by tip: what the rewards of
+/// `eth_feeHistory` are read from. Wallets ask for the rewards of the newest blocks on every
+/// refresh, and reading them costs every transaction and receipt of each block. Keyed by
+/// block hash, so an entry never goes stale (a reorged block is simply not asked for again);
+/// bounded by bytes (quick_cache, as `tx_cache.rs`).
+pub(crate) struct TipsCache {
+    cache: quick_cache::sync::Cache<B256, Arc<[(u128, u64)]>, TipsWeight>,
+}
+
+impl std::fmt::Debug for TipsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TipsCache").field("blocks", &self.cache.len()).finish()
     }
-    let gas = r.receipts_gas(header.number)?.unwrap_or_default();
+}
+
+impl Default for TipsCache {
+    fn default() -> Self {
+        let blocks = 1024;
+        Self {
+            cache: quick_cache::sync::Cache::with_weighter(blocks, TIPS_CACHE_BYTES, TipsWeight),
+        }
+    }
+}
+
+/// Weighs a block's entry by its pairs (and the key and bookkeeping around them).
+#[derive(Debug, Clone, Copy)]
+struct TipsWeight;
+
+impl quick_cache::Weighter<B256, Arc<[(u128, u64)]>> for TipsWeight {
+    fn weight(&self, _key: &B256, tips: &Arc<[(u128, u64)]>) -> u64 {
+        (tips.len() * std::mem::size_of::<(u128, u64)>()) as u64 + 64
+    }
+}
+
+/// The block's transactions as (effective tip, gas used), sorted by tip; from `cache` when kept.
+fn sorted_tips(
+    r: &Reader,
+    cache: &TipsCache,
+    header: &Header,
+    hash: B256,
+) -> RpcResult<Arc<[(u128, u64)]>> {
+    if let Some(tips) = cache.cache.get(&hash) {
+        return Ok(tips);
+    }
+    let txs = r.transaction_fees(header.number)?;
+    let gas = if txs.is_empty() {
+        Vec::new()
+    } else {
+        r.receipts_gas(header.number)?.unwrap_or_default()
+    };
     let base_fee = header.base_fee_per_gas.unwrap_or(0);
     let mut prev = 0u64;
     let mut by_tip: Vec<(u128, u64)> = txs
@@ -209,10 +256,25 @@ fn block_rewards(r: &Reader, header: &Header, percentiles: &[f64]) -> RpcResult<
             (t.effective_tip(base_fee).unwrap_or(0), used)
         })
         .collect();
+    by_tip.sort_unstable_by_key(|(tip, _)| *tip);
+    let tips: Arc<[(u128, u64)]> = by_tip.into();
+    cache.cache.insert(hash, tips.clone());
+    Ok(tips)
+}
+
+/// The tips at `percentiles` of the block's gas: transactions sorted by effective tip, each
+/// weighted by the gas it used (geth's rule). All zero for an empty block.
+fn block_rewards(
+    r: &Reader,
+    cache: &TipsCache,
+    header: &Header,
+    hash: B256,
+    percentiles: &[f64],
+) -> RpcResult<Vec<u128>> {
+    let by_tip = sorted_tips(r, cache, header, hash)?;
     if by_tip.is_empty() {
         return Ok(vec![0; percentiles.len()]);
     }
-    by_tip.sort_unstable_by_key(|(tip, _)| *tip);
     let mut out = Vec::with_capacity(percentiles.len());
     let mut idx = 0;
     let mut sum = by_tip[0].1;

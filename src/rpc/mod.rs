@@ -161,6 +161,8 @@ pub struct RpcContext {
     heads: Option<ws::Heads>,
     /// Transaction objects already serialized (`tx_cache.rs`).
     tx_cache: tx_cache::TxCache,
+    /// Each recent block's sorted tips, for `eth_feeHistory` (`fees.rs`).
+    tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
 }
@@ -207,6 +209,7 @@ impl RpcContext {
             filters: logs::Filters::default(),
             heads: None,
             tx_cache,
+            tips_cache: fees::TipsCache::default(),
             test_holds: methods::TestHolds::default(),
         }
     }
