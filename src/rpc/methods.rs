@@ -54,12 +54,13 @@ impl Methods {
     /// config asks for them).
     pub(crate) fn new(config: &super::RpcConfig) -> Self {
         let mut table: HashMap<&'static str, Handler> = HashMap::new();
-        macro_rules! sync {
-            ($($name:literal => $f:ident),* $(,)?) => {$(
-                table.insert($name, Handler::Sync(|ctx, p| ctx.$f(p)));
+        // `Sync` or `Read`: the same kind of method, run inline or on the read pool.
+        macro_rules! storage_reads {
+            ($kind:ident: $($name:literal => $f:ident),* $(,)?) => {$(
+                table.insert($name, Handler::$kind(|ctx, p| ctx.$f(p)));
             )*};
         }
-        sync! {
+        storage_reads! { Sync:
             "eth_getTransactionByBlockNumberAndIndex" => tx_by_number_and_index,
             "eth_getTransactionByBlockHashAndIndex" => tx_by_hash_and_index,
             "eth_getTransactionByHash" => tx_by_hash,
@@ -96,12 +97,7 @@ impl Methods {
             "debug_getRawTransaction" => raw_transaction,
         }
         // Whole blocks, receipts, block ranges and up to 1,024 slots: off the server's threads.
-        macro_rules! read {
-            ($($name:literal => $f:ident),* $(,)?) => {$(
-                table.insert($name, Handler::Read(|ctx, p| ctx.$f(p)));
-            )*};
-        }
-        read! {
+        storage_reads! { Read:
             "eth_getBlockByNumber" => block_by_number,
             "eth_getBlockByHash" => block_by_hash,
             "eth_getBlockReceipts" => block_receipts,
