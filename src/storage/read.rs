@@ -2,7 +2,7 @@
 
 use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, Signed, TxEnvelope};
 use alloy_eips::Decodable2718;
-use alloy_primitives::{Address, B256, keccak256};
+use alloy_primitives::{Address, B256};
 use alloy_rlp::Decodable;
 use std::sync::Arc;
 
@@ -152,21 +152,14 @@ impl Reader {
 
     /// All transactions of block `number`, in order.
     pub fn transactions(&self, number: u64) -> StorageResult<Vec<StoredTransaction>> {
-        let t = &self.snap.transactions;
-        let mut out = Vec::new();
-        for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
-            let (k, v) = item?;
-            let (block, index) = split_tx_key(k.value());
-            out.push(decode_tx(block, index, v.value())?);
-        }
-        Ok(out)
+        self.transaction_rows(number, |index, row| decode_tx(number, index, row))
     }
 
     /// The hash of each of block `number`'s transactions and its length as an item of the
     /// block body's list (for the block's size), in order, from the stored bytes without
     /// decoding them.
     pub fn transaction_hashes(&self, number: u64) -> StorageResult<Vec<(B256, usize)>> {
-        self.transaction_rows(number, |row| {
+        self.transaction_rows(number, |_, row| {
             decode_tx_hash(row).map_err(|e| corrupt("transactions", e))
         })
     }
@@ -174,22 +167,22 @@ impl Reader {
     /// The sender and fee fields of block `number`'s transactions, in order, read in place
     /// (fee history, the tip oracle).
     pub fn transaction_fees(&self, number: u64) -> StorageResult<Vec<TxFees>> {
-        self.transaction_rows(number, |row| {
+        self.transaction_rows(number, |_, row| {
             decode_tx_fees(row).map_err(|e| corrupt("transactions", e))
         })
     }
 
-    /// `read` of each transactions row of block `number`, in order.
+    /// `read(index, row)` of each transactions row of block `number`, in order.
     fn transaction_rows<T>(
         &self,
         number: u64,
-        read: impl Fn(&[u8]) -> StorageResult<T>,
+        read: impl Fn(u32, &[u8]) -> StorageResult<T>,
     ) -> StorageResult<Vec<T>> {
         let t = &self.snap.transactions;
         let mut out = Vec::new();
         for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
-            let (_, v) = item?;
-            out.push(read(v.value())?);
+            let (k, v) = item?;
+            out.push(read(split_tx_key(k.value()).1, v.value())?);
         }
         Ok(out)
     }
@@ -283,17 +276,13 @@ fn decode_tx(block: u64, index: u32, bytes: &[u8]) -> StorageResult<StoredTransa
     }
     let sender = Address::from_slice(&bytes[..20]);
     let tx = TxEnvelope::decode_2718(&mut &bytes[20..]).map_err(|e| corrupt("transactions", e))?;
-    // A blob transaction stored with its sidecar keeps alloy's hash, computed on first use.
-    let with_sidecar = matches!(&tx, TxEnvelope::Eip4844(s) if s.tx().as_with_sidecar().is_some());
-    let tx = if with_sidecar { tx } else { with_hash(tx, keccak256(&bytes[20..])) };
-    #[cfg(debug_assertions)]
-    if let Ok((hash, _)) = decode_tx_hash(bytes) {
-        debug_assert_eq!(*tx.tx_hash(), hash, "transaction {block}/{index}: hash from its row");
-    }
-    Ok(StoredTransaction { sender, tx, block, index })
+    let (hash, _) = decode_tx_hash(bytes).map_err(|e| corrupt("transactions", e))?;
+    debug_assert_eq!(*tx.tx_hash(), hash, "transaction {block}/{index}: hash from its row");
+    Ok(StoredTransaction { sender, tx: with_hash(tx, hash), block, index })
 }
 
-/// `tx` carrying `hash`, the keccak of the stored bytes it was decoded from: alloy's decoding
+/// `tx` carrying `hash`, the keccak of the stored bytes it was decoded from (of the transaction
+/// alone when a blob transaction was stored with its sidecar): alloy's decoding
 /// leaves the hash to be computed on first use by encoding the transaction again, which was
 /// a third of an `eth_getBlockByNumber`.
 fn with_hash(tx: TxEnvelope, hash: B256) -> TxEnvelope {
