@@ -117,29 +117,7 @@ fn log_subscriptions_get_the_matching_logs_of_new_blocks() {
             "eth_unsubscribe",
         ))
         .unwrap();
-    // A token transfer from the first dev account, in a new block.
-    let signer = loupe::dev::dev_signers().remove(0);
-    let nonce = node.call("eth_getTransactionCount", json!([signer.address(), "latest"])).unwrap();
-    let mut input = vec![0xa9, 0x05, 0x9c, 0xbb];
-    input.extend_from_slice(&[0u8; 12]);
-    input.extend_from_slice(&[0x11; 20]);
-    input.extend_from_slice(&U256::from(5).to_be_bytes::<32>());
-    let tx = TxEip1559 {
-        chain_id: loupe::dev::DEV_CHAIN_ID,
-        nonce: u64::from_str_radix(nonce.as_str().unwrap().trim_start_matches("0x"), 16).unwrap(),
-        gas_limit: 200_000,
-        max_fee_per_gas: 100_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-        to: token.into(),
-        value: U256::ZERO,
-        access_list: Default::default(),
-        input: Bytes::from(input),
-    };
-    let sig = signer.sign_hash_sync(&tx.signature_hash()).unwrap();
-    let envelope = TxEnvelope::from(tx.into_signed(sig));
-    let block = loupe::dev::BlockBuilder::new(&db, &spec)
-        .build(vec![envelope], &[signer.address()])
-        .unwrap();
+    let block = transfer_in_a_new_block(&node, &db, &spec, token);
     let log = rt.block_on(next(&mut sub));
     let n = format!("{:#x}", block.header.number);
     let stored = node.call("eth_getLogs", json!([{"fromBlock": n, "toBlock": n}])).unwrap();
@@ -200,4 +178,84 @@ fn a_subscriber_that_stops_reading_is_disconnected() {
     assert!(closed, "the server kept a subscriber that does not read");
     // The node still serves.
     assert!(node.call("eth_blockNumber", json!([])).is_ok());
+}
+
+/// A token transfer from the first dev account, in a new block.
+fn transfer_in_a_new_block(
+    node: &Node,
+    db: &loupe::storage::Database,
+    spec: &loupe::chain::ChainSpec,
+    token: Address,
+) -> alloy_consensus::Block<TxEnvelope> {
+    let signer = loupe::dev::dev_signers().remove(0);
+    let nonce = node.call("eth_getTransactionCount", json!([signer.address(), "latest"])).unwrap();
+    let mut input = vec![0xa9, 0x05, 0x9c, 0xbb];
+    input.extend_from_slice(&[0u8; 12]);
+    input.extend_from_slice(&[0x11; 20]);
+    input.extend_from_slice(&U256::from(5).to_be_bytes::<32>());
+    let tx = TxEip1559 {
+        chain_id: loupe::dev::DEV_CHAIN_ID,
+        nonce: u64::from_str_radix(nonce.as_str().unwrap().trim_start_matches("0x"), 16).unwrap(),
+        gas_limit: 200_000,
+        max_fee_per_gas: 100_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: token.into(),
+        value: U256::ZERO,
+        access_list: Default::default(),
+        input: Bytes::from(input),
+    };
+    let sig = signer.sign_hash_sync(&tx.signature_hash()).unwrap();
+    let envelope = TxEnvelope::from(tx.into_signed(sig));
+    loupe::dev::BlockBuilder::new(db, spec).build(vec![envelope], &[signer.address()]).unwrap()
+}
+
+/// A log subscription reads each new block's logs on the read pool, not on the server's
+/// threads: while the pool is held full, the block's head is announced but its log waits; once
+/// the pool has room the log arrives, not dropped.
+#[test]
+fn log_subscriptions_read_on_the_read_pool_and_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spec, _) = dev_chain(dir.path());
+    let node = Node::serve(db.clone(), spec.clone(), |c| {
+        c.ws = Some("127.0.0.1:0".parse().unwrap());
+        c.read_workers = 1;
+        c.read_queue = 0;
+    });
+    let logs = node.call("eth_getLogs", json!([{"fromBlock": "0x0"}])).unwrap();
+    let token: Address = serde_json::from_value(logs[0]["address"].clone()).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client =
+        rt.block_on(WsClientBuilder::default().build(node.ws_url.clone().unwrap())).unwrap();
+    let mut sub: Subscription<Value> = rt
+        .block_on(client.subscribe(
+            "eth_subscribe",
+            rpc_params!["logs", json!({"address": token})],
+            "eth_unsubscribe",
+        ))
+        .unwrap();
+    let mut heads: Subscription<Value> = rt
+        .block_on(client.subscribe("eth_subscribe", rpc_params!["newHeads"], "eth_unsubscribe"))
+        .unwrap();
+    let (http, url) = (node.client.clone(), node.url.clone());
+    let hold = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "loupe_testHold", "params": []});
+        http.post(&url).json(&body).send().unwrap().json::<Value>().unwrap()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while node.call("loupe_testHolding", json!([])).unwrap() != json!(1) {
+        assert!(std::time::Instant::now() < deadline, "the hold never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let block = transfer_in_a_new_block(&node, &db, &spec, token);
+    let head = rt.block_on(next(&mut heads));
+    assert_eq!(head["hash"], json!(block.header.hash_slow()));
+    let waiting =
+        rt.block_on(async { tokio::time::timeout(Duration::from_millis(500), sub.next()).await });
+    assert!(waiting.is_err(), "a log read while the read pool was full");
+    assert_eq!(node.call("loupe_testRelease", json!([])).unwrap(), json!(1));
+    assert_eq!(hold.join().unwrap()["result"], json!(true));
+    let log = rt.block_on(next(&mut sub));
+    let n = format!("{:#x}", block.header.number);
+    let stored = node.call("eth_getLogs", json!([{"fromBlock": n, "toBlock": n}])).unwrap();
+    assert_eq!(log, stored[0]);
 }

@@ -109,6 +109,29 @@ impl WorkerPool {
             metrics::counter!(self.kind.metric_names()[2]).increment(1);
             return Err(self.kind.busy());
         };
+        self.run_admitted(admitted, f).await
+    }
+
+    /// Runs `f` on a worker thread, waiting for a place when the queue is full: for work a
+    /// client is not waiting on and that must not be dropped (subscriptions' messages).
+    pub(crate) async fn run_when_admitted<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
+        let admitted = self
+            .admission
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| RpcError::Internal("workers stopped".into()))?;
+        self.run_admitted(admitted, f).await
+    }
+
+    async fn run_admitted<T: Send + 'static>(
+        &self,
+        admitted: tokio::sync::OwnedSemaphorePermit,
+        f: impl FnOnce() -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
         self.report();
         let gauges = (self.kind, self.admission.clone(), self.workers, self.places);
         let (tx, rx) = oneshot::channel();

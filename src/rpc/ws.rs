@@ -131,7 +131,7 @@ async fn subscribe(
     ctx: Arc<RpcContext>,
 ) -> SubscriptionResult {
     let kind = match parse(&params) {
-        Ok(k) => k,
+        Ok(k) => Arc::new(k),
         Err(e) => {
             pending.reject(ErrorObjectOwned::from(e)).await;
             return Ok(());
@@ -150,7 +150,27 @@ async fn subscribe(
             () = sink.closed() => return Ok(()),
             changed = heads.changed() => if changed.is_err() { return Ok(()) },
         }
-        let messages = match next_messages(&ctx, &kind, &mut sent) {
+        let messages = match &*kind {
+            Kind::NewHeads => next_messages(&ctx, &kind, &mut sent),
+            // A block's logs cost its receipts: read on the read pool, never on the server's
+            // threads; a subscription waits for a place there rather than lose its messages.
+            Kind::Logs(_) => {
+                let (worker_ctx, worker_kind) = (ctx.clone(), kind.clone());
+                let mut worker_sent = std::mem::take(&mut sent);
+                let read = ctx.reads.run_when_admitted(move || {
+                    let messages = next_messages(&worker_ctx, &worker_kind, &mut worker_sent);
+                    Ok((messages, worker_sent))
+                });
+                match read.await {
+                    Ok((messages, now_sent)) => {
+                        sent = now_sent;
+                        messages
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let messages = match messages {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(target: "rpc", error = %e, "subscription ended");
