@@ -191,3 +191,26 @@ fn quantities_with_leading_zeros_are_accepted() {
     // Leading zeros on a past-the-end index are still past the end.
     assert_eq!(ok(&node, BY_NUM, json!(["0x1", "0x000000000000000100000000"])), Value::Null);
 }
+
+/// Whole blocks and block receipts served from the block cache equal the same objects built
+/// afresh by a node without one, block by block, by number and by hash, read twice (the second
+/// read is a hit).
+#[test]
+fn cached_blocks_and_receipts_equal_those_built_afresh() {
+    let Some(cached) = Node::start(|_| {}) else { return };
+    let Some(fresh) = Node::start(|c| c.block_cache_bytes = 0) else { return };
+    for n in 0..=HEAD {
+        let want_hashes = ok(&fresh, "eth_getBlockByNumber", json!([q(n), false]));
+        let want_full = ok(&fresh, "eth_getBlockByNumber", json!([q(n), true]));
+        let want_receipts = ok(&fresh, "eth_getBlockReceipts", json!([q(n)]));
+        let hash = want_hashes["hash"].clone();
+        for _ in 0..2 {
+            assert_eq!(ok(&cached, "eth_getBlockByNumber", json!([q(n), false])), want_hashes);
+            assert_eq!(ok(&cached, "eth_getBlockByHash", json!([hash, false])), want_hashes);
+            assert_eq!(ok(&cached, "eth_getBlockByNumber", json!([q(n), true])), want_full);
+            assert_eq!(ok(&cached, "eth_getBlockByHash", json!([hash, true])), want_full);
+            assert_eq!(ok(&cached, "eth_getBlockReceipts", json!([q(n)])), want_receipts);
+            assert_eq!(ok(&cached, "eth_getBlockReceipts", json!([hash])), want_receipts);
+        }
+    }
+}

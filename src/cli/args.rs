@@ -88,6 +88,10 @@ pub struct RpcArgs {
     /// block hash and index, so a reorg cannot serve a stale one.
     #[arg(long = "rpc.tx-cache-mb", default_value_t = 16)]
     pub tx_cache_mb: u64,
+    /// Memory for block objects and block receipts already serialized, in MiB (0: no cache).
+    /// Keyed by block hash, so a reorg cannot serve a stale one.
+    #[arg(long = "rpc.block-cache-mb", default_value_t = 32)]
+    pub block_cache_mb: u64,
     /// Serve `vmTrace` in trace_call (off by default: it is expensive).
     #[arg(long = "trace.vm-trace")]
     pub vm_trace: bool,
@@ -157,6 +161,7 @@ impl RpcArgs {
             queue: self.trace_queue,
             read_queue: self.read_queue,
             tx_cache_bytes: self.tx_cache_mb.saturating_mul(1024 * 1024),
+            block_cache_bytes: self.block_cache_mb.saturating_mul(1024 * 1024),
             vm_trace: self.vm_trace,
             io_threads: self.io_threads.map(|n| n.max(1)),
             max_logs_range: self.max_logs_range.max(1),

@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 
 use super::convert::{BlockTxs, rpc_block, rpc_receipt, rpc_receipts, rpc_transaction};
 use super::params::{Args, BlockRef, invalid};
+use super::tx_cache::BlockObject;
 use super::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -85,13 +86,13 @@ impl RpcContext {
         let Some(number) = number else { return null() };
         let Ok(index) = u32::try_from(index) else { return null() };
         let entry = r.header_and_hash(number)?;
-        if let Some(hit) = entry.as_ref().and_then(|e| self.tx_cache.get(e.1, index)) {
+        if let Some(hit) = entry.as_ref().and_then(|e| self.tx_cache.get(&(e.1, index))) {
             return Ok(Raw::from_cached(&hit));
         }
         let Some(stored) = r.transaction(number, index)? else { return null() };
         let entry = entry.ok_or_else(|| RpcError::Internal(format!("header {number} missing")))?;
         let raw = to_value(rpc_transaction(stored, &entry.0, entry.1))?;
-        self.tx_cache.insert(entry.1, index, raw.as_str());
+        self.tx_cache.insert((entry.1, index), raw.as_str());
         Ok(raw)
     }
 
@@ -128,16 +129,20 @@ impl RpcContext {
 
     fn block_json(&self, r: &Reader, number: Option<u64>, full: bool) -> RpcResult<Raw> {
         let Some(number) = number else { return null() };
-        let (Some(header), Some((body, _))) = (r.header(number)?, r.body(number)?) else {
-            return null();
-        };
-        let hash = r.canonical_hash(number)?.unwrap_or_default();
+        let Some(entry) = r.header_and_hash(number)? else { return null() };
+        let key = (entry.1, if full { BlockObject::Full } else { BlockObject::Hashes });
+        if let Some(hit) = self.block_cache.get(&key) {
+            return Ok(Raw::from_cached(&hit));
+        }
+        let Some((body, _)) = r.body(number)? else { return null() };
         let txs = if full {
             BlockTxs::Full(r.transactions(number)?)
         } else {
             BlockTxs::Hashes(r.transaction_hashes(number)?)
         };
-        to_value(rpc_block(header, hash, body, txs))
+        let raw = to_value(rpc_block(entry.0.clone(), entry.1, body, txs))?;
+        self.block_cache.insert(key, raw.as_str());
+        Ok(raw)
     }
 
     /// `eth_getBlockByNumber(block, full)`.
@@ -185,17 +190,18 @@ impl RpcContext {
         self.tx_count_json(&r, n)
     }
 
-    fn receipts_of(
-        &self,
-        r: &Reader,
-        number: u64,
-    ) -> RpcResult<Option<Vec<alloy_rpc_types_eth::TransactionReceipt>>> {
-        let (Some(header), Some(receipts)) = (r.header(number)?, r.receipts(number)?) else {
-            return Ok(None);
-        };
-        let hash = r.canonical_hash(number)?.unwrap_or_default();
+    /// The JSON of block `number`'s receipts (`null` when it is not stored).
+    fn receipts_json(&self, r: &Reader, number: u64) -> RpcResult<Raw> {
+        let Some(entry) = r.header_and_hash(number)? else { return null() };
+        let key = (entry.1, BlockObject::Receipts);
+        if let Some(hit) = self.block_cache.get(&key) {
+            return Ok(Raw::from_cached(&hit));
+        }
+        let Some(receipts) = r.receipts(number)? else { return null() };
         let txs = r.transactions(number)?;
-        Ok(Some(rpc_receipts(&self.spec, &header, hash, &txs, receipts)))
+        let raw = to_value(rpc_receipts(&self.spec, &entry.0, entry.1, &txs, receipts))?;
+        self.block_cache.insert(key, raw.as_str());
+        Ok(raw)
     }
 
     /// `eth_getTransactionReceipt(hash)`.
@@ -220,7 +226,7 @@ impl RpcContext {
         let block = a.block_req(0, "block")?;
         let r = self.db.begin_read()?;
         match self.resolve(&r, block)? {
-            Some(n) => to_value(self.receipts_of(&r, n)?),
+            Some(n) => self.receipts_json(&r, n),
             None => null(),
         }
     }

@@ -74,6 +74,8 @@ pub struct RpcConfig {
     pub io_threads: Option<usize>,
     /// Bytes of serialized transaction objects kept (`tx_cache.rs`); 0: none.
     pub tx_cache_bytes: u64,
+    /// Bytes of serialized block objects and block receipts kept (`tx_cache.rs`); 0: none.
+    pub block_cache_bytes: u64,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
     /// Most blocks one logs query (or one filter poll) covers.
@@ -123,6 +125,7 @@ impl Default for RpcConfig {
             read_queue: 64,
             io_threads: None,
             tx_cache_bytes: 16 * 1024 * 1024,
+            block_cache_bytes: 32 * 1024 * 1024,
             vm_trace: false,
             max_logs_range: 100_000,
             max_logs: 20_000,
@@ -161,6 +164,8 @@ pub struct RpcContext {
     heads: Option<ws::Heads>,
     /// Transaction objects already serialized (`tx_cache.rs`).
     tx_cache: tx_cache::TxCache,
+    /// Block objects and block receipts already serialized (`tx_cache.rs`).
+    block_cache: tx_cache::BlockCache,
     /// Each recent block's sorted tips, for `eth_feeHistory` (`fees.rs`).
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
@@ -197,7 +202,9 @@ impl RpcContext {
         let pool = pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue);
         let reads =
             pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue);
-        let tx_cache = tx_cache::TxCache::new(config.tx_cache_bytes);
+        // Typical sizes: a transaction object, and a block's objects on a busy chain.
+        let tx_cache = tx_cache::TxCache::new(config.tx_cache_bytes, 1024);
+        let block_cache = tx_cache::BlockCache::new(config.block_cache_bytes, 256 * 1024);
         Self {
             db,
             spec,
@@ -209,6 +216,7 @@ impl RpcContext {
             filters: logs::Filters::default(),
             heads: None,
             tx_cache,
+            block_cache,
             tips_cache: fees::TipsCache::default(),
             test_holds: methods::TestHolds::default(),
         }
