@@ -192,8 +192,9 @@ fn ratio(used: u64, limit: u64) -> f64 {
     if limit == 0 { 0.0 } else { used as f64 / limit as f64 }
 }
 
-/// Memory for [`TipsCache`]: about 170,000 transactions, a few hundred full blocks.
-const TIPS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+/// Memory for [`TipsCache`]: about 520,000 transactions, 1,024 blocks of 500 (the most one
+/// `eth_feeHistory` covers).
+const TIPS_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Each block's transactions as (effective tip, gas used), sorted by tip: what the rewards of
 /// `eth_feeHistory` are read from. Wallets ask for the rewards of the newest blocks on every
