@@ -70,7 +70,7 @@ impl RpcContext {
     pub(super) fn stored_block(&self, r: &Reader, n: u64) -> RpcResult<StoredBlock> {
         let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
         let transactions = r
-            .transactions(n)?
+            .transactions_to_execute(n)?
             .into_iter()
             .map(|t| Recovered::new_unchecked(t.tx, t.sender))
             .collect();
