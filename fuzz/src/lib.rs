@@ -46,6 +46,8 @@ pub fn dev_node() -> &'static DevNode {
             call_timeout: std::time::Duration::from_secs(2),
             workers: 1,
             queue: 4,
+            read_workers: 1,
+            read_queue: 4,
             max_filters: 64,
             max_logs: 1000,
             max_trace_filter_results: 1000,
