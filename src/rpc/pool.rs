@@ -136,7 +136,7 @@ impl WorkerPool {
         let gauges = (self.kind, self.admission.clone(), self.workers, self.places);
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
-            let _admitted = Released { admitted: Some(admitted), gauges };
+            let admitted = Released { admitted: Some(admitted), gauges };
             if tx.is_closed() {
                 return; // the client went away while the call was queued
             }
@@ -144,6 +144,9 @@ impl WorkerPool {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
                     Err(RpcError::Internal(format!("panic in a worker: {}", panic_message(&p))))
                 });
+            // The place is free before the answer leaves: a client that sends its next call
+            // on receiving this one's answer must find it free.
+            drop(admitted);
             let _ = tx.send(result);
         });
         if self.jobs.send(job).is_err() {
