@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -65,7 +65,7 @@ impl App {
     /// The whole answer to one HTTP request.
     pub(crate) async fn respond<B>(&self, req: Request<B>) -> Response<Body>
     where
-        B: http_body::Body<Data = Bytes>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
         let path = req.uri().path();
@@ -93,13 +93,14 @@ impl App {
                 "Unsupported Media Type: send Content-Type: application/json\n",
             );
         }
-        let body = match Limited::new(req.into_body(), self.max_body as usize).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+        let body = match read_body(req.into_body(), self.max_body as usize).await {
+            Ok(body) => body,
+            Err(BodyError::TooLarge(rest)) => {
+                tokio::spawn(drain(rest));
                 let body = RpcError::BodyTooLarge(self.max_body).response_with_null_id();
                 return json(StatusCode::PAYLOAD_TOO_LARGE, body.into());
             }
-            Err(e) => {
+            Err(BodyError::Read(e)) => {
                 let body = RpcError::Parse(format!("could not read the request body: {e}"))
                     .response_with_null_id();
                 return json(StatusCode::BAD_REQUEST, body.into());
@@ -238,4 +239,60 @@ pub(crate) fn serve(
         graceful.shutdown().await;
     });
     HttpHandle { stop, done }
+}
+
+/// Most bytes of a refused request body read and dropped after the 413 ([`drain`]).
+const DRAIN_MAX: usize = 64 * 1024 * 1024;
+/// Longest a refused request body is read after the 413 ([`drain`]).
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a request body was not read whole.
+enum BodyError<B> {
+    /// Over the limit: the rest of the body, unread.
+    TooLarge(std::pin::Pin<Box<B>>),
+    /// The body could not be read.
+    Read(BoxError),
+}
+
+/// The request body, if it is at most `max` bytes (announced or sent).
+async fn read_body<B>(body: B, max: usize) -> Result<Bytes, BodyError<B>>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = Box::pin(body);
+    if http_body::Body::size_hint(&body).lower() > max as u64 {
+        return Err(BodyError::TooLarge(body));
+    }
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > max {
+                return Err(BodyError::TooLarge(body));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out.into())
+}
+
+/// Reads and drops what is left of a refused body, at most [`DRAIN_MAX`] bytes within
+/// [`DRAIN_TIME`]. A connection closed with request bytes still unread is reset by the kernel,
+/// and the client may lose the 413 that was already sent (nginx's "lingering close" for the
+/// same reason).
+async fn drain<B>(mut body: std::pin::Pin<Box<B>>)
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        let mut read = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, |d| d.len());
+            if read > DRAIN_MAX {
+                return;
+            }
+        }
+    })
+    .await;
 }
