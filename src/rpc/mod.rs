@@ -1,34 +1,18 @@
-//! JSON-RPC 2.0 over HTTP: server set-up, limits, and the methods loupe serves.
+//! JSON-RPC 2.0 over HTTP and WebSocket: server set-up, limits, and the methods loupe serves.
+//!
+//! `server/` is the transport side (HTTP, WebSocket, dispatch, parameters, pools, caches,
+//! errors); `eth/`, `trace/` and `debug/` are the namespaces, one file per family of methods;
+//! `replay.rs` replays stored blocks for both tracers.
 //!
 //! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
 //! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
 //! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`).
 
-mod call;
-mod config;
-mod convert;
 mod debug;
-mod dispatch;
-mod error;
-mod estimate;
 mod eth;
-mod fees;
-mod forward;
-mod geth_trace;
-mod http;
-mod in_process;
-mod logs;
-mod methods;
-mod params;
-mod pool;
-mod proof;
 mod replay;
-mod simulate;
+mod server;
 mod trace;
-mod trace_json;
-mod trace_replay;
-mod tx_cache;
-mod ws;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 
-pub use error::{RpcError, RpcResult, codes};
-pub use http::HEALTH_GATE;
-pub use in_process::InProcess;
+use eth::{fees, logs};
+pub use server::error::{RpcError, RpcResult, codes};
+pub use server::http::HEALTH_GATE;
+pub use server::in_process::InProcess;
+use server::{cache, http, methods, pool, ws};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -72,9 +58,9 @@ pub struct RpcConfig {
     pub read_queue: usize,
     /// Threads of the server's async runtime (HTTP and cheap reads); `None`: CPU cores.
     pub io_threads: Option<usize>,
-    /// Bytes of serialized transaction objects kept (`tx_cache.rs`); 0: none.
+    /// Bytes of serialized transaction objects kept (`server/cache.rs`); 0: none.
     pub tx_cache_bytes: u64,
-    /// Bytes of serialized block objects and block receipts kept (`tx_cache.rs`); 0: none.
+    /// Bytes of serialized block objects and block receipts kept (`server/cache.rs`); 0: none.
     pub block_cache_bytes: u64,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
@@ -156,17 +142,17 @@ pub struct RpcContext {
     reads: pool::WorkerPool,
     /// Client for forwarding to the upstream, made on first use.
     upstream: std::sync::OnceLock<Result<jsonrpsee::http_client::HttpClient, String>>,
-    /// The suggested tip and the head it was computed at (`fees.rs`).
+    /// The suggested tip and the head it was computed at (`eth/fees.rs`).
     tip_cache: std::sync::Mutex<Option<(alloy_primitives::B256, u128)>>,
-    /// Installed polling filters (`logs.rs`).
+    /// Installed polling filters (`eth/logs.rs`).
     filters: logs::Filters,
-    /// The stored head, watched for WebSocket subscriptions (`ws.rs`); `None` without `--ws`.
+    /// The stored head, watched for WebSocket subscriptions (`server/ws.rs`); `None` without `--ws`.
     heads: Option<ws::Heads>,
-    /// Transaction objects already serialized (`tx_cache.rs`).
-    tx_cache: tx_cache::TxCache,
-    /// Block objects and block receipts already serialized (`tx_cache.rs`).
-    block_cache: tx_cache::BlockCache,
-    /// Each recent block's sorted tips, for `eth_feeHistory` (`fees.rs`).
+    /// Transaction objects already serialized (`server/cache.rs`).
+    tx_cache: cache::TxCache,
+    /// Block objects and block receipts already serialized (`server/cache.rs`).
+    block_cache: cache::BlockCache,
+    /// Each recent block's sorted tips, for `eth_feeHistory` (`eth/fees.rs`).
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
@@ -203,8 +189,8 @@ impl RpcContext {
         let reads =
             pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue);
         // Typical sizes: a transaction object, and a block's objects on a busy chain.
-        let tx_cache = tx_cache::TxCache::new(config.tx_cache_bytes, 1024);
-        let block_cache = tx_cache::BlockCache::new(config.block_cache_bytes, 256 * 1024);
+        let tx_cache = cache::TxCache::new(config.tx_cache_bytes, 1024);
+        let block_cache = cache::BlockCache::new(config.block_cache_bytes, 256 * 1024);
         Self {
             db,
             spec,

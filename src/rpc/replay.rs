@@ -11,26 +11,26 @@ use alloy_evm::eth::EthEvmContext;
 use alloy_primitives::B256;
 use revm::Inspector;
 
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{ReplayBlock, ReplayError, ReplayState, Traced, replay_block};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Reader, StateAt};
 
 /// A stored block as a replay needs it.
 #[derive(Debug)]
-pub(super) struct StoredBlock {
+pub(crate) struct StoredBlock {
     /// Its header.
-    pub(super) header: Header,
+    pub(crate) header: Header,
     /// Its hash.
-    pub(super) hash: B256,
+    pub(crate) hash: B256,
     /// Its transactions with their senders.
-    pub(super) transactions: Vec<Recovered<TxEnvelope>>,
+    pub(crate) transactions: Vec<Recovered<TxEnvelope>>,
     /// Its ommers' headers (rewards of pre-merge blocks).
-    pub(super) ommers: Vec<Header>,
+    pub(crate) ommers: Vec<Header>,
 }
 
 impl StoredBlock {
     /// The block's number.
-    pub(super) fn number(&self) -> u64 {
+    pub(crate) fn number(&self) -> u64 {
         self.header.number
     }
 }
@@ -67,7 +67,7 @@ fn split(range: &Range<usize>, parts: usize) -> Vec<Range<usize>> {
 
 impl RpcContext {
     /// Block `n` with its transactions and ommers.
-    pub(super) fn stored_block(&self, r: &Reader, n: u64) -> RpcResult<StoredBlock> {
+    pub(crate) fn stored_block(&self, r: &Reader, n: u64) -> RpcResult<StoredBlock> {
         let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
         let transactions = r
             .transactions_to_execute(n)?
@@ -81,7 +81,7 @@ impl RpcContext {
     /// Replays `block` on its parent's state, `on_traced` called for each transaction in
     /// `traced` (run with `inspector`), all under one `timeout`. The genesis block has no
     /// parent: it is refused here (callers that treat it as empty check first).
-    pub(super) fn replay_stored<I, T>(
+    pub(crate) fn replay_stored<I, T>(
         &self,
         r: &Reader,
         block: &StoredBlock,
@@ -112,7 +112,7 @@ impl RpcContext {
     /// [`Self::replay_stored`] split across idle worker cores when the block is big enough: each
     /// part runs on its own thread, first executing the transactions before it untraced. One
     /// core when the pool is busy (the split's untraced prefixes would cost throughput).
-    pub(super) fn replay_stored_par<I, T>(
+    pub(crate) fn replay_stored_par<I, T>(
         &self,
         r: &Reader,
         block: &StoredBlock,
@@ -148,7 +148,7 @@ impl RpcContext {
                     h.join().unwrap_or_else(|p| {
                         Err(RpcError::Internal(format!(
                             "panic in a replay thread: {}",
-                            super::panic_message(&p)
+                            crate::rpc::panic_message(&p)
                         )))
                     })
                 }))

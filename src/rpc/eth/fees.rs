@@ -16,9 +16,9 @@ use alloy_primitives::{B256, U256};
 use alloy_rpc_types_eth::FeeHistory;
 use jsonrpsee::types::Params;
 
-use super::eth::{Raw, to_value};
-use super::params::{Args, invalid};
-use super::{RpcContext, RpcError, RpcResult};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 /// Blocks the tip oracle looks at, ending at the head.
@@ -200,7 +200,7 @@ const TIPS_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 /// `eth_feeHistory` are read from. Wallets ask for the rewards of the newest blocks on every
 /// refresh, and reading them costs every transaction and receipt of each block. Keyed by
 /// block hash, so an entry never goes stale (a reorged block is simply not asked for again);
-/// bounded by bytes (quick_cache, as `tx_cache.rs`).
+/// bounded by bytes (quick_cache, as `server/cache.rs`).
 pub(crate) struct TipsCache {
     cache: quick_cache::sync::Cache<B256, Arc<[(u128, u64)]>, TipsWeight>,
 }

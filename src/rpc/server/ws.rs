@@ -18,9 +18,9 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
 use tokio::sync::watch;
 
-use super::logs::LogFilter;
-use super::params::{Args, invalid};
-use super::{RpcContext, RpcError, RpcResult};
+use crate::rpc::eth::logs::LogFilter;
+use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Database, Reader};
 
 /// How often the stored head is checked.
@@ -96,7 +96,7 @@ enum Kind {
 }
 
 /// Registers `eth_subscribe` / `eth_unsubscribe`.
-pub(super) fn register(
+pub(crate) fn register(
     m: &mut RpcModule<RpcContext>,
 ) -> Result<(), jsonrpsee::server::RegisterMethodError> {
     m.register_subscription(
@@ -118,7 +118,7 @@ fn parse(params: &Params<'_>) -> RpcResult<Kind> {
             }
             Ok(Kind::NewHeads)
         }
-        "logs" => Ok(Kind::Logs(super::logs::subscription_filter(&a, 1)?)),
+        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1)?)),
         other => Err(invalid(format!(
             "invalid argument 0 (subscription): unsupported subscription {other:?} (newHeads, logs)"
         ))),
@@ -186,7 +186,7 @@ async fn subscribe(
     }
 }
 
-async fn send(sink: &SubscriptionSink, msg: super::eth::Raw) -> Result<(), ()> {
+async fn send(sink: &SubscriptionSink, msg: crate::rpc::server::json::Raw) -> Result<(), ()> {
     let msg = msg.into_raw_value().map_err(|_| ())?;
     sink.send_timeout(SubscriptionMessage::from(msg), SEND_TIMEOUT).await.map_err(|_| ())
 }
@@ -201,7 +201,7 @@ fn next_messages(
     ctx: &RpcContext,
     kind: &Kind,
     sent: &mut Sent,
-) -> RpcResult<Vec<super::eth::Raw>> {
+) -> RpcResult<Vec<crate::rpc::server::json::Raw>> {
     let r = ctx.db.begin_read()?;
     let Some(head) = r.head()? else { return Ok(Vec::new()) };
     let mut from = fork_point(&r, sent)? + 1;
@@ -220,13 +220,13 @@ fn next_messages(
                     total_difficulty: None,
                     size: None,
                 };
-                out.push(super::eth::to_value(h)?);
+                out.push(crate::rpc::server::json::to_value(h)?);
             }
             Kind::Logs(filter) => {
                 let mut logs = Vec::new();
                 ctx.block_matches(&r, filter, header, hash, &mut logs)?;
                 for l in logs {
-                    out.push(super::eth::to_value(l)?);
+                    out.push(crate::rpc::server::json::to_value(l)?);
                 }
             }
         }

@@ -5,7 +5,7 @@ use jsonrpsee::types::Params;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{RpcError, RpcResult};
+use crate::rpc::{RpcError, RpcResult};
 
 /// The positional parameters of one call, checked against the method's arity.
 #[derive(Debug)]

@@ -19,10 +19,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
-use super::dispatch::{self, Limits, Reply};
-use super::methods::Methods;
-use super::{RpcContext, RpcError};
 use crate::chain::SyncStatus;
+use crate::rpc::server::dispatch::{self, Limits, Reply};
+use crate::rpc::server::methods::Methods;
+use crate::rpc::{RpcContext, RpcError};
 use crate::storage::Database;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -8,9 +8,9 @@ use alloy_serde::storage::JsonStorageKey;
 use alloy_trie::EMPTY_ROOT_HASH;
 use jsonrpsee::types::Params;
 
-use super::eth::{Raw, to_value};
-use super::params::{Args, invalid};
-use super::{RpcContext, RpcResult};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::{RpcContext, RpcResult};
 use crate::trie::prove_account;
 
 /// Most storage keys one `eth_getProof` may ask for.

@@ -21,11 +21,11 @@ use alloy_rpc_types_trace::geth::{
 use jsonrpsee::types::Params;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
-use super::call::call_object;
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, invalid};
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallRequest, execute_call};
+use crate::rpc::eth::call::call_object;
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 /// The tracers served, as named in requests (no tracer: the struct logger).

@@ -13,8 +13,8 @@ use alloy_rpc_types_trace::parity::{
     TransactionTrace,
 };
 
-use super::RpcResult;
-use super::eth::{Raw, to_value};
+use crate::rpc::RpcResult;
+use crate::rpc::server::json::{Raw, to_value};
 
 /// `results` as JSON.
 pub(crate) fn trace_results(results: &TraceResults) -> RpcResult<Raw> {

@@ -5,8 +5,8 @@
 //! may match have their receipts (and, when a log matches, their transactions) read. Limits:
 //! `--rpc.max-logs-range` blocks per query and `--rpc.max-logs` results, each refused with
 //! -32005 and a message naming the flag. Filters live in memory: at most
-//! [`RpcConfig::max_filters`](super::RpcConfig), each dropped after
-//! [`RpcConfig::filter_idle`](super::RpcConfig) without a poll.
+//! [`RpcConfig::max_filters`](crate::rpc::RpcConfig), each dropped after
+//! [`RpcConfig::filter_idle`](crate::rpc::RpcConfig) without a poll.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -18,10 +18,10 @@ use alloy_rpc_types_eth::Log;
 use jsonrpsee::types::Params;
 use serde_json::Value;
 
-use super::convert::block_logs;
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, block_ref, invalid};
-use super::{RpcContext, RpcError, RpcResult};
+use crate::rpc::eth::convert::block_logs;
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 /// What a log must match: any of `addresses` (none: any address), and at each topic position

@@ -10,10 +10,10 @@ use revm::context::result::{ExecutionResult, HaltReason};
 use revm::inspector::NoOpInspector;
 use serde_json::Value;
 
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, invalid};
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::StateAt;
 
 /// Fields a call object may carry; anything else is refused so that typos (`gasprice`) do not

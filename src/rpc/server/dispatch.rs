@@ -19,8 +19,8 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::methods::{Handler, Methods, call_async, call_read, call_sync};
-use super::{RpcContext, RpcError};
+use crate::rpc::server::methods::{Handler, Methods, call_async, call_read, call_sync};
+use crate::rpc::{RpcContext, RpcError};
 
 /// The limits of one body.
 #[derive(Debug, Clone, Copy)]

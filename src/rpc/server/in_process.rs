@@ -1,4 +1,4 @@
-//! [`InProcess`]: the whole HTTP request path of [`super::start`] (paths, limits, envelope,
+//! [`InProcess`]: the whole HTTP request path of [`crate::rpc::start`] (paths, limits, envelope,
 //! methods) without a socket, for fuzzing and in-process benchmarks.
 
 use std::sync::Arc;
@@ -6,9 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
-use super::http::App;
-use super::{RpcConfig, RpcContext};
 use crate::chain::ChainSpec;
+use crate::rpc::server::http::App;
+use crate::rpc::{RpcConfig, RpcContext};
 use crate::storage::Database;
 
 /// The server's request path as a function: request bytes in, status and body out. Must be

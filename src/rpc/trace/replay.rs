@@ -28,12 +28,12 @@ use revm::primitives::hardfork::SpecId;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 use serde_json::Value;
 
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, block_ref, invalid};
-use super::replay::StoredBlock;
-use super::trace::normalize;
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::block_env;
+use crate::rpc::replay::StoredBlock;
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
+use crate::rpc::trace::call::normalize;
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 impl RpcContext {
@@ -57,7 +57,7 @@ impl RpcContext {
                 let results = out.pop().ok_or_else(|| {
                     RpcError::Internal(format!("transaction {hash} missing from its block"))
                 })?;
-                super::trace_json::trace_results(&results.full_trace)
+                crate::rpc::trace::json::trace_results(&results.full_trace)
             })
             .await
     }
@@ -100,7 +100,7 @@ impl RpcContext {
         let indices: Vec<Value> = a.req(1, "indices")?;
         let indices = indices
             .iter()
-            .map(super::params::quantity)
+            .map(crate::rpc::server::params::quantity)
             .collect::<Result<Vec<u64>, _>>()
             .map_err(|e| invalid(format!("invalid argument 1 (indices): {e}")))?;
         let ctx = self.clone();
@@ -181,7 +181,7 @@ impl RpcContext {
     }
 
     /// `trace_block`'s answer for a stored block.
-    pub(super) fn block_traces(
+    pub(crate) fn block_traces(
         &self,
         r: &Reader,
         b: &StoredBlock,

@@ -11,10 +11,10 @@ use alloy_evm::eth::spec::EthExecutorSpec;
 use alloy_primitives::{Address, Bytes};
 use jsonrpsee::types::Params;
 
-use super::eth::{Raw, to_value};
-use super::params::Args;
-use super::{RpcContext, RpcError, RpcResult};
 use crate::chain::ChainSpec;
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::Args;
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// The timestamp-activated forks EIP-7910 describes, in order, with their activation times. A
 /// BPO fork keeps the precompiles and system contracts of the fork before it.

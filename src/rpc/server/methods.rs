@@ -12,8 +12,9 @@ use futures_util::FutureExt;
 use jsonrpsee::RpcModule;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
-use super::eth::Raw;
-use super::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message, params};
+use crate::rpc::server::json::Raw;
+use crate::rpc::server::params;
+use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message};
 
 /// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
 /// on the read pool ([`Handler::Read`]).
@@ -52,7 +53,7 @@ impl std::fmt::Debug for Methods {
 impl Methods {
     /// Every method of the namespaces in `config.apis` (plus the `loupe_test*` methods when the
     /// config asks for them).
-    pub(crate) fn new(config: &super::RpcConfig) -> Self {
+    pub(crate) fn new(config: &crate::rpc::RpcConfig) -> Self {
         let mut table: HashMap<&'static str, Handler> = HashMap::new();
         // `Sync` or `Read`: the same kind of method, run inline or on the read pool.
         macro_rules! storage_reads {
@@ -113,7 +114,7 @@ impl Methods {
             "web3_clientVersion",
             Handler::Sync(|_, p| {
                 params::Args::new(&p, 0)?;
-                super::eth::to_value(concat!("loupe/v", env!("CARGO_PKG_VERSION")))
+                crate::rpc::server::json::to_value(concat!("loupe/v", env!("CARGO_PKG_VERSION")))
             }),
         );
         macro_rules! evm {
@@ -212,19 +213,19 @@ impl TestHolds {
             .wait_timeout_while(state, Self::MAX_HOLD, |(_, released)| !*released)
             .map_err(poisoned)?;
         state.0 -= 1;
-        super::eth::to_value(!waited.timed_out())
+        crate::rpc::server::json::to_value(!waited.timed_out())
     }
 
     fn holding(&self) -> RpcResult<Raw> {
         let state = self.state.lock().map_err(poisoned)?;
-        super::eth::to_value(state.0)
+        crate::rpc::server::json::to_value(state.0)
     }
 
     fn release(&self) -> RpcResult<Raw> {
         let mut state = self.state.lock().map_err(poisoned)?;
         state.1 = true;
         self.changed.notify_all();
-        super::eth::to_value(state.0)
+        crate::rpc::server::json::to_value(state.0)
     }
 }
 

@@ -47,12 +47,12 @@ use revm::context::result::InvalidTransaction;
 use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{State, WrapDatabaseRef};
 
-use super::call::{halt_message, revert_reason};
-use super::convert::{BlockTxs, rpc_block};
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, invalid};
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
+use crate::rpc::eth::call::{halt_message, revert_reason};
+use crate::rpc::eth::convert::{BlockTxs, rpc_block};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Reader, StateAt};
 use crate::trie::overlay_state_root;
 

@@ -20,11 +20,11 @@ use revm::context::result::{ExecutionResult, HaltReason, OutOfGasError, ResultAn
 use revm::inspector::NoOpInspector;
 use revm_inspectors::access_list::AccessListInspector;
 
-use super::call::{call_request, halt_message, revert_reason};
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef};
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
+use crate::rpc::eth::call::{call_request, halt_message, revert_reason};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::StateAt;
 
 /// Gas of a plain value transfer.

@@ -8,9 +8,9 @@ use jsonrpsee::http_client::HttpClientBuilder;
 use jsonrpsee::rpc_params;
 use jsonrpsee::types::Params;
 
-use super::eth::{Raw, to_value};
-use super::params::Args;
-use super::{RpcContext, RpcError, RpcResult};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::Args;
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// How long a forwarded transaction may take.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);

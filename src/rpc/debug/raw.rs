@@ -9,9 +9,9 @@ use alloy_primitives::Bytes;
 use alloy_rlp::Encodable;
 use jsonrpsee::types::Params;
 
-use super::eth::{Raw, to_value};
-use super::params::Args;
-use super::{RpcContext, RpcResult};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::Args;
+use crate::rpc::{RpcContext, RpcResult};
 
 impl RpcContext {
     /// `debug_getRawHeader(block)`: RLP of the header; `header not found` if not stored.
@@ -19,7 +19,7 @@ impl RpcContext {
         let a = Args::new(&p, 1)?;
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, a.block_req(0, "block")?)?;
-        let header = r.header(n)?.ok_or(super::RpcError::HeaderNotFound)?;
+        let header = r.header(n)?.ok_or(crate::rpc::RpcError::HeaderNotFound)?;
         let mut out = Vec::new();
         header.encode(&mut out);
         to_value(Bytes::from(out))
@@ -31,8 +31,8 @@ impl RpcContext {
         let a = Args::new(&p, 1)?;
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, a.block_req(0, "block")?)?;
-        let header = r.header(n)?.ok_or(super::RpcError::HeaderNotFound)?;
-        let (rest, _) = r.body(n)?.ok_or(super::RpcError::HeaderNotFound)?;
+        let header = r.header(n)?.ok_or(crate::rpc::RpcError::HeaderNotFound)?;
+        let (rest, _) = r.body(n)?.ok_or(crate::rpc::RpcError::HeaderNotFound)?;
         let transactions: Vec<TxEnvelope> = r.transactions(n)?.into_iter().map(|t| t.tx).collect();
         let block = Block {
             header,
@@ -49,7 +49,7 @@ impl RpcContext {
         let a = Args::new(&p, 1)?;
         let r = self.db.begin_read()?;
         let n = self.resolve_required(&r, a.block_req(0, "block")?)?;
-        let receipts = r.receipts(n)?.ok_or(super::RpcError::HeaderNotFound)?;
+        let receipts = r.receipts(n)?.ok_or(crate::rpc::RpcError::HeaderNotFound)?;
         let encoded: Vec<Bytes> =
             receipts.iter().map(|rc| Bytes::from(rc.encoded_2718())).collect();
         to_value(encoded)

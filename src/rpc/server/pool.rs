@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::sync::{Semaphore, oneshot};
 
-use super::{RpcError, RpcResult, panic_message};
+use crate::rpc::{RpcError, RpcResult, panic_message};
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -22,12 +22,12 @@ use revm::primitives::hardfork::SpecId;
 use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
-use super::call::{call_object, call_request};
-use super::eth::{Raw, to_value};
-use super::params::{Args, BlockRef, invalid};
-use super::trace_json::{trace_results, trace_results_list};
-use super::{RpcContext, RpcError, RpcResult};
 use crate::evm::{CallRequest, execute_call, prepare_call_on};
+use crate::rpc::eth::call::{call_object, call_request};
+use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::trace::json::{trace_results, trace_results_list};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// Most calls one `trace_callMany` takes.
 const MAX_CALL_MANY: usize = 1000;
@@ -61,7 +61,7 @@ impl RpcContext {
         Ok((req, types, block))
     }
 
-    pub(super) fn trace_types(&self, a: &Args, i: usize) -> RpcResult<HashSet<TraceType>> {
+    pub(crate) fn trace_types(&self, a: &Args, i: usize) -> RpcResult<HashSet<TraceType>> {
         let names: Vec<String> = a.req(i, "traceTypes")?;
         let mut types = HashSet::default();
         for name in names {
@@ -207,7 +207,7 @@ impl RpcContext {
 /// (Spurious Dragon on), so it died and gets `-` for balance, nonce and code
 /// (`tests/trace_golden.rs`, `touched_empty_account_dies_under_eip161`). Its slots cannot be
 /// listed: a `DatabaseRef` cannot enumerate storage, and the removed account implies them.
-pub(super) fn normalize<DB: DatabaseRef>(
+pub(crate) fn normalize<DB: DatabaseRef>(
     mut results: TraceResults,
     post: &EvmState,
     pre: &DB,

@@ -1,0 +1,4 @@
+//! The `debug_` namespace: raw consensus encodings of stored data and geth-style tracing.
+
+pub(crate) mod geth;
+pub(crate) mod raw;

@@ -1,0 +1,14 @@
+//! The `eth_`, `net_` and `web3_` namespaces: reads of blocks, transactions, receipts, state
+//! and logs, fees, simulated calls (`eth_call`, `eth_estimateGas`, `eth_simulateV1`), proofs,
+//! `eth_config`, and the forwarding of raw transactions.
+
+pub(crate) mod call;
+pub(crate) mod config;
+pub(crate) mod convert;
+pub(crate) mod estimate;
+pub(crate) mod fees;
+pub(crate) mod forward;
+pub(crate) mod logs;
+pub(crate) mod proof;
+pub(crate) mod reads;
+pub(crate) mod simulate;

@@ -1,0 +1,14 @@
+//! The server side of JSON-RPC: HTTP and WebSocket transports, the envelope and its dispatch,
+//! parameter parsing, the worker pools, the method table, result caches and the one mapping of
+//! errors to JSON-RPC codes. The methods themselves live in the namespaces beside it.
+
+pub(crate) mod cache;
+pub(crate) mod dispatch;
+pub(crate) mod error;
+pub(crate) mod http;
+pub(crate) mod in_process;
+pub(crate) mod json;
+pub(crate) mod methods;
+pub(crate) mod params;
+pub(crate) mod pool;
+pub(crate) mod ws;
