@@ -28,4 +28,10 @@ pub enum ChainError {
         /// The configured terminal total difficulty.
         ttd: alloy_primitives::U256,
     },
+    /// A built-in network's genesis is broken (a build problem, never the user's input).
+    #[error("{message}")]
+    Embedded {
+        /// What was wrong.
+        message: String,
+    },
 }

@@ -10,7 +10,7 @@ use alloy_genesis::Genesis;
 use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition};
 use alloy_primitives::{Address, B256, U256};
 
-use super::{ChainError, genesis_header};
+use super::{ChainError, HeaderPolicy, Network, genesis_header};
 
 /// Everything loupe needs to know about a chain to execute its blocks.
 ///
@@ -27,6 +27,10 @@ struct Inner {
     genesis_hash: B256,
     hardforks: EthereumChainHardforks,
     blob_schedule: BlobScheduleBlobParams,
+    /// The named network, recognised by chain id and genesis hash.
+    network: Option<Network>,
+    /// The datadir's header policy (`Strict` until [`ChainSpec::with_header_policy`]).
+    header_policy: HeaderPolicy,
 }
 
 impl ChainSpec {
@@ -60,7 +64,9 @@ impl ChainSpec {
 
     /// Builds the spec from a parsed genesis: fork list as reth derives it, with two
     /// corrections — the DAO fork only when `daoForkSupport` is set, and the merge placed at
-    /// `mergeNetsplitBlock` (never guessed as block 0 for a chain with a non-zero TTD).
+    /// `mergeNetsplitBlock` (never guessed as block 0 for a chain with a non-zero TTD). The
+    /// genesis of a named network (its chain id and genesis hash) gets the network's schedule
+    /// from code instead, whatever its configuration says.
     pub fn from_genesis(genesis: Genesis) -> Result<Self, ChainError> {
         Self::build(genesis, None)
     }
@@ -86,16 +92,16 @@ impl ChainSpec {
         forks.extend(
             block_forks.into_iter().filter_map(|(f, b)| Some((f, ForkCondition::Block(b?)))),
         );
-        if let Some(ttd) = c.terminal_total_difficulty {
-            let activation = match c.merge_netsplit_block {
-                Some(block) => block,
-                None if ttd.is_zero() => 0,
-                None => return Err(ChainError::MergeBlockUnknown { ttd }),
-            };
+        // The merge: placed at `mergeNetsplitBlock` here, and moved to a named network's real
+        // first proof-of-stake block below, once the genesis hash says which network this is.
+        let ttd = c.terminal_total_difficulty;
+        let placed =
+            ttd.map(|ttd| (c.merge_netsplit_block.or_else(|| ttd.is_zero().then_some(0)), ttd));
+        if let Some((activation, ttd)) = placed {
             forks.push((
                 EthereumHardfork::Paris,
                 ForkCondition::TTD {
-                    activation_block_number: activation,
+                    activation_block_number: activation.unwrap_or(u64::MAX),
                     fork_block: c.merge_netsplit_block,
                     total_difficulty: ttd,
                 },
@@ -116,13 +122,21 @@ impl ChainSpec {
         forks.extend(
             time_forks.into_iter().filter_map(|(f, t)| Some((f, ForkCondition::Timestamp(t?)))),
         );
-        let hardforks = EthereumChainHardforks::new(forks);
+        let mut hardforks = EthereumChainHardforks::new(forks);
         let blob_schedule = c.blob_schedule_blob_params();
         let mut genesis_header = genesis_header(&genesis, &hardforks);
         if let Some(root) = state_root {
             genesis_header.state_root = root;
         }
         let genesis_hash = genesis_header.hash_slow();
+        // A named network's genesis, however its configuration was written: its fork schedule
+        // is the network's, from code (as reth does), with the merge at its first PoS block.
+        let network = Network::recognise(c.chain_id, genesis_hash);
+        if let Some(n) = network {
+            hardforks = EthereumChainHardforks::new(n.hardforks());
+        } else if let Some((None, ttd)) = placed {
+            return Err(ChainError::MergeBlockUnknown { ttd });
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 genesis,
@@ -130,8 +144,66 @@ impl ChainSpec {
                 genesis_hash,
                 hardforks,
                 blob_schedule,
+                network,
+                header_policy: HeaderPolicy::Strict,
             }),
         })
+    }
+
+    /// The spec of a named network, with its genesis allocation (the binary's own copy) in
+    /// [`ChainSpec::genesis`]. Fails only if the embedded genesis does not give the network's
+    /// known hash, which would be a broken build.
+    pub fn named(network: Network) -> Result<Self, ChainError> {
+        let json = network.genesis_json().map_err(|message| ChainError::Embedded { message })?;
+        let spec = Self::from_genesis_json(&json)?;
+        if spec.genesis_hash() != network.genesis_hash() {
+            return Err(ChainError::Embedded {
+                message: format!(
+                    "the embedded {network} genesis gives hash {}, not the network's {}",
+                    spec.genesis_hash(),
+                    network.genesis_hash()
+                ),
+            });
+        }
+        Ok(spec)
+    }
+
+    /// The same spec under another header policy (the datadir's).
+    pub fn with_header_policy(self, policy: HeaderPolicy) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                genesis: inner.genesis.clone(),
+                genesis_header: inner.genesis_header.clone(),
+                genesis_hash: inner.genesis_hash,
+                hardforks: inner.hardforks.clone(),
+                blob_schedule: inner.blob_schedule.clone(),
+                network: inner.network,
+                header_policy: policy,
+            }),
+        }
+    }
+
+    /// The named network this chain is (recognised by its chain id and genesis hash).
+    pub fn network(&self) -> Option<Network> {
+        self.inner.network
+    }
+
+    /// How strictly headers are checked (recorded in the datadir at `init`).
+    pub fn header_policy(&self) -> HeaderPolicy {
+        self.inner.header_policy
+    }
+
+    /// The DAO fork's block and whether this chain took it (`daoForkSupport`): from the
+    /// configuration, so that a chain that declares the block without support is held to the
+    /// other side of the extra-data rule (geth's rule).
+    pub fn dao_fork(&self) -> Option<(u64, bool)> {
+        if let Some(n) = self.inner.network {
+            return (n == Network::Mainnet)
+                .then_some((alloy_hardforks::ethereum::MAINNET_DAO_BLOCK, true));
+        }
+        let c = &self.inner.genesis.config;
+        c.dao_fork_block.map(|b| (b, c.dao_fork_support))
     }
 
     /// The chain id (EIP-155).

@@ -27,6 +27,71 @@ impl DatadirArgs {
     }
 }
 
+/// Which chain a datadir holds, given where a datadir may be initialised.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ChainArgs {
+    /// The chain: `mainnet`, `sepolia`, `holesky` or `hoodi` (built in), or the path of a
+    /// geth-style genesis.json. An empty datadir is initialised with it; an initialised one must
+    /// hold the same genesis.
+    #[arg(long = "chain", visible_alias = "genesis", value_name = "NAME|FILE")]
+    pub chain: Option<String>,
+    /// How strictly headers are checked, recorded at init: `strict` (every consensus rule) or
+    /// `dev` (also takes a timestamp equal to the parent's and any base fee, as anvil and
+    /// hardhat mine). Default: `dev` for chain id 31337, else `strict`; `dev` is refused for
+    /// the named networks.
+    #[arg(long = "header-policy", value_name = "strict|dev", value_parser = ["strict", "dev"])]
+    pub header_policy: Option<String>,
+}
+
+impl ChainArgs {
+    /// Where the genesis comes from, if `--chain` was given.
+    pub fn source(&self) -> Option<crate::import::GenesisSource<'_>> {
+        let chain = self.chain.as_deref()?;
+        Some(match crate::chain::Network::from_name(chain) {
+            Some(n) => crate::import::GenesisSource::Network(n),
+            None => crate::import::GenesisSource::File(std::path::Path::new(chain)),
+        })
+    }
+
+    /// The init options these flags ask for.
+    pub fn options(&self) -> crate::import::InitOptions {
+        crate::import::InitOptions {
+            policy: self.header_policy.as_deref().and_then(crate::chain::HeaderPolicy::from_name),
+            foreign_chain_id: false,
+        }
+    }
+
+    /// The datadir's chain spec: initialised from `--chain` when given (a no-op, or a refusal
+    /// naming both genesis hashes, on a datadir that holds a chain already), else read back.
+    pub fn spec(
+        &self,
+        db: &crate::storage::Database,
+    ) -> Result<crate::chain::ChainSpec, crate::import::ImportError> {
+        match self.source() {
+            Some(source) => {
+                let (spec, created) = crate::import::init_with(db, source, self.options())?;
+                if created {
+                    tracing::info!(
+                        target: "import",
+                        genesis = %spec.genesis_hash(),
+                        chain_id = spec.chain_id(),
+                        network = spec.network().map_or("none", |n| n.name()),
+                        policy = %spec.header_policy(),
+                        "initialised the datadir"
+                    );
+                }
+                Ok(spec)
+            }
+            None => {
+                if self.header_policy.is_some() {
+                    tracing::warn!(target: "import", "--header-policy applies only at init (with --chain)");
+                }
+                crate::import::load_spec(db)?.ok_or(crate::import::ImportError::NotInitialised)
+            }
+        }
+    }
+}
+
 /// Logging.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Logging")]

@@ -123,10 +123,15 @@ fn config_args(path: &Path, command: &str) -> Result<Vec<OsString>, ConfigError>
         message: e.to_string(),
     })?;
     let root = Cli::command();
-    let mut flags: Vec<String> =
-        root.get_arguments().filter_map(|a| a.get_long().map(str::to_string)).collect();
+    // A flag's long name and its visible aliases (`genesis` for `chain`).
+    let names = |a: &clap::Arg| -> Vec<String> {
+        a.get_long_and_visible_aliases()
+            .map(|v| v.into_iter().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let mut flags: Vec<String> = root.get_arguments().flat_map(names).collect();
     if let Some(sub) = root.find_subcommand(command) {
-        flags.extend(sub.get_arguments().filter_map(|a| a.get_long().map(str::to_string)));
+        flags.extend(sub.get_arguments().flat_map(names));
     }
     flags.retain(|f| f != "config" && f != "help" && f != "version");
     let mut out = Vec::new();

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use eyre::{Context, Result};
 
-pub use args::{DatadirArgs, FollowArgs, LogArgs, RpcArgs};
+pub use args::{ChainArgs, DatadirArgs, FollowArgs, LogArgs, RpcArgs};
 
-use crate::import::{init_genesis, init_genesis_file, load_spec};
+use crate::import::init_genesis;
 use crate::storage::Database;
 
 /// loupe — a fast, lightweight Ethereum archive node serving JSON-RPC over HTTP.
@@ -34,7 +34,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Initialise a datadir from a geth-style genesis.json.
+    /// Initialise a datadir: a named network (`--chain mainnet`) or a geth-style genesis.json.
     Init(InitCmd),
     /// Import RLP chain files (concatenated blocks), executing and verifying every block.
     Import(ImportCmd),
@@ -471,6 +471,9 @@ pub struct NodeCmd {
     /// Data directory.
     #[command(flatten)]
     pub datadir: DatadirArgs,
+    /// The chain (initialises an empty datadir).
+    #[command(flatten)]
+    pub chain: ChainArgs,
     /// Server flags.
     #[command(flatten)]
     pub rpc: RpcArgs,
@@ -479,7 +482,7 @@ pub struct NodeCmd {
 impl NodeCmd {
     fn run(self) -> Result<()> {
         let db = self.datadir.open()?;
-        let spec = load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
+        let spec = self.chain.spec(&db)?;
         let config = self.rpc.to_config()?;
         serve(std::sync::Arc::new(db), spec, config, None, None)
     }
@@ -488,12 +491,12 @@ impl NodeCmd {
 /// `loupe follow`.
 #[derive(Debug, clap::Args)]
 pub struct FollowCmd {
-    /// Data directory (made by `loupe init`, or initialised from `--genesis`).
+    /// Data directory (made by `loupe init`, or initialised from `--chain`).
     #[command(flatten)]
     pub datadir: DatadirArgs,
-    /// Initialise an empty datadir with this genesis first.
-    #[arg(long, value_name = "FILE")]
-    pub genesis: Option<PathBuf>,
+    /// The chain (initialises an empty datadir).
+    #[command(flatten)]
+    pub chain: ChainArgs,
     /// Following flags.
     #[command(flatten)]
     pub follow: FollowArgs,
@@ -505,10 +508,8 @@ pub struct FollowCmd {
 impl FollowCmd {
     fn run(self) -> Result<()> {
         let db = std::sync::Arc::new(self.datadir.open()?);
-        let spec = match &self.genesis {
-            Some(path) => init_genesis_file(&db, path)?.0,
-            None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
-        };
+        let spec = self.chain.spec(&db)?;
+        tracing::info!(target: "follow", policy = %spec.header_policy(), "header policy");
         let mut config = self.rpc.to_config()?;
         let follow = self.follow.to_config()?;
         let status = std::sync::Arc::new(crate::chain::SyncStatus::new());
@@ -656,9 +657,9 @@ pub struct InitCmd {
     /// Data directory.
     #[command(flatten)]
     pub datadir: DatadirArgs,
-    /// Path to a geth-style genesis.json.
-    #[arg(long, value_name = "FILE")]
-    pub genesis: PathBuf,
+    /// The chain.
+    #[command(flatten)]
+    pub chain: ChainArgs,
 }
 
 /// `loupe import`.
@@ -667,9 +668,9 @@ pub struct ImportCmd {
     /// Data directory.
     #[command(flatten)]
     pub datadir: DatadirArgs,
-    /// Initialise an empty datadir with this genesis first.
-    #[arg(long, value_name = "FILE")]
-    pub genesis: Option<PathBuf>,
+    /// The chain (initialises an empty datadir).
+    #[command(flatten)]
+    pub chain: ChainArgs,
     /// RLP chain files, imported in the order given.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -706,13 +707,20 @@ impl Cli {
 impl InitCmd {
     fn run(self) -> Result<()> {
         let db = self.datadir.open()?;
-        let (spec, created) = init_genesis_file(&db, &self.genesis)?;
+        let Some(source) = self.chain.source() else {
+            eyre::bail!(
+                "loupe init needs --chain NAME|FILE (mainnet, sepolia, holesky, hoodi, or a genesis.json)"
+            );
+        };
+        let (spec, created) = crate::import::init_with(&db, source, self.chain.options())?;
         if created {
+            let network = spec.network().map(|n| format!(", {n}")).unwrap_or_default();
             println!(
-                "initialised {} with genesis {} (chain id {})",
+                "initialised {} with genesis {} (chain id {}{network}, header policy {})",
                 self.datadir.datadir.display(),
                 spec.genesis_hash(),
-                spec.chain_id()
+                spec.chain_id(),
+                spec.header_policy()
             );
         } else {
             println!("already initialised with genesis {}; nothing to do", spec.genesis_hash());
@@ -725,10 +733,7 @@ impl ImportCmd {
     fn run(self) -> Result<()> {
         let stop = stop_on_signal()?;
         let db = self.datadir.open()?;
-        let spec = match &self.genesis {
-            Some(path) => init_genesis_file(&db, path)?.0,
-            None => load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?,
-        };
+        let spec = self.chain.spec(&db)?;
         let options = crate::import::ImportOptions {
             sync_every: self.sync_every.max(1),
             batch: self.batch.max(1),

@@ -6,14 +6,17 @@ use alloy_consensus::transaction::Recovered;
 use alloy_consensus::{Block, Eip658Value, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::eip7685::Requests;
 use alloy_evm::block::BlockExecutor;
+use alloy_evm::eth::dao_fork::{DAO_HARDFORK_ACCOUNTS, DAO_HARDFORK_BENEFICIARY};
 use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
+use alloy_evm::eth::spec::EthExecutorSpec;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
 use alloy_evm::{EthEvmFactory, Evm, EvmFactory};
 use alloy_hardforks::EthereumHardforks;
+use alloy_hardforks::{EthereumHardfork, ForkCondition};
 use alloy_primitives::{Address, B256};
 use revm::database::states::StateChangeset;
 use revm::database::states::bundle_state::BundleRetention;
-use revm::database::{DatabaseRef, OriginalValuesKnown, State};
+use revm::database::{DatabaseCommitExt, DatabaseRef, OriginalValuesKnown, State};
 
 use super::{EvmError, block_env};
 use crate::chain::ChainSpec;
@@ -58,6 +61,7 @@ where
     let header = &block.header;
     let pre_byzantium = !spec.is_byzantium_active_at_block(header.number);
     let mut state = State::builder().with_database_ref(parent_state).with_bundle_update().build();
+    apply_dao_fork(spec, header.number, &mut state)?;
     let env = block_env(spec, header);
     let evm = EthEvmFactory::default().create_evm(&mut state, env);
     let ctx = EthBlockExecutionCtx {
@@ -69,7 +73,8 @@ where
         tx_count_hint: Some(block.body.transactions.len()),
         slot_number: None,
     };
-    let mut executor = EthBlockExecutor::new(evm, ctx, spec, AlloyReceiptBuilder::default());
+    let mut executor =
+        EthBlockExecutor::new(evm, ctx, WithoutDao(spec), AlloyReceiptBuilder::default());
     executor.apply_pre_execution_changes().map_err(|e| EvmError::Block(e.to_string()))?;
     for (index, (tx, sender)) in block.body.transactions.iter().zip(senders).enumerate() {
         executor
@@ -106,4 +111,43 @@ where
         changes,
         touched,
     })
+}
+
+/// The chain's forks as alloy-evm's block executor sees them: without the DAO fork, whose
+/// balance transfer the executor would make after the block's transactions. EIP-779 (and
+/// geth) make it before them; [`apply_dao_fork`] does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WithoutDao<'a>(pub(crate) &'a ChainSpec);
+
+impl EthereumHardforks for WithoutDao<'_> {
+    fn ethereum_fork_activation(&self, fork: EthereumHardfork) -> ForkCondition {
+        match fork {
+            EthereumHardfork::Dao => ForkCondition::Never,
+            other => self.0.ethereum_fork_activation(other),
+        }
+    }
+}
+
+impl EthExecutorSpec for WithoutDao<'_> {
+    fn deposit_contract_address(&self) -> Option<Address> {
+        self.0.deposit_contract_address()
+    }
+}
+
+/// EIP-779: at the DAO fork block, before its transactions run, the balances of the DAO and
+/// its child contracts move to the refund contract.
+pub(crate) fn apply_dao_fork<DB: DatabaseCommitExt>(
+    spec: &ChainSpec,
+    number: u64,
+    db: &mut DB,
+) -> Result<(), EvmError>
+where
+    DB::Error: std::fmt::Display,
+{
+    if !spec.ethereum_fork_activation(EthereumHardfork::Dao).transitions_at_block(number) {
+        return Ok(());
+    }
+    let fail = |e: DB::Error| EvmError::Block(format!("DAO fork balance transfer: {e}"));
+    let drained: u128 = db.drain_balances(DAO_HARDFORK_ACCOUNTS).map_err(fail)?.into_iter().sum();
+    db.increment_balances([(DAO_HARDFORK_BENEFICIARY, drained)]).map_err(fail)
 }

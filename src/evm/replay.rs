@@ -101,6 +101,8 @@ where
     let ReplayBlock { header, transactions } = block;
     let end = traced.end.min(transactions.len());
     let mut state = State::builder().with_database_ref(parent_state).build();
+    super::execute::apply_dao_fork(spec, header.number, &mut state)
+        .map_err(|e| ReplayError::Block(e.to_string()))?;
     let env = block_env(spec, header);
     let block_env = env.block_env.clone();
     let mut deadline = Deadline::new(timeout);
@@ -122,7 +124,12 @@ where
         tx_count_hint: Some(end),
         slot_number: None,
     };
-    let mut executor = EthBlockExecutor::new(evm, ctx, spec, AlloyReceiptBuilder::default());
+    let mut executor = EthBlockExecutor::new(
+        evm,
+        ctx,
+        super::execute::WithoutDao(spec),
+        AlloyReceiptBuilder::default(),
+    );
     executor.apply_pre_execution_changes().map_err(|e| ReplayError::Block(e.to_string()))?;
     let tx_error = |index: usize| {
         move |e: alloy_evm::block::BlockExecutionError| ReplayError::Transaction {

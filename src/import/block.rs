@@ -10,6 +10,7 @@ use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, Bloom};
 
 use super::ImportError;
+use super::header::check_block;
 use crate::chain::ChainSpec;
 use crate::evm::{BlockOutcome, EvmError, execute_block};
 use crate::storage::{Database, Writer};
@@ -153,7 +154,7 @@ fn store_on_snapshot(
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
-    check_header(spec, &block.header, &parent, prepared.hash)?;
+    check_block(spec, block, prepared.hash, &parent, reader)?;
     store_block(writer, spec, block, prepared, parent_hash, reader.state_at(head)?, ahead)
 }
 
@@ -185,86 +186,9 @@ pub(super) fn store_pending(
     }
     let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
-    check_header(spec, &block.header, &parent, hash)?;
+    check_block(spec, block, hash, &parent, writer)?;
     store_block(writer, spec, block, prepared, parent_hash, writer.pending_state()?, ahead)?;
     Ok(hash)
-}
-
-/// The header rules execution does not enforce by itself, checked against the parent before
-/// the block runs (the yellow paper's header validity, EIP-1559's gas limit step and EIP-3675).
-/// Written here: alloy has no header validator outside reth's consensus crates.
-/// Proof of work is not checked (a pre-merge chain is trusted for its seals, as documented).
-fn check_header(
-    spec: &ChainSpec,
-    header: &alloy_consensus::Header,
-    parent: &alloy_consensus::Header,
-    hash: B256,
-) -> Result<(), ImportError> {
-    let number = header.number;
-    let invalid = |rule: String| Err(ImportError::InvalidHeader { number, hash, rule });
-    if header.extra_data.len() > 32 {
-        return invalid(format!("extra data is {} bytes, more than 32", header.extra_data.len()));
-    }
-    // Consensus wants a later timestamp; anvil, a supported upstream, mines several blocks in
-    // one second with equal ones, so only time going backwards is refused.
-    if header.timestamp < parent.timestamp {
-        return invalid(format!(
-            "timestamp {} is before the parent's {}",
-            header.timestamp, parent.timestamp
-        ));
-    }
-    if header.gas_used > header.gas_limit {
-        return invalid(format!(
-            "gas used {} is above the gas limit {}",
-            header.gas_used, header.gas_limit
-        ));
-    }
-    // EIP-1559: at the London block the parent's limit counts double (the elasticity).
-    let london = spec.is_london_active_at_block(number);
-    let parent_limit = if london && !spec.is_london_active_at_block(parent.number) {
-        parent.gas_limit.saturating_mul(2)
-    } else {
-        parent.gas_limit
-    };
-    let step = parent_limit / 1024;
-    if header.gas_limit.abs_diff(parent_limit) >= step.max(1) || header.gas_limit < 5000 {
-        return invalid(format!(
-            "gas limit {} is not within {} of the parent's {parent_limit} (or below 5000)",
-            header.gas_limit,
-            step.saturating_sub(1)
-        ));
-    }
-    // The EIP-1559 base fee is not checked: anvil, a supported upstream, breaks the formula
-    // after its reorgs. A block runs with the base fee its header states, so the roots still
-    // catch a fee that changes what the block does (FUZZING.md).
-    // EIP-4844: the excess blob gas follows from the parent's (0 at the fork block). Blob gas
-    // used is checked against execution; the excess only shows in the blob base fee.
-    if let Some(params) = spec.blob_params_at(header.timestamp) {
-        let expected = parent.next_block_excess_blob_gas(params).unwrap_or(0);
-        if header.excess_blob_gas != Some(expected) {
-            return invalid(format!(
-                "excess blob gas {:?} is not the {expected} the parent's blob gas gives",
-                header.excess_blob_gas
-            ));
-        }
-    }
-    // EIP-3675: after the merge (a parent without difficulty on a chain with a terminal total
-    // difficulty, or a block without one), no difficulty, nonce or ommers.
-    let merged = spec.is_paris_active_at_block(number)
-        || spec.terminal_total_difficulty().is_some()
-            && (parent.difficulty.is_zero() && parent.number > 0 || header.difficulty.is_zero());
-    if merged {
-        if !header.difficulty.is_zero() {
-            return invalid(format!("difficulty {} after the merge", header.difficulty));
-        }
-        if !header.nonce.is_zero() {
-            return invalid(format!("nonce {} after the merge", header.nonce));
-        }
-        if header.ommers_hash != alloy_consensus::EMPTY_OMMER_ROOT_HASH {
-            return invalid("ommers after the merge".into());
-        }
-    }
-    Ok(())
 }
 
 /// Time spent per phase of [`store_block`].

@@ -48,16 +48,18 @@ pub enum ImportError {
         /// Value loupe computed.
         got: String,
     },
-    /// A header breaks a rule checked against its parent (gas limit bounds,
-    /// timestamp, extra data, proof-of-stake fields).
-    #[error("block #{number} ({hash}): invalid header: {rule}")]
+    /// A block breaks a consensus rule checked before it runs (`import::header`): its header
+    /// against its parent, or its body's shape.
+    #[error("block #{number} ({hash}): invalid header: {rule} rule: {detail}")]
     InvalidHeader {
         /// Block number.
         number: u64,
         /// Block hash.
         hash: B256,
-        /// The rule broken, with the values.
-        rule: String,
+        /// The rule broken.
+        rule: super::Rule,
+        /// The values that break it.
+        detail: String,
     },
     /// A block arrived out of order.
     #[error("block #{number} ({hash}) is out of order: expected block #{expected} next")]
@@ -112,8 +114,44 @@ pub enum ImportError {
         /// Hash of the given genesis.
         given: B256,
     },
+    /// A genesis with a named network's chain id that is not that network's genesis.
+    #[error(
+        "chain id {chain_id} is {network}'s, whose genesis hash is {known}, but this genesis \
+         gives {given}: use `--chain {network}` for {network}, or another chain id for a \
+         private chain"
+    )]
+    NotTheNetwork {
+        /// The network.
+        network: &'static str,
+        /// Its chain id.
+        chain_id: u64,
+        /// Its genesis hash.
+        known: B256,
+        /// The given genesis's hash.
+        given: B256,
+    },
+    /// The lenient header policy asked for a named network.
+    #[error(
+        "--header-policy dev is refused for {network}: a public network's blocks follow every \
+         rule (dev exists for anvil and hardhat chains)"
+    )]
+    DevPolicyRefused {
+        /// The network.
+        network: &'static str,
+    },
+    /// `init` asked for another header policy than the datadir recorded.
+    #[error(
+        "the datadir was initialised with --header-policy {stored}; it cannot change to \
+         {asked} (initialise a new datadir)"
+    )]
+    PolicyMismatch {
+        /// The recorded policy.
+        stored: crate::chain::HeaderPolicy,
+        /// The policy asked for.
+        asked: crate::chain::HeaderPolicy,
+    },
     /// Import into a datadir that has no genesis yet.
-    #[error("datadir is not initialised: run `loupe init --genesis FILE` or pass --genesis")]
+    #[error("datadir is not initialised: run `loupe init --chain NAME|FILE` or pass --chain")]
     NotInitialised,
     /// The stored genesis text is not valid.
     #[error("chain definition: {0}")]

@@ -17,14 +17,17 @@ use revm::database::states::{PlainStorageChangeset, StateChangeset};
 use revm::state::AccountInfo;
 
 use super::ImportError;
-use crate::chain::{ChainError, ChainSpec, GenesisHead, GenesisItem, stream_genesis};
+use crate::chain::{
+    ChainError, ChainSpec, GenesisHead, GenesisItem, HeaderPolicy, Network, stream_genesis,
+};
 use crate::storage::{Database, Writer};
 use crate::trie::build_state_root;
 
 /// Allocation items (accounts and slots) written per commit while initialising.
 const GENESIS_BATCH: usize = 200_000;
 
-/// Reads the chain spec stored at init; `None` for an uninitialised datadir.
+/// Reads the chain spec stored at init, under the datadir's header policy; `None` for an
+/// uninitialised datadir.
 pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
     let r = db.begin_read()?;
     let Some(json) = r.genesis_json()? else { return Ok(None) };
@@ -32,7 +35,41 @@ pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
         .map_err(|error| ChainError::Parse { path: "<stored genesis>".into(), error })?;
     let number = genesis.number.unwrap_or_default();
     let header = r.header(number)?.ok_or(ImportError::NotInitialised)?;
-    Ok(Some(ChainSpec::from_genesis_with_state_root(genesis, header.state_root)?))
+    let spec = ChainSpec::from_genesis_with_state_root(genesis, header.state_root)?;
+    let policy = match r.header_policy()? {
+        Some(name) => HeaderPolicy::from_name(&name).ok_or_else(|| {
+            ImportError::Storage(crate::storage::StorageError::Corrupt {
+                table: "meta",
+                detail: format!("unknown header policy {name:?}"),
+            })
+        })?,
+        None => HeaderPolicy::default_for(spec.chain_id()),
+    };
+    Ok(Some(spec.with_header_policy(policy)))
+}
+
+/// What `init` may be told besides the genesis.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InitOptions {
+    /// The header policy to record (`None`: [`HeaderPolicy::default_for`] the chain id). On a
+    /// datadir initialised before, a policy that differs from the recorded one is refused.
+    pub policy: Option<HeaderPolicy>,
+    /// Take a genesis whose chain id is a named network's but whose hash is not (the consensus
+    /// test suites use chain id 1 for their own chains). Off: such a genesis is refused,
+    /// naming both hashes, since a file claiming mainnet's chain id is most likely a broken
+    /// copy of mainnet's genesis.
+    pub foreign_chain_id: bool,
+}
+
+/// Where a genesis comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum GenesisSource<'a> {
+    /// A named network's built-in genesis.
+    Network(Network),
+    /// A geth-style genesis.json file, streamed (any size).
+    File(&'a Path),
+    /// genesis.json text.
+    Json(&'a str),
 }
 
 /// Initialises `db` with the genesis in `genesis_json` (block 0 and its allocation).
@@ -40,16 +77,73 @@ pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
 /// On a datadir initialised before, this is a no-op when the genesis is the same and an error
 /// naming both genesis hashes when it is not.
 pub fn init_genesis(db: &Database, genesis_json: &str) -> Result<(ChainSpec, bool), ImportError> {
-    init_from(db, &|| Ok(Box::new(genesis_json.as_bytes())))
+    init_with(db, GenesisSource::Json(genesis_json), InitOptions::default())
 }
 
 /// [`init_genesis`] reading the file at `path` as a stream (any size).
 pub fn init_genesis_file(db: &Database, path: &Path) -> Result<(ChainSpec, bool), ImportError> {
-    init_from(db, &|| {
-        let file = std::fs::File::open(path)
-            .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
-        Ok(Box::new(file))
-    })
+    init_with(db, GenesisSource::File(path), InitOptions::default())
+}
+
+/// Initialises `db` from `source` with `options`; returns the spec (under the recorded header
+/// policy) and whether anything was written. A named network's genesis must give its known
+/// hash, and [`HeaderPolicy::Dev`] is refused for the named networks and their chain ids.
+pub fn init_with(
+    db: &Database,
+    source: GenesisSource<'_>,
+    options: InitOptions,
+) -> Result<(ChainSpec, bool), ImportError> {
+    let network_json = match source {
+        GenesisSource::Network(n) => {
+            Some(n.genesis_json().map_err(|message| ChainError::Embedded { message })?)
+        }
+        _ => None,
+    };
+    let open: &Opener<'_> = &|| match source {
+        GenesisSource::Network(_) => {
+            Ok(Box::new(network_json.as_deref().unwrap_or_default().as_bytes()) as Box<dyn Read>)
+        }
+        GenesisSource::Json(json) => Ok(Box::new(json.as_bytes())),
+        GenesisSource::File(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|error| ImportError::Open { path: path.display().to_string(), error })?;
+            Ok(Box::new(file))
+        }
+    };
+    let check = |spec: &ChainSpec| -> Result<HeaderPolicy, ImportError> {
+        let chain_id = spec.chain_id();
+        if let GenesisSource::Network(n) = source
+            && spec.genesis_hash() != n.genesis_hash()
+        {
+            return Err(ChainError::Embedded {
+                message: format!(
+                    "the built-in {n} genesis gives hash {}, not the network's {}",
+                    spec.genesis_hash(),
+                    n.genesis_hash()
+                ),
+            }
+            .into());
+        }
+        if let Some(n) = Network::from_chain_id(chain_id)
+            && spec.network().is_none()
+            && !options.foreign_chain_id
+        {
+            return Err(ImportError::NotTheNetwork {
+                network: n.name(),
+                chain_id,
+                known: n.genesis_hash(),
+                given: spec.genesis_hash(),
+            });
+        }
+        let policy = options.policy.unwrap_or_else(|| HeaderPolicy::default_for(chain_id));
+        if policy == HeaderPolicy::Dev
+            && let Some(n) = spec.network().or_else(|| Network::from_chain_id(chain_id))
+        {
+            return Err(ImportError::DevPolicyRefused { network: n.name() });
+        }
+        Ok(policy)
+    };
+    init_from(db, open, &check, options.policy)
 }
 
 type Opener<'a> = dyn Fn() -> Result<Box<dyn Read + 'a>, ImportError> + 'a;
@@ -58,7 +152,15 @@ fn parsed(head: Result<GenesisHead, ChainError>) -> Result<GenesisHead, ImportEr
     Ok(head?)
 }
 
-fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), ImportError> {
+/// Checks a built spec before anything is committed and gives the header policy to record.
+type Check<'a> = dyn Fn(&ChainSpec) -> Result<HeaderPolicy, ImportError> + 'a;
+
+fn init_from(
+    db: &Database,
+    open: &Opener<'_>,
+    check: &Check<'_>,
+    asked: Option<HeaderPolicy>,
+) -> Result<(ChainSpec, bool), ImportError> {
     if let Some(stored) = load_spec(db)? {
         let head = parsed(stream_genesis(open()?, |_| Ok::<(), ImportError>(()))?)?;
         let same_config = ChainSpec::from_genesis_with_state_root(
@@ -68,6 +170,9 @@ fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), Impo
         .genesis_hash()
             == stored.genesis_hash();
         if same_config && db.begin_read()?.alloc_digest()? == Some(head.alloc_digest) {
+            if let Some(asked) = asked.filter(|p| *p != stored.header_policy()) {
+                return Err(ImportError::PolicyMismatch { stored: stored.header_policy(), asked });
+            }
             return Ok((stored, false));
         }
         // Another genesis: build it aside to name its hash.
@@ -79,7 +184,7 @@ fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), Impo
                 .map_or(0, |d| d.as_nanos())
         ));
         let given = Database::open(&dir).map_err(ImportError::from).and_then(|other| {
-            let (spec, _) = init_from(&other, open)?;
+            let (spec, _) = init_from(&other, open, &|_| Ok(HeaderPolicy::Strict), None)?;
             Ok(spec.genesis_hash())
         });
         let _ = std::fs::remove_dir_all(&dir);
@@ -113,9 +218,11 @@ fn init_from(db: &Database, open: &Opener<'_>) -> Result<(ChainSpec, bool), Impo
     writer.apply_genesis(&batch)?;
     let root = build_state_root(writer.transaction())?;
     let spec = ChainSpec::from_genesis_with_state_root(head.genesis.clone(), root)?;
+    let policy = check(&spec)?;
     store_genesis_block(&mut writer, &spec, &head)?;
+    writer.set_header_policy(policy.name())?;
     writer.commit(true)?;
-    Ok((spec, true))
+    Ok((spec.with_header_policy(policy), true))
 }
 
 /// Adds one allocation item to `batch`.

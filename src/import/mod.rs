@@ -12,6 +12,7 @@ mod ahead;
 mod block;
 mod error;
 mod genesis;
+mod header;
 mod progress;
 mod source;
 
@@ -21,7 +22,10 @@ use std::time::{Duration, Instant};
 pub use block::{BlockStatus, import_block, import_block_pending, import_block_uncommitted};
 use block::{Prepared, Senders};
 pub use error::ImportError;
-pub use genesis::{init_genesis, init_genesis_file, load_spec};
+pub use genesis::{
+    GenesisSource, InitOptions, init_genesis, init_genesis_file, init_with, load_spec,
+};
+pub use header::{DAO_EXTRA_DATA, MAX_GAS_LIMIT, MAX_RLP_BLOCK_SIZE, Rule};
 pub use source::{BlockReader, SourceError};
 
 use crate::chain::ChainSpec;

@@ -65,6 +65,16 @@ impl Reader {
         }
     }
 
+    /// The header policy's name recorded at init (`None` for a datadir made before it was).
+    pub fn header_policy(&self) -> StorageResult<Option<String>> {
+        match self.snap.meta.get(meta::HEADER_POLICY)? {
+            Some(v) => {
+                String::from_utf8(v.value().to_vec()).map(Some).map_err(|e| corrupt("meta", e))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// The genesis allocation's digest recorded at init.
     pub fn alloc_digest(&self) -> StorageResult<Option<alloy_primitives::U256>> {
         Ok(self

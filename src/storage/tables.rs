@@ -203,6 +203,10 @@ pub mod meta {
     /// How many of the newest blocks keep their change lists in [`super::BLOCK_CHANGES`] (u64
     /// BE), so that they can be unwound; absent: `storage::DEFAULT_UNWIND_DEPTH`.
     pub const UNWIND_DEPTH: &str = "unwind_depth";
+    /// How strictly headers are checked (`strict` or `dev`, `chain::HeaderPolicy`), chosen at
+    /// init. Absent (a datadir made before it was recorded): `dev` for chain id 31337, else
+    /// `strict`.
+    pub const HEADER_POLICY: &str = "header_policy";
     /// The oldest block whose change lists are kept (u64 BE): every older one's were pruned.
     /// Absent: none were.
     pub const CHANGES_FROM: &str = "changes_from";

@@ -336,6 +336,12 @@ impl Writer {
         Ok(())
     }
 
+    /// Records the header policy's name (once, at init).
+    pub fn set_header_policy(&self, name: &str) -> StorageResult<()> {
+        self.txn.open_table(tables::META)?.insert(meta::HEADER_POLICY, name.as_bytes())?;
+        Ok(())
+    }
+
     /// Records the genesis.json text (once, at init).
     pub fn set_genesis_json(&self, json: &str) -> StorageResult<()> {
         self.txn.open_table(tables::META)?.insert(meta::GENESIS, json.as_bytes())?;
@@ -361,6 +367,18 @@ impl Writer {
             super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
         })?;
         Ok(Some(header))
+    }
+
+    /// The ommers of block `number` as seen inside this transaction (none if not stored).
+    pub fn ommers(&self, number: u64) -> StorageResult<Vec<Header>> {
+        let t = self.txn.open_table(tables::BODIES)?;
+        let Some(v) = t.get(number)? else { return Ok(Vec::new()) };
+        let bytes = v.value();
+        let corrupt = |detail: String| super::StorageError::Corrupt { table: "bodies", detail };
+        let rest = bytes.get(4..).ok_or_else(|| corrupt("short value".into()))?;
+        let body = <alloy_consensus::BlockBody<alloy_consensus::TxEnvelope> as alloy_rlp::Decodable>::decode(&mut &rest[..])
+            .map_err(|e| corrupt(e.to_string()))?;
+        Ok(body.ommers)
     }
 
     /// Head block number as seen inside this transaction.
