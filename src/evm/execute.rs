@@ -16,7 +16,7 @@ use alloy_hardforks::{EthereumHardfork, ForkCondition};
 use alloy_primitives::{Address, B256};
 use revm::database::states::StateChangeset;
 use revm::database::states::bundle_state::BundleRetention;
-use revm::database::{DatabaseCommitExt, DatabaseRef, OriginalValuesKnown, State};
+use revm::database::{DatabaseRef, OriginalValuesKnown, State};
 
 use super::{EvmError, block_env};
 use crate::chain::ChainSpec;
@@ -135,8 +135,11 @@ impl EthExecutorSpec for WithoutDao<'_> {
 }
 
 /// EIP-779: at the DAO fork block, before its transactions run, the balances of the DAO and
-/// its child contracts move to the refund contract.
-pub(crate) fn apply_dao_fork<DB: DatabaseCommitExt>(
+/// its child contracts move to the refund contract (geth's `ApplyDAOHardFork`). Before EIP-161
+/// an account this leaves empty (or creates, as the refund contract may be) stays in the
+/// state, as in geth: it is committed as created, since revm's direct commits otherwise clear
+/// touched empty accounts by EIP-161's rule.
+pub(crate) fn apply_dao_fork<DB: revm::Database + revm::DatabaseCommit>(
     spec: &ChainSpec,
     number: u64,
     db: &mut DB,
@@ -144,10 +147,35 @@ pub(crate) fn apply_dao_fork<DB: DatabaseCommitExt>(
 where
     DB::Error: std::fmt::Display,
 {
+    use revm::state::{Account, TransactionId};
     if !spec.ethereum_fork_activation(EthereumHardfork::Dao).transitions_at_block(number) {
         return Ok(());
     }
     let fail = |e: DB::Error| EvmError::Block(format!("DAO fork balance transfer: {e}"));
-    let drained: u128 = db.drain_balances(DAO_HARDFORK_ACCOUNTS).map_err(fail)?.into_iter().sum();
-    db.increment_balances([(DAO_HARDFORK_BENEFICIARY, drained)]).map_err(fail)
+    let keep_empty = !spec.is_spurious_dragon_active_at_block(number);
+    let load = |db: &mut DB, address| -> Result<Account, EvmError> {
+        let mut account = match db.basic(address).map_err(fail)? {
+            Some(info) => Account::from(info),
+            None => Account::new_not_existing(TransactionId::ZERO),
+        };
+        account.mark_touch();
+        Ok(account)
+    };
+    let mut changes = Vec::with_capacity(DAO_HARDFORK_ACCOUNTS.len() + 1);
+    let mut drained = alloy_primitives::U256::ZERO;
+    for address in DAO_HARDFORK_ACCOUNTS {
+        let mut account = load(db, address)?;
+        drained += std::mem::take(&mut account.info.balance);
+        changes.push((address, account));
+    }
+    let mut refund = load(db, DAO_HARDFORK_BENEFICIARY)?;
+    refund.info.balance += drained;
+    changes.push((DAO_HARDFORK_BENEFICIARY, refund));
+    for (_, account) in &mut changes {
+        if keep_empty && account.info.is_empty() {
+            account.mark_created();
+        }
+    }
+    db.commit_iter(&mut changes.into_iter());
+    Ok(())
 }

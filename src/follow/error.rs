@@ -57,6 +57,18 @@ pub enum FollowError {
     /// A block failed verification (or could not be stored); it was not stored.
     #[error(transparent)]
     Import(#[from] ImportError),
+    /// A strict datadir refused a block of anvil or hardhat for a rule they relax on purpose.
+    #[error(
+        "{error}; the upstream is {client}, which mines equal timestamps and lets its user set \
+         the base fee: this datadir's header policy is strict, so follow it with a datadir \
+         initialised with `--header-policy dev`"
+    )]
+    StrictPolicy {
+        /// The refusal.
+        error: ImportError,
+        /// The upstream's client version.
+        client: String,
+    },
     /// The database failed.
     #[error(transparent)]
     Storage(#[from] StorageError),

@@ -25,8 +25,9 @@ use alloy_consensus::{Block, TxEnvelope};
 pub use error::FollowError;
 pub use upstream::{BlockRef, Upstream};
 
+use crate::chain::HeaderPolicy;
 use crate::chain::{ChainSpec, SyncStatus};
-use crate::import::{Progress, import_block_pending, import_block_uncommitted};
+use crate::import::{ImportError, Progress, import_block_pending, import_block_uncommitted};
 use crate::storage::{Database, Reader, StorageError};
 
 /// How to follow; defaults are the flags' defaults.
@@ -94,7 +95,7 @@ pub fn spawn(
     let thread = std::thread::Builder::new()
         .name("follow".into())
         .spawn(move || {
-            let mut f = Follower { db, spec, status, config, upstream, stopped };
+            let mut f = Follower { db, spec, status, config, upstream, stopped, client: None };
             let result = f.run();
             if let Err(e) = &result {
                 // The status first: once the line is logged, /health already reports it.
@@ -114,6 +115,8 @@ struct Follower {
     config: FollowConfig,
     upstream: Upstream,
     stopped: Receiver<()>,
+    /// The upstream's `web3_clientVersion`, asked once connected.
+    client: Option<String>,
 }
 
 /// What one round did.
@@ -185,8 +188,26 @@ impl Follower {
         }
     }
 
+    /// A block the import refused. Under the strict header policy, a refusal for one of the two
+    /// rules anvil and hardhat relax on purpose names the policy that follows them.
+    fn refused(&self, error: ImportError) -> FollowError {
+        let dev_upstream = self.client.as_deref().is_some_and(|c| {
+            let c = c.to_ascii_lowercase();
+            c.starts_with("anvil") || c.starts_with("hardhat")
+        });
+        let relaxed =
+            matches!(error.root(), ImportError::InvalidHeader { rule, .. } if rule.dev_relaxes());
+        if dev_upstream && relaxed && self.spec.header_policy() == HeaderPolicy::Strict {
+            return FollowError::StrictPolicy {
+                error,
+                client: self.client.clone().unwrap_or_default(),
+            };
+        }
+        FollowError::Import(error)
+    }
+
     /// Chain id and genesis hash must be the upstream's.
-    async fn check_chain(&self) -> Result<(), FollowError> {
+    async fn check_chain(&mut self) -> Result<(), FollowError> {
         let id = self.upstream.chain_id().await?;
         if id != self.spec.chain_id() {
             return Err(FollowError::WrongChain {
@@ -203,7 +224,15 @@ impl Follower {
                 ours: self.spec.genesis_hash().to_string(),
             });
         }
-        tracing::info!(target: "follow", upstream = %self.upstream.url(), chain_id = id, "following");
+        self.client = self.upstream.client_version().await;
+        tracing::info!(
+            target: "follow",
+            upstream = %self.upstream.url(),
+            client = self.client.as_deref().unwrap_or("unknown"),
+            chain_id = id,
+            policy = %self.spec.header_policy(),
+            "following"
+        );
         Ok(())
     }
 
@@ -251,7 +280,7 @@ impl Follower {
             let started = std::time::Instant::now();
             let writer = self.db.begin_write()?;
             import_block_uncommitted(&self.db, &writer, &self.spec, block)
-                .map_err(FollowError::Import)?;
+                .map_err(|e| self.refused(e))?;
             (safe, finalized) =
                 markers(|n| writer.canonical_hash(n), number, &tags, (safe, finalized))?;
             writer.set_markers(number, safe, finalized)?;
@@ -335,7 +364,7 @@ impl Follower {
         }
         let mut new_head = ancestor;
         for block in &blocks {
-            import_block_pending(&writer, &self.spec, block)?;
+            import_block_pending(&writer, &self.spec, block).map_err(|e| self.refused(e))?;
             new_head = block.header.number;
         }
         let (safe, finalized) = markers(

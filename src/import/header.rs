@@ -500,8 +500,34 @@ fn check_body(spec: &ChainSpec, block: &Block<TxEnvelope>) -> Result<(), Broken>
 
 /// Whether `tx` is a blob transaction carrying its sidecar (the network form).
 pub(crate) fn has_sidecar(tx: &TxEnvelope) -> bool {
-    matches!(tx, TxEnvelope::Eip4844(s)
-        if matches!(s.tx(), alloy_consensus::TxEip4844Variant::TxEip4844WithSidecar(_)))
+    matches!(tx, TxEnvelope::Eip4844(s) if has_sidecar_variant(s.tx()))
+}
+
+/// `block` in its consensus form: every blob transaction without its sidecar (the signature
+/// and hash are those of the consensus form already). Returns how many sidecars were removed.
+pub fn without_sidecars(block: Block<TxEnvelope>) -> (Block<TxEnvelope>, usize) {
+    let mut stripped = 0;
+    let block = block.map_transactions(|tx| match tx {
+        TxEnvelope::Eip4844(signed) if has_sidecar_variant(signed.tx()) => {
+            stripped += 1;
+            let (variant, signature, hash) = signed.into_parts();
+            let tx = match variant {
+                alloy_consensus::TxEip4844Variant::TxEip4844WithSidecar(w) => w.tx,
+                alloy_consensus::TxEip4844Variant::TxEip4844(tx) => tx,
+            };
+            TxEnvelope::Eip4844(alloy_consensus::Signed::new_unchecked(
+                alloy_consensus::TxEip4844Variant::TxEip4844(tx),
+                signature,
+                hash,
+            ))
+        }
+        other => other,
+    });
+    (block, stripped)
+}
+
+fn has_sidecar_variant<T>(tx: &alloy_consensus::TxEip4844Variant<T>) -> bool {
+    matches!(tx, alloy_consensus::TxEip4844Variant::TxEip4844WithSidecar(_))
 }
 
 /// The ommer rules (geth's `VerifyUncles`): each ommer is not the block, not an ancestor and
