@@ -88,8 +88,13 @@ fn chain(n: u64) -> Vec<Header> {
 
 /// `headers` as an era1 file, total difficulties summed from the first; its bytes and root.
 fn write(headers: &[Header]) -> (Vec<u8>, B256) {
+    write_after(headers, U256::ZERO)
+}
+
+/// [`write`], the total difficulties summed from `td_before`.
+fn write_after(headers: &[Header], td_before: U256) -> (Vec<u8>, B256) {
     let mut w = EpochWriter::new(Vec::new());
-    let mut td = U256::ZERO;
+    let mut td = td_before;
     let body = alloy_consensus::BlockBody::<TxEnvelope> {
         transactions: vec![],
         ommers: vec![],
@@ -290,4 +295,115 @@ fn receipts_are_written_in_geths_form_and_read_back() {
         ),
         "{m}"
     );
+}
+
+/// A datadir of a small proof-of-work chain with id `chain_id`: the database and its genesis
+/// hash.
+fn datadir(chain_id: u64) -> (tempfile::TempDir, Database, B256) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let genesis = format!(
+        r#"{{"config":{{"chainId":{chain_id},"homesteadBlock":0}},"difficulty":"0x20000",
+        "gasLimit":"0x1388","alloc":{{}}}}"#
+    );
+    let (spec, _) = crate::import::init_genesis(&db, &genesis).unwrap();
+    (dir, db, spec.genesis_hash())
+}
+
+#[test]
+fn a_files_first_block_must_extend_the_chain_before_it() {
+    let (_dir, db, genesis) = datadir(1337);
+    let run = Run::new(&db, 1337, Some(0));
+    let block = |number, parent_hash| Header { number, parent_hash, ..Default::default() };
+    // Block 0: the stored genesis, or refused.
+    let other = block(0, B256::ZERO);
+    let m = run.check_first(&other, other.hash_slow()).unwrap_err().to_string();
+    assert_eq!(
+        m,
+        format!(
+            "block 0: genesis hash is not the datadir's (a file of another network?): expected \
+             {genesis}, found {}",
+            other.hash_slow()
+        )
+    );
+    // Block 1 on the stored genesis, or not.
+    let one = block(1, genesis);
+    run.check_first(&one, one.hash_slow()).unwrap();
+    let m = run.check_first(&block(1, B256::repeat_byte(1)), B256::ZERO).unwrap_err().to_string();
+    assert!(m.ends_with(&format!("is not block 0's hash {genesis} (stored)")), "{m}");
+    // A gap after the head.
+    let m = run.check_first(&block(5, B256::ZERO), B256::ZERO).unwrap_err().to_string();
+    assert_eq!(
+        m,
+        "the file starts at block 5, but the chain before it ends at block 0: blocks 1..=4 are \
+         missing (files out of order?)"
+    );
+    // After a block read in this run: its parent, or past it (left to the writer).
+    let mut run = Run::new(&db, 1337, Some(0));
+    run.read(4, B256::repeat_byte(4));
+    run.check_first(&block(5, B256::repeat_byte(4)), B256::ZERO).unwrap();
+    let m = run.check_first(&block(5, B256::ZERO), B256::ZERO).unwrap_err().to_string();
+    assert!(m.contains("(the last block of the file before)"), "{m}");
+    run.check_first(&block(3, B256::ZERO), B256::ZERO).unwrap();
+    let m = run.check_first(&block(9, B256::ZERO), B256::ZERO).unwrap_err().to_string();
+    assert!(m.contains("ends at block 4: blocks 5..=8 are missing"), "{m}");
+}
+
+#[test]
+fn a_file_is_checked_against_the_network() {
+    let (_dir, db, _) = datadir(1);
+    let path = Path::new("x.era1");
+    let parsed = |headers: &[Header], td_before| read(&write_after(headers, td_before).0).unwrap();
+    // Epoch 0 of a made-up chain is not mainnet's epoch 0.
+    let file = parsed(&chain(3), U256::ZERO);
+    let m = Run::new(&db, 1, Some(0)).check_file(&file, path).unwrap_err().to_string();
+    assert_eq!(
+        m,
+        format!(
+            "accumulator root {} is not mainnet's known root of epoch 0: \
+             0x5ec1ffb8c3b146f42606c74ced973dc16ec5a107c0345858c343fc94780b4218",
+            file.root
+        )
+    );
+    // On another chain the file's own accumulator record is all there is.
+    Run::new(&db, 1337, Some(0)).check_file(&file, path).unwrap();
+    // The last proof-of-work block of mainnet carries the final total difficulty.
+    let last_pow = alloy_hardforks::ethereum::mainnet::MAINNET_PARIS_BLOCK - 1;
+    let final_td = alloy_hardforks::ethereum::mainnet::MAINNET_PARIS_FINAL_TD;
+    let mut pow = chain(2);
+    pow[0].number = last_pow - 1;
+    pow[1].number = last_pow;
+    pow[1].parent_hash = pow[0].hash_slow();
+    let before = final_td - pow[0].difficulty - pow[1].difficulty;
+    let file = parsed(&pow, before + U256::from(1));
+    let m = Run::new(&db, 1, Some(0)).check_file(&file, path).unwrap_err().to_string();
+    assert_eq!(
+        m,
+        format!(
+            "block {last_pow}: total difficulty of the last proof-of-work block is not the \
+             network's final one: expected 58750003716598352816469, found {}",
+            final_td + U256::from(1)
+        )
+    );
+    let file = parsed(&pow, before);
+    let m = Run::new(&db, 1, Some(0)).check_file(&file, path).unwrap_err().to_string();
+    assert!(m.ends_with("not at an epoch's first block"), "{m}");
+    // The first total difficulty continues the previous era1 file's.
+    let mut run = Run::new(&db, 1337, Some(0));
+    run.last = Some(Last {
+        number: last_pow - 2,
+        hash: B256::ZERO,
+        total_difficulty: Some(before - U256::from(1)),
+    });
+    let m = run.check_file(&file, path).unwrap_err().to_string();
+    assert!(
+        m.starts_with(&format!(
+            "block {}: total difficulty is not the file before's",
+            last_pow - 1
+        )),
+        "{m}"
+    );
+    run.last =
+        Some(Last { number: last_pow - 2, hash: B256::ZERO, total_difficulty: Some(before) });
+    run.check_file(&file, path).unwrap();
 }
