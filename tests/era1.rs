@@ -11,7 +11,6 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use alloy_primitives::{B256, b256};
@@ -99,29 +98,6 @@ fn import(datadir: &Path, files: &[&Path]) -> (Output, std::time::Duration) {
     (out, started.elapsed())
 }
 
-/// A datadir with the whole fixture imported (once per test binary), and the seconds that
-/// import took. Its users hold [`shared`] while they use it: a datadir opens in one process
-/// at a time.
-fn imported() -> Option<&'static (tempfile::TempDir, f64)> {
-    static IMPORTED: OnceLock<Option<(tempfile::TempDir, f64)>> = OnceLock::new();
-    IMPORTED
-        .get_or_init(|| {
-            let fx = fixtures()?;
-            let dir = init_mainnet(&fx);
-            let (out, took) = import(&datadir(&dir), &[&fx.join(FIXTURE)]);
-            assert!(out.status.success(), "{}", text(&out));
-            eprintln!("imported the fixture's 8,191 blocks in {took:.2?}: {}", text(&out).trim());
-            Some((dir, took.as_secs_f64()))
-        })
-        .as_ref()
-}
-
-/// The lock on the shared datadir of [`imported`].
-fn shared() -> std::sync::MutexGuard<'static, ()> {
-    static SHARED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The records of an era1 file: (offset, type, data length).
 fn records(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
     let mut out = Vec::new();
@@ -135,6 +111,27 @@ fn records(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
     out
 }
 
+/// The decompressed data of `record` of `bytes`.
+fn decompressed(bytes: &[u8], (at, _, len): (usize, u16, usize)) -> Vec<u8> {
+    let mut out = Vec::new();
+    snap::read::FrameDecoder::new(&bytes[at + 8..at + 8 + len]).read_to_end(&mut out).unwrap();
+    out
+}
+
+/// Blocks `from..=to` of an era1 file (starting at block 0) as an RLP chain file.
+fn rlp_blocks(era1: &[u8], from: usize, to: usize) -> Vec<u8> {
+    let records = records(era1);
+    let mut out = Vec::new();
+    for n in from..=to {
+        let header: alloy_consensus::Header =
+            alloy_rlp::Decodable::decode(&mut &decompressed(era1, records[1 + 4 * n])[..]).unwrap();
+        let body: alloy_consensus::BlockBody<alloy_consensus::TxEnvelope> =
+            alloy_rlp::Decodable::decode(&mut &decompressed(era1, records[2 + 4 * n])[..]).unwrap();
+        alloy_rlp::Encodable::encode(&alloy_consensus::Block { header, body }, &mut out);
+    }
+    out
+}
+
 /// The accumulator record of an era1 file.
 fn accumulator(bytes: &[u8]) -> B256 {
     let (at, _, len) = *records(bytes).iter().find(|r| r.1 == 0x07).expect("an accumulator");
@@ -142,18 +139,22 @@ fn accumulator(bytes: &[u8]) -> B256 {
     B256::from_slice(&bytes[at + 8..at + 40])
 }
 
+/// One test, so that a test runner with a process per test (nextest) imports the 8,191 blocks
+/// only twice: the fixture, and the file exported from it.
 #[test]
-fn the_fixture_imports_to_8191_verifies_and_imports_again_as_a_no_op() {
-    let _shared = shared();
-    let Some((dir, took)) = imported() else { return };
-    let data = datadir(dir);
+fn the_fixture_imports_verifies_reimports_as_a_no_op_and_exports_to_its_own_root() {
+    let Some(fx) = fixtures() else { return };
+    let dir = init_mainnet(&fx);
+    let data = datadir(&dir);
+    let (out, took) = import(&data, &[&fx.join(FIXTURE)]);
+    assert!(out.status.success(), "{}", text(&out));
+    eprintln!("imported the fixture's 8,191 blocks in {took:.2?}: {}", text(&out).trim());
+    assert!(took.as_secs() < 120, "8,191 empty blocks took {took:.1?}");
     assert_eq!(head(&data), LAST);
-    assert!(*took < 120.0, "8,191 empty blocks took {took:.1}s");
     let out = loupe(&["verify", "--datadir", path(&data)]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("verified head #8191"), "{}", text(&out));
     // Again, through the folder: every block is already stored.
-    let fx = fixtures().unwrap();
     let (out, again) = import(&data, &[&fx]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -164,6 +165,7 @@ fn the_fixture_imports_to_8191_verifies_and_imports_again_as_a_no_op() {
     );
     eprintln!("imported the fixture again (a no-op) in {again:.2?}");
     assert_eq!(head(&data), LAST);
+    exported_again(&fx, &data);
 }
 
 /// A copy of the fixture with block `number`'s header changed (one byte of its mix hash) and
@@ -193,24 +195,12 @@ fn with_changed_header(original: &[u8], number: usize) -> Vec<u8> {
 
 #[test]
 fn damaged_copies_are_refused_and_the_blocks_before_them_kept() {
-    let _shared = shared();
-    let Some((dir, _)) = imported() else { return };
-    let fx = fixtures().unwrap();
+    let Some(fx) = fixtures() else { return };
     let original = std::fs::read(fx.join(FIXTURE)).unwrap();
     let work = tempfile::tempdir().unwrap();
-    // Blocks 1..=100 as RLP, from the datadir that imported the fixture.
+    // Blocks 1..=100 of the fixture as an RLP chain file.
     let prefix = work.path().join("prefix.rlp");
-    let out = loupe(&[
-        "export",
-        "--datadir",
-        path(&datadir(dir)),
-        path(&prefix),
-        "--from",
-        "1",
-        "--to",
-        "100",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(&prefix, rlp_blocks(&original, 1, 100)).unwrap();
 
     let header = with_changed_header(&original, 5000);
     let mut accumulator = original.clone();
@@ -254,8 +244,10 @@ fn damaged_copies_are_refused_and_the_blocks_before_them_kept() {
     let (out, _) = import(&datadir(&fresh), &[&changed]);
     let err = text(&out);
     let original_5000 = {
-        let db = loupe::storage::Database::open(&datadir(dir)).unwrap();
-        db.begin_read().unwrap().canonical_hash(5000).unwrap().unwrap()
+        let rlp = decompressed(&original, records(&original)[1 + 4 * 5001]);
+        let header: alloy_consensus::Header =
+            alloy_rlp::Decodable::decode(&mut rlp.as_slice()).unwrap();
+        header.parent_hash
     };
     assert!(
         err.contains(&format!("parent hash {original_5000} is not block 5000's hash 0x")),
@@ -264,17 +256,15 @@ fn damaged_copies_are_refused_and_the_blocks_before_them_kept() {
     assert_eq!(head(&datadir(&fresh)), 0);
 }
 
-#[test]
-fn export_writes_the_original_accumulator_root_and_imports_again() {
-    let _shared = shared();
-    let Some((dir, _)) = imported() else { return };
-    let fx = fixtures().unwrap();
+/// `loupe export --era1` of epoch 0 from `data` (the fixture imported): a file named and
+/// rooted as the original, with the same content, that imports into a fresh datadir.
+fn exported_again(fx: &Path, data: &Path) {
     let out_dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let out = loupe(&[
         "export",
         "--datadir",
-        path(&datadir(dir)),
+        path(data),
         "--era1",
         path(out_dir.path()),
         "--from",
@@ -317,7 +307,7 @@ fn export_writes_the_original_accumulator_root_and_imports_again() {
     eprintln!("the exported file is byte-identical to the original: {}", exported == original);
 
     // Into a fresh datadir, through the folder.
-    let fresh = init_mainnet(&fx);
+    let fresh = init_mainnet(fx);
     let (out, took) = import(&datadir(&fresh), &[out_dir.path()]);
     assert!(out.status.success(), "{}", text(&out));
     eprintln!("imported the exported file in {took:.2?}");
@@ -328,7 +318,7 @@ fn export_writes_the_original_accumulator_root_and_imports_again() {
     let out = loupe(&[
         "export",
         "--datadir",
-        path(&datadir(dir)),
+        path(data),
         "--era1",
         path(again.path()),
         "--from",
@@ -338,15 +328,8 @@ fn export_writes_the_original_accumulator_root_and_imports_again() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read(again.path().join(FIXTURE)).unwrap(), exported);
-    let out = loupe(&[
-        "export",
-        "--datadir",
-        path(&datadir(dir)),
-        "--era1",
-        path(again.path()),
-        "--from",
-        "9000",
-    ]);
+    let out =
+        loupe(&["export", "--datadir", path(data), "--era1", path(again.path()), "--from", "9000"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("no era1 file written"), "{}", text(&out));
 }
