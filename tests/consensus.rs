@@ -267,6 +267,9 @@ fn scratch_dir() -> PathBuf {
 }
 
 fn run_test(name: &str, test: &Value) -> Outcome {
+    if std::env::var("LOUPE_CONSENSUS_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return Outcome::Skip("not chosen by LOUPE_CONSENSUS_ONLY");
+    }
     if EIP7610.iter().any(|p| name.contains(p)) {
         return Outcome::Skip("EIP-7610 (withdrawn)");
     }
@@ -386,6 +389,8 @@ fn check_post_state(
 #[derive(Default)]
 struct Tally {
     pass: usize,
+    /// The slowest tests: (seconds, name).
+    slowest: Vec<(f64, String)>,
     skipped: BTreeMap<&'static str, Vec<String>>,
     failed: Vec<(String, String)>,
 }
@@ -415,6 +420,7 @@ fn run_files(suite: &str, files: &[PathBuf]) -> Tally {
                         cached = Some((file.clone(), v));
                     }
                     let test = &cached.as_ref().unwrap().1[name];
+                    let began = std::time::Instant::now();
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         run_test(name, test)
                     }))
@@ -427,6 +433,9 @@ fn run_files(suite: &str, files: &[PathBuf]) -> Tally {
                         Outcome::Fail(format!("panicked: {msg}"))
                     });
                     let mut t = tally.lock().unwrap();
+                    t.slowest.push((began.elapsed().as_secs_f64(), name.clone()));
+                    t.slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    t.slowest.truncate(40);
                     match outcome {
                         Outcome::Pass => t.pass += 1,
                         Outcome::Skip(why) => t.skipped.entry(why).or_default().push(name.clone()),
@@ -447,6 +456,9 @@ fn run_files(suite: &str, files: &[PathBuf]) -> Tally {
         t.failed.len(),
         started.elapsed().as_secs_f64()
     );
+    for (secs, name) in &t.slowest {
+        println!("  slow: {secs:.2}s {name}");
+    }
     for (why, names) in &t.skipped {
         println!("  skipped ({why}): {}", names.len());
         for n in names {

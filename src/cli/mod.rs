@@ -36,11 +36,12 @@ pub struct Cli {
 pub enum Command {
     /// Initialise a datadir: a named network (`--chain mainnet`) or a geth-style genesis.json.
     Init(InitCmd),
-    /// Import RLP chain files (concatenated blocks), executing and verifying every block.
+    /// Import RLP chain files (concatenated blocks) and era1 history files, executing and
+    /// verifying every block.
     Import(ImportCmd),
     /// Serve an initialised datadir over HTTP JSON-RPC.
     Node(NodeCmd),
-    /// Write stored blocks as RLP in the import format.
+    /// Write stored blocks as RLP in the import format, or pre-merge epochs as era1 files.
     Export(ExportCmd),
     /// Create (or reopen) the built-in dev chain and serve it (what `loupe` alone does).
     Dev(DevCmd),
@@ -357,9 +358,14 @@ pub struct ExportCmd {
     /// Data directory.
     #[command(flatten)]
     pub datadir: DatadirArgs,
-    /// Output file.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// Output file (RLP).
+    #[arg(value_name = "FILE", required_unless_present = "era1", conflicts_with = "era1")]
+    pub file: Option<PathBuf>,
+    /// Write era1 files into DIR instead, one per 8,192-block epoch of the stored pre-merge
+    /// blocks (those with a difficulty), named `<network>-<epoch>-<root>.era1`: whole epochs,
+    /// from the one of --from to the one of --to, ending at the merge.
+    #[arg(long, value_name = "DIR")]
+    pub era1: Option<PathBuf>,
     /// First block to write.
     #[arg(long, default_value_t = 1)]
     pub from: u64,
@@ -374,14 +380,54 @@ impl ExportCmd {
         let db = self.datadir.open()?;
         let head = db.begin_read()?.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
         let to = self.to.unwrap_or(head).min(head);
-        let file = std::fs::File::create(&self.file)
-            .wrap_err_with(|| format!("cannot create {}", self.file.display()))?;
+        let Some(path) = self.file else {
+            let dir = self.era1.unwrap_or_default();
+            let spec = crate::import::load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
+            return export_era1(&db, spec.chain_id(), &dir, self.from, to);
+        };
+        let file = std::fs::File::create(&path)
+            .wrap_err_with(|| format!("cannot create {}", path.display()))?;
         let mut out = std::io::BufWriter::new(file);
         crate::dev::generate::write_blocks(&db, self.from, to, &mut out)?;
         out.flush()?;
-        println!("exported blocks {}..={to} to {}", self.from, self.file.display());
+        println!("exported blocks {}..={to} to {}", self.from, path.display());
         Ok(())
     }
+}
+
+/// `loupe export --era1 DIR`: the era1 files of the epochs of `from..=to`, and why it stopped.
+fn export_era1(
+    db: &Database,
+    chain_id: u64,
+    dir: &std::path::Path,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    use crate::import::era1::Era1Stop;
+    let done = crate::import::era1::export_era1(db, chain_id, dir, from, to)?;
+    for f in &done.files {
+        println!(
+            "wrote {}: blocks {}..={}, accumulator root {}",
+            f.path.display(),
+            f.first,
+            f.last,
+            f.root
+        );
+    }
+    match done.stop {
+        Era1Stop::Done => {}
+        Era1Stop::Merge { first_pos } => {
+            println!("era1 history ends at the merge: block {first_pos} has no difficulty");
+        }
+        Era1Stop::Incomplete { epoch, head } => println!(
+            "epoch {epoch} not written: its blocks are stored only up to the head #{head}, \
+             before its end and before the merge"
+        ),
+    }
+    if done.files.is_empty() {
+        println!("no era1 file written to {}", dir.display());
+    }
+    Ok(())
 }
 
 /// `loupe dev` (and `loupe` with no command).
@@ -671,8 +717,11 @@ pub struct ImportCmd {
     /// The chain (initialises an empty datadir).
     #[command(flatten)]
     pub chain: ChainArgs,
-    /// RLP chain files, imported in the order given.
-    #[arg(required = true, value_name = "FILE")]
+    /// Chain files, imported in the order given: RLP chain files, era1 files, and folders (each
+    /// stands for the `*.era1` files inside it, in name order, which is epoch order). Each era1
+    /// file is checked whole (its hash chain, roots, total difficulties and accumulator root,
+    /// against the network's known epoch roots for mainnet) before any of its blocks runs.
+    #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     /// Make every Nth block's commit durable (fsync); after a crash the head is the last
     /// durable block. 1 syncs every block.

@@ -34,6 +34,30 @@ pub enum ImportError {
         /// What was wrong with the bytes.
         error: SourceError,
     },
+    /// An era1 file failed a check made before any of its blocks runs.
+    #[error("{path}: refused before any of its blocks ran: {error}")]
+    Era1 {
+        /// Path of the file.
+        path: String,
+        /// What was wrong with it.
+        error: SourceError,
+    },
+    /// A file of an export could not be written.
+    #[error("cannot write {path}: {error}")]
+    Write {
+        /// Path of the file.
+        path: String,
+        /// I/O error.
+        error: std::io::Error,
+    },
+    /// A block below the head lacks a part an export needs.
+    #[error("block #{number}: its {what} are not stored")]
+    NotStored {
+        /// Block number.
+        number: u64,
+        /// Which part.
+        what: &'static str,
+    },
     /// A block failed a check.
     #[error("block #{number} ({hash}): {what} mismatch: expected {expected}, got {got}")]
     Mismatch {

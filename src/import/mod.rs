@@ -1,4 +1,5 @@
-//! Import: turn a genesis file and RLP chain files into verified, stored blocks.
+//! Import: turn a genesis file and RLP chain files or era1 history files into verified, stored
+//! blocks.
 //!
 //! Flow per block (see `docs/design.md`): decode → order and parent checks → static roots
 //! (transactions, ommers, withdrawals) → sender recovery → execution on the stored parent state
@@ -6,17 +7,19 @@
 //! root, bloom, requests, blob gas, state root) → commit. A failed check drops the transaction,
 //! so nothing of the bad block is stored and every earlier block stays. A file import decodes,
 //! hashes and recovers senders on one thread and executes on another, each a few blocks ahead of
-//! the thread that verifies roots and stores (`ahead`).
+//! the thread that verifies roots and stores (`ahead`). An era1 file is checked whole on the
+//! reading thread before any of its blocks is handed on (`era1`).
 
 mod ahead;
 mod block;
+pub mod era1;
 mod error;
 mod genesis;
 mod header;
 mod progress;
 mod source;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use block::{BlockStatus, import_block, import_block_pending, import_block_uncommitted};
@@ -126,7 +129,7 @@ impl Default for ImportOptions {
     }
 }
 
-/// Imports every block of the RLP files in `paths`, in order, into `db`, with the default
+/// Imports every block of the chain files in `paths`, in order, into `db`, with the default
 /// [`ImportOptions`].
 pub fn import_files(
     db: &Database,
@@ -136,10 +139,12 @@ pub fn import_files(
     import_files_with(db, spec, paths, ImportOptions::new())
 }
 
-/// Imports every block of the RLP files in `paths`, in order, into `db`.
+/// Imports every block of the chain files in `paths`, in order, into `db`: RLP chain files,
+/// era1 files, and folders, each standing for the `*.era1` files inside it in name order.
 ///
 /// Blocks already stored are skipped; a gap, a conflicting block or a failed check stops the
-/// import with an error naming the block. The last commit is always made durable.
+/// import with an error naming the block. An era1 file that fails a check is refused before
+/// any of its blocks runs ([`ImportError::Era1`]). The last commit is always made durable.
 pub fn import_files_with(
     db: &Database,
     spec: &ChainSpec,
@@ -147,14 +152,17 @@ pub fn import_files_with(
     options: ImportOptions,
 ) -> Result<ImportSummary, ImportError> {
     let started = Instant::now();
+    let given: Vec<&Path> = paths.iter().map(AsRef::as_ref).collect();
+    let files = era1::expand(&given)?;
     let mut summary = ImportSummary::default();
     let mut progress = Progress::new("importing");
     let stopped =
         || options.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     // The open write transaction and the blocks it holds, committed every `batch` blocks.
     let mut group: Option<Group> = None;
-    let paths: Vec<&Path> = paths.iter().map(AsRef::as_ref).collect();
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let paths = paths.as_slice();
+    let chain_id = spec.chain_id();
     let mut result = std::thread::scope(|scope| {
         // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
         // recovery run a few blocks ahead of execution: they do not need the parent's state.
@@ -168,7 +176,9 @@ pub fn import_files_with(
         let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
         std::thread::Builder::new()
             .name("loupe-prepare".into())
-            .spawn_scoped(scope, move || prepare_ahead(paths, stored, &tx))
+            .spawn_scoped(scope, move || {
+                prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
+            })
             .map_err(thread_error)?;
         let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
         std::thread::Builder::new()
@@ -189,6 +199,9 @@ pub fn import_files_with(
             let next = match item {
                 FileItem::Open(error) => {
                     return Err(ImportError::Open { path: path.display().to_string(), error });
+                }
+                FileItem::Refused(error) => {
+                    return Err(ImportError::Era1 { path: path.display().to_string(), error });
                 }
                 FileItem::Block(next) => *next,
             };
@@ -229,6 +242,8 @@ type Next =
 enum FileItem {
     /// The file did not open.
     Open(std::io::Error),
+    /// The era1 file failed a check made before any of its blocks is handed on.
+    Refused(SourceError),
     /// The next block, or what was wrong with the bytes there (boxed: a block is large).
     Block(Box<Next>),
 }
@@ -237,11 +252,19 @@ enum FileItem {
 type Item = (usize, FileItem);
 
 /// Reads every block of every file in turn and prepares it, until the files end, a file does
-/// not open, a block does not decode, or the receiving side is gone. A block at or below
-/// `stored` (the head when the import began) is only hashed: the import compares it with the
-/// stored block of its number and skips it.
-fn prepare_ahead(paths: &[&Path], stored: Option<u64>, tx: &std::sync::mpsc::SyncSender<Item>) {
+/// not open, a block does not decode, an era1 file fails its checks ([`era1::prepare_file`]), or
+/// the receiving side is gone. A block at or below the head when the import began
+/// ([`era1::Run::stored`]) is only hashed: the import compares it with the stored block of its
+/// number and skips it.
+fn prepare_ahead(paths: &[&Path], run: &mut era1::Run<'_>, tx: &std::sync::mpsc::SyncSender<Item>) {
+    let stored = run.stored();
     for (index, path) in paths.iter().enumerate() {
+        if era1::is_era1(path) {
+            if era1::prepare_file(index, path, run, tx) {
+                continue;
+            }
+            return;
+        }
         let file = match std::fs::File::open(path) {
             Ok(file) => file,
             Err(error) => {
@@ -258,6 +281,7 @@ fn prepare_ahead(paths: &[&Path], stored: Option<u64>, tx: &std::sync::mpsc::Syn
                 } else {
                     Prepared::new(&block, Senders::ThisThread)
                 };
+                run.read(block.header.number, prepared.hash());
                 (offset, block, prepared)
             });
             if tx.send((index, FileItem::Block(Box::new(next)))).is_err() || failed {
@@ -455,8 +479,9 @@ mod tests {
         }
         std::fs::write(&path, bytes).expect("write chain file");
 
+        let db = Database::open(&dir.path().join("db")).expect("open db");
         let (tx, rx) = std::sync::mpsc::sync_channel(blocks.len() + 1);
-        prepare_ahead(&[path.as_path()], Some(2), &tx);
+        prepare_ahead(&[path.as_path()], &mut era1::Run::new(&db, 1, Some(2)), &tx);
         drop(tx);
         let mut seen = 0;
         for (_, item) in rx {

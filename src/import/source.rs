@@ -3,12 +3,13 @@
 use std::io::Read;
 
 use alloy_consensus::{Block, TxEnvelope};
+use alloy_primitives::B256;
 use alloy_rlp::Decodable;
 
 /// Largest block accepted (a guard against a garbage length prefix allocating gigabytes).
 const MAX_BLOCK_BYTES: u64 = 256 * 1024 * 1024;
 
-/// What was wrong with the bytes of a chain file.
+/// What was wrong with the bytes of a chain file (RLP or era1).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// Reading failed.
@@ -58,6 +59,143 @@ pub enum SourceError {
         offset: u64,
         /// Decoder message.
         message: String,
+    },
+    /// An e2store record (era1) runs past the end of the file.
+    #[error("file ends at byte {end} inside the record at byte {offset} (truncated?)")]
+    RecordTruncated {
+        /// Offset of the record's header.
+        offset: u64,
+        /// Length of the file.
+        end: u64,
+    },
+    /// An e2store record's length is absurd.
+    #[error(
+        "record at byte {offset} claims {size} bytes, more than the {}-byte limit",
+        super::era1::MAX_RECORD_BYTES
+    )]
+    RecordTooLarge {
+        /// Offset of the record's header.
+        offset: u64,
+        /// Claimed length.
+        size: u64,
+    },
+    /// An e2store record header whose reserved bytes are not zero: not an e2store file.
+    #[error("record at byte {offset}: reserved header bytes are 0x{reserved:04x}, not zero")]
+    RecordReserved {
+        /// Offset of the record's header.
+        offset: u64,
+        /// The reserved bytes, as a little-endian u16.
+        reserved: u16,
+    },
+    /// An era1 record out of its place.
+    #[error(
+        "record at byte {offset} is a {found_name} record (type 0x{found:04x}) where {expected} is due"
+    )]
+    RecordOrder {
+        /// Offset of the record's header.
+        offset: u64,
+        /// Its type.
+        found: u16,
+        /// What that type is.
+        found_name: &'static str,
+        /// What the era1 layout wants there.
+        expected: &'static str,
+    },
+    /// The file does not start with the era1 version record.
+    #[error(
+        "not an era1 file: the first record has type 0x{found:04x}, not the version record 0x3265"
+    )]
+    NotEra1 {
+        /// Type of the first record.
+        found: u16,
+    },
+    /// The records end before the accumulator and the block index.
+    #[error(
+        "file ends at byte {end} after {blocks} blocks, without its accumulator and block index \
+         (truncated?)"
+    )]
+    Era1Ended {
+        /// Length of the file.
+        end: u64,
+        /// Blocks read.
+        blocks: u64,
+    },
+    /// An era1 record's data does not decode.
+    #[error("{what} record at byte {offset}: {message}")]
+    Era1Record {
+        /// Offset of the record's header.
+        offset: u64,
+        /// Which record.
+        what: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The era1 block index does not describe the file's records.
+    #[error("block index: {message}")]
+    Era1Index {
+        /// What is wrong, with the values.
+        message: String,
+    },
+    /// An era1 block's parent hash is not the hash of the block before it.
+    #[error(
+        "block {number}: header hash chain broken: parent hash {parent_hash} is not block \
+         {previous_number}'s hash {previous_hash} ({previous_from})"
+    )]
+    Era1ChainBroken {
+        /// The block.
+        number: u64,
+        /// Its parent hash.
+        parent_hash: B256,
+        /// The block before it.
+        previous_number: u64,
+        /// That block's hash.
+        previous_hash: B256,
+        /// Where that block is: in the file, stored, in the file before.
+        previous_from: &'static str,
+    },
+    /// Two values that must be equal for an era1 block are not.
+    #[error("block {number}: {what}: expected {expected}, found {found}")]
+    Era1Mismatch {
+        /// The block.
+        number: u64,
+        /// Which value is not what (the file's "found" is not the "expected").
+        what: &'static str,
+        /// The value required.
+        expected: String,
+        /// The value the file has.
+        found: String,
+    },
+    /// The era1 file does not follow the chain stored or imported before it.
+    #[error(
+        "the file starts at block {first}, but the chain before it ends at block {reach}: \
+         blocks {}..={} are missing (files out of order?)",
+        .reach + 1, .first - 1
+    )]
+    Era1Gap {
+        /// The file's first block.
+        first: u64,
+        /// The last block stored or read before it.
+        reach: u64,
+    },
+    /// The accumulator root computed from the headers is not the file's.
+    #[error("accumulator root {computed} computed from the headers differs from the file's {file}")]
+    Era1Accumulator {
+        /// Root of the file's (hash, total difficulty) records.
+        computed: B256,
+        /// The file's accumulator record.
+        file: B256,
+    },
+    /// The file's accumulator root is not the network's known root of its epoch.
+    #[error("accumulator root {computed} is not {network}'s known root of epoch {epoch}: {known}")]
+    Era1EpochRoot {
+        /// The network.
+        network: &'static str,
+        /// The file's epoch (first block / 8192).
+        epoch: u64,
+        /// The file's root (equal to the one computed from its headers).
+        computed: B256,
+        /// The known root, or why there is none.
+        known: String,
     },
 }
 
