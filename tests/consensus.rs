@@ -6,12 +6,13 @@
 //!
 //! The fixtures are `../shared/fixtures/ethereum-tests/*.tar.zst` (or `$LOUPE_ETHEREUM_TESTS`),
 //! unpacked once under `target/ethereum-tests/`. The `blockchain-tests-blocks` suite and the
-//! difficulty vectors run whole in CI; of `blockchain-tests-general-state` CI runs one test file
-//! in `LOUPE_CONSENSUS_SAMPLE` (default 8) and the whole suite runs with
+//! difficulty vectors run whole in CI, and `blockchain-tests-general-state` but for a few
+//! tests that take minutes in a debug build ([`SLOW_IN_DEBUG`]); the whole suite runs with
 //! `cargo nextest run --test consensus --run-ignored only` (README). Skips are listed with
 //! their reason and counted: tests whose blocks do not form one chain (side chains that win by
 //! total difficulty, which an archive that imports one chain does not follow), and the
-//! withdrawn EIP-7610 collision tests.
+//! withdrawn EIP-7610 collision tests. `LOUPE_CONSENSUS_ONLY=NAME` runs the tests whose names
+//! contain NAME.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -395,8 +396,9 @@ struct Tally {
     failed: Vec<(String, String)>,
 }
 
-/// Runs every test of `files` on all cores; prints the counts and lists skips and failures.
-fn run_files(suite: &str, files: &[PathBuf]) -> Tally {
+/// Runs every test of `files` on all cores but those whose names contain one of `left_out`;
+/// prints the counts and lists skips and failures.
+fn run_files(suite: &str, files: &[PathBuf], left_out: &[&str]) -> Tally {
     let tests: Vec<(String, PathBuf)> = files
         .iter()
         .flat_map(|f| {
@@ -420,6 +422,14 @@ fn run_files(suite: &str, files: &[PathBuf]) -> Tally {
                         cached = Some((file.clone(), v));
                     }
                     let test = &cached.as_ref().unwrap().1[name];
+                    if left_out.iter().any(|p| name.contains(p)) {
+                        let mut t = tally.lock().unwrap();
+                        t.skipped
+                            .entry("slow in a debug build: run by the full suite")
+                            .or_default()
+                            .push(name.clone());
+                        continue;
+                    }
                     let began = std::time::Instant::now();
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         run_test(name, test)
@@ -485,25 +495,29 @@ fn blockchain_tests_blocks() {
     let Some(files) = suite_files("blockchain-tests-blocks.tar.zst", "BlockchainTests") else {
         return;
     };
-    let t = run_files("blockchain-tests-blocks", &files);
+    let t = run_files("blockchain-tests-blocks", &files, &[]);
     assert!(t.failed.is_empty(), "{} failed", t.failed.len());
 }
 
-/// `BlockchainTests/GeneralStateTests`: one file in `LOUPE_CONSENSUS_SAMPLE` (8) in CI.
+/// Tests that take seconds to minutes each in a debug build (the EVM's loops at opt-level 2
+/// with debug assertions: `loopMul_d1g0v0` alone takes over four minutes), left to the full
+/// run ([`blockchain_tests_general_state`]) so that CI's run stays short.
+const SLOW_IN_DEBUG: [&str; 4] =
+    ["loopMul", "loopExp", "CALLBlake2f_MaxRounds", "static_Call50000_sha256"];
+
+/// `BlockchainTests/GeneralStateTests`: every test but [`SLOW_IN_DEBUG`]'s.
 #[test]
-fn blockchain_tests_general_state_sample() {
-    let every: usize = std::env::var("LOUPE_CONSENSUS_SAMPLE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
-        .max(1);
+fn blockchain_tests_general_state_but_the_slowest() {
     let Some(files) =
         suite_files("blockchain-tests-general-state.tar.zst", "BlockchainTests/GeneralStateTests")
     else {
         return;
     };
-    let files: Vec<_> = files.into_iter().step_by(every).collect();
-    let t = run_files(&format!("blockchain-tests-general-state (every {every}th file)"), &files);
+    let t = run_files(
+        "blockchain-tests-general-state (but the slowest in a debug build)",
+        &files,
+        &SLOW_IN_DEBUG,
+    );
     assert!(t.failed.is_empty(), "{} failed", t.failed.len());
 }
 
@@ -511,12 +525,13 @@ fn blockchain_tests_general_state_sample() {
 #[test]
 #[ignore = "the whole general-state suite: about 14k tests"]
 fn blockchain_tests_general_state() {
+    // Not in CI: the whole suite, the slowest tests included (about 6 minutes on 2 cores).
     let Some(files) =
         suite_files("blockchain-tests-general-state.tar.zst", "BlockchainTests/GeneralStateTests")
     else {
         return;
     };
-    let t = run_files("blockchain-tests-general-state", &files);
+    let t = run_files("blockchain-tests-general-state", &files, &[]);
     assert!(t.failed.is_empty(), "{} failed", t.failed.len());
 }
 

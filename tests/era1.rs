@@ -15,33 +15,14 @@ use std::time::Instant;
 
 use alloy_primitives::{B256, b256};
 
-const FIXTURE: &str = "mainnet-00000-5ec1ffb8.era1";
+#[path = "support/era1.rs"]
+mod era1_fixture;
+use era1_fixture::{FIXTURE, decompressed, fixtures, records, rlp_blocks};
+
 const ROOT: B256 = b256!("0x5ec1ffb8c3b146f42606c74ced973dc16ec5a107c0345858c343fc94780b4218");
 const MAINNET_GENESIS: B256 =
     b256!("0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3");
 const LAST: u64 = 8191;
-
-/// The era1 fixture folder: `$LOUPE_ERA1_FIXTURES`, else `../shared/fixtures/mainnet-era1`
-/// beside the repository. Missing: a panic under CI, else a note and `None` (the test returns).
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LOUPE_ERA1_FIXTURES") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet-era1"),
-    };
-    let alloc = dir.join("../chains/mainnet.alloc.json");
-    if dir.join(FIXTURE).is_file() && alloc.is_file() {
-        return Some(dir);
-    }
-    let msg = format!(
-        "era1 fixture not found at {} (with ../chains/mainnet.alloc.json); set LOUPE_ERA1_FIXTURES",
-        dir.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1") {
-        panic!("{msg}");
-    }
-    eprintln!("note: skipping test: {msg}");
-    None
-}
 
 fn loupe(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loupe")).args(args).output().expect("run loupe")
@@ -85,40 +66,6 @@ fn import(datadir: &Path, files: &[&Path]) -> (Output, std::time::Duration) {
     let started = Instant::now();
     let out = loupe(&args);
     (out, started.elapsed())
-}
-
-/// The records of an era1 file: (offset, type, data length).
-fn records(bytes: &[u8]) -> Vec<(usize, u16, usize)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at + 8 <= bytes.len() {
-        let kind = u16::from_le_bytes([bytes[at], bytes[at + 1]]);
-        let len = u32::from_le_bytes(bytes[at + 2..at + 6].try_into().unwrap()) as usize;
-        out.push((at, kind, len));
-        at += 8 + len;
-    }
-    out
-}
-
-/// The decompressed data of `record` of `bytes`.
-fn decompressed(bytes: &[u8], (at, _, len): (usize, u16, usize)) -> Vec<u8> {
-    let mut out = Vec::new();
-    snap::read::FrameDecoder::new(&bytes[at + 8..at + 8 + len]).read_to_end(&mut out).unwrap();
-    out
-}
-
-/// Blocks `from..=to` of an era1 file (starting at block 0) as an RLP chain file.
-fn rlp_blocks(era1: &[u8], from: usize, to: usize) -> Vec<u8> {
-    let records = records(era1);
-    let mut out = Vec::new();
-    for n in from..=to {
-        let header: alloy_consensus::Header =
-            alloy_rlp::Decodable::decode(&mut &decompressed(era1, records[1 + 4 * n])[..]).unwrap();
-        let body: alloy_consensus::BlockBody<alloy_consensus::TxEnvelope> =
-            alloy_rlp::Decodable::decode(&mut &decompressed(era1, records[2 + 4 * n])[..]).unwrap();
-        alloy_rlp::Encodable::encode(&alloy_consensus::Block { header, body }, &mut out);
-    }
-    out
 }
 
 /// The accumulator record of an era1 file.

@@ -48,13 +48,25 @@ struct Upstream {
 }
 
 fn start_upstream(extra: &[&str]) -> Option<Upstream> {
+    start_upstream_with(extra, None)
+}
+
+/// [`start_upstream`] with the datadir initialised under `policy` (default: chain id 31337's,
+/// the dev policy).
+fn start_upstream_with(
+    extra: &[&str],
+    policy: Option<loupe::chain::HeaderPolicy>,
+) -> Option<Upstream> {
     let bin = anvil::anvil_bin()?;
     let tmp = tempfile::tempdir().unwrap();
     let datadir = tmp.path().join("loupe");
     let genesis = anvil::genesis_json();
     let (state, genesis_hash) = {
         let db = loupe::storage::Database::open(&datadir).unwrap();
-        let (spec, _) = loupe::import::init_genesis(&db, &genesis).unwrap();
+        let options = loupe::import::InitOptions { policy, foreign_chain_id: false };
+        let source = loupe::import::GenesisSource::Json(&genesis);
+        let (spec, _) = loupe::import::init_with(&db, source, options).unwrap();
+        assert_eq!(spec.header_policy(), policy.unwrap_or(loupe::chain::HeaderPolicy::Dev));
         (anvil::anvil_state(&genesis, &db), spec.genesis_hash())
     };
     let state_path = tmp.path().join("anvil-state.json");
@@ -480,6 +492,41 @@ fn a_block_the_rules_reject_stops_following_and_serving_goes_on() {
     let b = rpc(&loupe, "eth_getBlockByNumber", json!(["latest", true]));
     assert_eq!(b["number"], json!(format!("{good:#x}")));
     assert_eq!(health(&loupe), 503);
+}
+
+/// anvil mines blocks with its parent's timestamp when asked (an interval of 0): a datadir
+/// initialised with the strict header policy refuses such a block, and the error names the
+/// policy that follows anvil; the default datadir of chain 31337 (the dev policy) follows it.
+#[test]
+fn a_strict_datadir_refuses_an_equal_timestamp_from_anvil_naming_the_policy() {
+    for policy in [loupe::chain::HeaderPolicy::Strict, loupe::chain::HeaderPolicy::Dev] {
+        let Some(up) = start_upstream_with(&[], Some(policy)) else { return };
+        let a = up.anvil.url.clone();
+        let (follower, mut log) = anvil::start_follower(&up.datadir, &a, &[]);
+        let loupe = follower.url.clone();
+        rpc(&a, "evm_mine", json!([]));
+        let good = follower_synced(&a, &loupe, &mut log);
+        rpc(&a, "anvil_setBlockTimestampInterval", json!([0]));
+        rpc(&a, "evm_mine", json!([]));
+        rpc(&a, "evm_mine", json!([]));
+        let tip = anvil::block_number(&a);
+        let t = |n: u64| {
+            rpc(&a, "eth_getBlockByNumber", json!([format!("{n:#x}"), false]))["timestamp"].clone()
+        };
+        assert_eq!(t(tip), t(tip - 1), "anvil mined equal timestamps");
+        if policy == loupe::chain::HeaderPolicy::Dev {
+            assert!(anvil::wait_head(&loupe, tip, None, Duration::from_secs(20)), "{}", log.all());
+            continue;
+        }
+        let line = log.wait_for("following stopped", Duration::from_secs(20));
+        let line = line.unwrap_or_else(|| panic!("{}", log.all()));
+        assert!(
+            line.contains("timestamp rule") && line.contains("equal to the parent's"),
+            "{line}"
+        );
+        assert!(line.contains("--header-policy dev") && line.contains("anvil"), "{line}");
+        assert!(anvil::block_number(&loupe) < tip && anvil::block_number(&loupe) >= good);
+    }
 }
 
 /// A `--follow.max-reorg` beyond the datadir's unwind depth raises the depth, so that a reorg

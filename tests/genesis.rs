@@ -100,3 +100,112 @@ fn a_large_genesis_streams_into_the_trie_and_is_recognised_again() {
     let msg = text(&out);
     assert!(msg.contains(&hash.to_string()) && msg.contains(&other_hash.to_string()), "{msg}");
 }
+
+/// The four public networks' genesis hashes, as published (geth's and reth's constants).
+const NETWORKS: [(&str, &str); 4] = [
+    ("mainnet", "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3"),
+    ("sepolia", "0x25a5cc106eea7138acab33231d7160d69cb777ee0c2c553fcddf5138993e6dd9"),
+    ("holesky", "0xb5f7f912443c940f21fd611f12828d75b534364ed9e95ca4e307729a4661bde4"),
+    ("hoodi", "0xbbe312868b376a3001692a646dd2d7d1e4406380dfd86b98aa8a34d1557c971b"),
+];
+
+/// `loupe init --chain NAME` gives each network's published genesis hash from the binary's own
+/// allocation; again is a no-op; another network's datadir is refused naming both hashes.
+#[test]
+fn named_networks_init_to_their_published_genesis_hashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, hash) in NETWORKS {
+        let dir = tmp.path().join(name);
+        let d = dir.to_str().unwrap();
+        let out = loupe(&["init", "--datadir", d, "--chain", name]);
+        assert!(out.status.success() && text(&out).contains(hash), "{name}: {}", text(&out));
+        assert!(text(&out).contains("header policy strict"), "{}", text(&out));
+        let again = loupe(&["init", "--datadir", d, "--chain", name]);
+        assert!(
+            again.status.success() && text(&again).contains("nothing to do"),
+            "{}",
+            text(&again)
+        );
+    }
+    let sepolia = tmp.path().join("sepolia");
+    let out = loupe(&["init", "--datadir", sepolia.to_str().unwrap(), "--chain", "mainnet"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(NETWORKS[0].1) && text(&out).contains(NETWORKS[1].1),
+        "{}",
+        text(&out)
+    );
+    // The dev header policy is refused for a named network.
+    let dev = tmp.path().join("dev-mainnet");
+    let out = loupe(&[
+        "init",
+        "--datadir",
+        dev.to_str().unwrap(),
+        "--chain",
+        "mainnet",
+        "--header-policy",
+        "dev",
+    ]);
+    assert!(!out.status.success() && text(&out).contains("refused for mainnet"), "{}", text(&out));
+}
+
+/// A genesis file written by hand: mainnet's allocation with geth's mainnet `config` (a
+/// terminal total difficulty and no `mergeNetsplitBlock`) is recognised as mainnet and gets its
+/// schedule, merge included; the same file with one balance changed claims mainnet's chain id
+/// with another genesis, and is refused naming both hashes.
+#[test]
+fn a_genesis_file_is_recognised_as_its_network_or_refused_naming_both_hashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut genesis: serde_json::Value =
+        serde_json::from_str(&loupe::chain::Network::Mainnet.genesis_json().unwrap()).unwrap();
+    genesis["config"] = serde_json::json!({
+        "chainId": 1, "homesteadBlock": 1_150_000, "daoForkBlock": 1_920_000,
+        "daoForkSupport": true, "eip150Block": 2_463_000, "eip155Block": 2_675_000,
+        "eip158Block": 2_675_000, "byzantiumBlock": 4_370_000,
+        "terminalTotalDifficulty": "58750000000000000000000"
+    });
+    let file = tmp.path().join("mainnet.json");
+    std::fs::write(&file, genesis.to_string()).unwrap();
+    let spec = ChainSpec::from_genesis_json(&genesis.to_string()).unwrap();
+    assert_eq!(spec.network(), Some(loupe::chain::Network::Mainnet));
+    use alloy_hardforks::EthereumHardforks;
+    assert!(
+        !spec.is_paris_active_at_block(15_537_393) && spec.is_paris_active_at_block(15_537_394)
+    );
+    assert!(
+        spec.is_cancun_active_at_timestamp(1_710_338_135),
+        "the network's schedule, not the file's"
+    );
+    let d = tmp.path().join("a");
+    let out = loupe(&["init", "--datadir", d.to_str().unwrap(), "--chain", file.to_str().unwrap()]);
+    assert!(out.status.success() && text(&out).contains(NETWORKS[0].1), "{}", text(&out));
+
+    let alloc = genesis["alloc"].as_object_mut().unwrap();
+    let first = alloc.keys().next().unwrap().clone();
+    alloc[&first]["balance"] = serde_json::json!("0x1");
+    std::fs::write(&file, genesis.to_string()).unwrap();
+    let d = tmp.path().join("b");
+    let out = loupe(&["init", "--datadir", d.to_str().unwrap(), "--chain", file.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("chain id 1 is mainnet's") && text(&out).contains(NETWORKS[0].1),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Sepolia's merge is at its first proof-of-stake block, 1,450,409, not at its netsplit block
+/// 1,735,371 (which marks the fork id only): block rewards stop there.
+#[test]
+fn sepolia_merges_at_its_first_proof_of_stake_block() {
+    use alloy_hardforks::EthereumHardforks;
+    let spec = ChainSpec::named(loupe::chain::Network::Sepolia).unwrap();
+    assert!(!spec.is_paris_active_at_block(1_450_408));
+    assert!(spec.is_paris_active_at_block(1_450_409));
+    assert!(spec.is_amsterdam_active_at_timestamp(1_791_294_816));
+    assert_eq!(spec.dao_fork(), None, "sepolia never had the DAO fork");
+    assert_eq!(
+        ChainSpec::named(loupe::chain::Network::Mainnet).unwrap().dao_fork(),
+        Some((1_920_000, true))
+    );
+}

@@ -134,7 +134,11 @@ impl ChainSpec {
         let network = Network::recognise(c.chain_id, genesis_hash);
         if let Some(n) = network {
             hardforks = EthereumChainHardforks::new(n.hardforks());
-        } else if let Some((None, ttd)) = placed {
+        } else if let Some((None, ttd)) = placed
+            && Network::from_chain_id(c.chain_id).is_none()
+        {
+            // (A named network's chain id with another genesis keeps the merge unplaced: `init`
+            // refuses it, naming both genesis hashes.)
             return Err(ChainError::MergeBlockUnknown { ttd });
         }
         Ok(Self {

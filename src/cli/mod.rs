@@ -382,7 +382,8 @@ impl ExportCmd {
         let to = self.to.unwrap_or(head).min(head);
         let Some(path) = self.file else {
             let dir = self.era1.unwrap_or_default();
-            let spec = crate::import::load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
+            let spec =
+                crate::import::load_spec(&db)?.ok_or(crate::import::ImportError::NotInitialised)?;
             return export_era1(&db, spec.chain_id(), &dir, self.from, to);
         };
         let file = std::fs::File::create(&path)
