@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 
+pub(crate) use eth::call::revert_reason;
 use eth::{fees, logs};
 pub use server::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;
