@@ -326,7 +326,7 @@ async fn pages_in_a_browser_show_what_the_methods_answer() {
         assert_eq!(row["path"], address.join("."), "order: {row} for {trace}");
         assert_eq!(row["parent"].as_str().map(str::to_string), parent, "nesting: {row}");
         let action = &trace["action"];
-        let kind = action["callType"].as_str().unwrap_or(trace["type"].as_str().unwrap());
+        let kind = action["callType"].as_str().or_else(|| trace["type"].as_str()).unwrap();
         assert_eq!(row["kind"].as_str().unwrap().to_lowercase(), kind, "{row}");
         kinds.push(kind.to_string());
         assert_eq!(row["from"].as_str().unwrap().to_lowercase(), action["from"], "{row}");
