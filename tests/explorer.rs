@@ -89,10 +89,20 @@ fn start(args: &[&str]) -> Served {
             }
         });
     }
-    let base = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-        let _ = child.kill();
-        panic!("loupe {args:?} did not start serving: {:?}", lines.lock().unwrap())
-    });
+    let started = Instant::now();
+    let base = loop {
+        if let Ok(base) = rx.recv_timeout(Duration::from_millis(100)) {
+            break base;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            std::thread::sleep(Duration::from_millis(200)); // the rest of its output
+            panic!("loupe {args:?} exited with {status}: {:?}", lines.lock().unwrap());
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("loupe {args:?} did not start serving: {:?}", lines.lock().unwrap());
+        }
+    };
     Served { child, base, lines }
 }
 
