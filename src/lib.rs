@@ -7,6 +7,7 @@
 //! |-----------|---------------------------------------------------|--------------------------|
 //! | `cli`     | command line, node start-up                       | everything               |
 //! | `dev`     | built-in dev chain: genesis, block builder        | `import` and below       |
+//! | `explorer`| pages served beside JSON-RPC (`/explorer/`)       | `rpc`, `storage`, `chain`|
 //! | `rpc`     | JSON-RPC server and methods                       | `trie`, `evm`, `storage`, `chain`|
 //! | `import`  | genesis init, verified block import               | `trie`, `evm`, `storage`, `chain`|
 //! | `trie`    | incremental state root, proofs, trie verification | `storage`                |
@@ -21,6 +22,7 @@ pub mod chain;
 pub mod cli;
 pub mod dev;
 pub mod evm;
+pub mod explorer;
 pub mod follow;
 pub mod import;
 pub mod rpc;

@@ -289,14 +289,20 @@ mod tests {
 
     #[test]
     fn merge_without_netsplit_block_is_refused_unless_ttd_zero() {
-        let json = r#"{"config":{"chainId":1,"terminalTotalDifficulty":100},
+        let json = r#"{"config":{"chainId":7,"terminalTotalDifficulty":100},
             "difficulty":"0x1","gasLimit":"0x1000000","alloc":{}}"#;
         assert!(matches!(
             ChainSpec::from_genesis_json(json),
             Err(ChainError::MergeBlockUnknown { .. })
         ));
-        let json = json.replace("100", "0");
-        let spec = ChainSpec::from_genesis_json(&json).unwrap();
+        let zero = json.replace("100", "0");
+        let spec = ChainSpec::from_genesis_json(&zero).unwrap();
         assert!(spec.is_paris_active_at_block(0));
+        // Under a named network's chain id with another genesis, the spec builds with the merge
+        // unplaced, for `init` to refuse naming both genesis hashes.
+        let claims_mainnet = json.replace("\"chainId\":7", "\"chainId\":1");
+        let spec = ChainSpec::from_genesis_json(&claims_mainnet).unwrap();
+        assert_eq!(spec.network(), None);
+        assert!(!spec.is_paris_active_at_block(u64::MAX - 1));
     }
 }

@@ -198,6 +198,11 @@ pub struct RpcArgs {
     /// Most traces one trace_filter returns (page with `after` and `count`).
     #[arg(long = "trace.max-filter-results", default_value_t = 10_000)]
     pub max_trace_filter_results: usize,
+    /// Serve the explorer's pages under /explorer/ on the HTTP listener (on by default for
+    /// `loupe dev`; `--http.explorer=false` turns it off there).
+    #[arg(long = "http.explorer", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub explorer: Option<bool>,
 }
 
 impl RpcArgs {

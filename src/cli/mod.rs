@@ -483,18 +483,30 @@ impl DevCmd {
                     .get_matches_from(["x"]),
             )?,
         };
-        let config = rpc.to_config()?;
-        let banner = Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr));
+        let mut config = rpc.to_config()?;
+        let explorer = with_explorer(&mut config, rpc.explorer.unwrap_or(true));
+        let banner = Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr, explorer));
         serve(std::sync::Arc::new(db), spec, config, Some(banner), None)
     }
 }
 
-fn print_dev_banner(addr: std::net::SocketAddr) {
+/// Sets the explorer's pages in `config` when `on` (`--http.explorer`); returns `on`.
+fn with_explorer(config: &mut crate::rpc::RpcConfig, on: bool) -> bool {
+    if on {
+        config.pages = Some(std::sync::Arc::new(crate::explorer::Explorer::new()));
+    }
+    on
+}
+
+fn print_dev_banner(addr: std::net::SocketAddr, explorer: bool) {
     let url = format!("http://{addr}");
     println!(
         "\nloupe dev chain (chain id {}) serving JSON-RPC at {url}\n",
         crate::dev::DEV_CHAIN_ID
     );
+    if explorer {
+        println!("Explorer: {url}{}\n", crate::explorer::PREFIX);
+    }
     println!(
         "Dev accounts (10,000 ETH each). Their keys are PUBLIC: never use them on a real network."
     );
@@ -530,7 +542,8 @@ impl NodeCmd {
     fn run(self) -> Result<()> {
         let db = self.datadir.open()?;
         let spec = self.chain.spec(&db)?;
-        let config = self.rpc.to_config()?;
+        let mut config = self.rpc.to_config()?;
+        with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
         serve(std::sync::Arc::new(db), spec, config, None, None)
     }
 }
@@ -558,6 +571,7 @@ impl FollowCmd {
         let spec = self.chain.spec(&db)?;
         tracing::info!(target: "follow", policy = %spec.header_policy(), "header policy");
         let mut config = self.rpc.to_config()?;
+        with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
         let follow = self.follow.to_config()?;
         let status = std::sync::Arc::new(crate::chain::SyncStatus::new());
         status.update(|s| {
@@ -585,6 +599,7 @@ pub fn serve(
         builder.worker_threads(n);
     }
     let runtime = builder.enable_all().build()?;
+    let explorer = config.pages.is_some();
     runtime.block_on(async move {
         let head = db.begin_read()?.head()?.unwrap_or(0);
         if let Some(addr) = config.metrics {
@@ -598,6 +613,10 @@ pub fn serve(
             .ok();
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
+        if explorer {
+            let url = format!("http://{}{}", server.addr, crate::explorer::PREFIX);
+            tracing::info!(target: "rpc", %url, "serving the explorer");
+        }
         if let Some(ws) = server.ws_addr {
             tracing::info!(target: "rpc", url = %format!("ws://{ws}"), "serving JSON-RPC over WebSocket");
         }

@@ -259,7 +259,7 @@ impl Follower {
         }
         let to = tip.min(head + self.config.batch);
         let fetch = std::time::Instant::now();
-        let blocks = self.upstream.blocks(head + 1, to).await?;
+        let blocks = self.upstream.blocks(head + 1, to, self.spec.header_policy()).await?;
         tracing::debug!(
             target: "follow",
             from = head + 1,
@@ -348,7 +348,7 @@ impl Follower {
         };
         let depth = head - ancestor;
         let to = tip.min(ancestor + depth.max(1) + self.config.batch);
-        let blocks = self.upstream.blocks(ancestor + 1, to).await?;
+        let blocks = self.upstream.blocks(ancestor + 1, to, self.spec.header_policy()).await?;
         if blocks.first().map(|b| b.header.parent_hash) != reader.canonical_hash(ancestor)? {
             return Err(FollowError::Upstream {
                 url: self.upstream.url().into(),

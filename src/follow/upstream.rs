@@ -103,6 +103,7 @@ impl Upstream {
         &mut self,
         from: u64,
         to: u64,
+        policy: crate::chain::HeaderPolicy,
     ) -> Result<Vec<Block<TxEnvelope>>, FollowError> {
         if from > to {
             return Ok(Vec::new());
@@ -127,11 +128,16 @@ impl Upstream {
             );
             self.raw_blocks = Some(works);
         }
-        if self.raw_blocks == Some(true) {
+        let blocks = if self.raw_blocks == Some(true) {
             self.raw(from, to).await
         } else {
             self.json(from, to).await
-        }
+        }?;
+        // anvil's blocks carry blob transactions with their blobs (the network form), raw and as
+        // JSON. A block holds them without, and its transactions root is checked on that form;
+        // but anvil's header commits to the form with the blobs, which only the dev header
+        // policy takes (the block is then stored without them).
+        Ok(blocks.into_iter().map(|block| consensus_form(block, policy)).collect())
     }
 
     async fn raw(&self, from: u64, to: u64) -> Result<Vec<Block<TxEnvelope>>, FollowError> {
@@ -158,12 +164,7 @@ impl Upstream {
                 .map_err(|e| {
                     self.err("debug_getRawBlock", format!("block {n} does not decode: {e}"))
                 })?;
-            // anvil's raw blocks carry blob transactions with their blobs (the network form);
-            // a block holds them without, and its transactions root is checked on that form.
-            let (block, stripped) = crate::import::without_sidecars(block);
-            if stripped > 0 {
-                tracing::debug!(target: "follow", block = n, stripped, "blob sidecars left out of the block as stored");
-            }
+
             if block.header.number != n {
                 return Err(self.err(
                     "debug_getRawBlock",
@@ -218,4 +219,30 @@ impl Upstream {
         }
         Ok(out)
     }
+}
+
+/// `block` with its blob transactions in their consensus form (no sidecars), unless its header
+/// commits to the form it came in (anvil's) and the header policy is `dev`: then as it came, for
+/// the import to check against its header and store without the sidecars.
+fn consensus_form(
+    block: Block<TxEnvelope>,
+    policy: crate::chain::HeaderPolicy,
+) -> Block<TxEnvelope> {
+    use alloy_consensus::proofs::calculate_transaction_root;
+    if !block.body.transactions.iter().any(crate::import::has_sidecar) {
+        return block;
+    }
+    let number = block.header.number;
+    let header_root = block.header.transactions_root;
+    let received_root = (policy == crate::chain::HeaderPolicy::Dev)
+        .then(|| calculate_transaction_root(&block.body.transactions));
+    let (stripped, count) = crate::import::without_sidecars(block.clone());
+    if received_root == Some(header_root)
+        && calculate_transaction_root(&stripped.body.transactions) != header_root
+    {
+        tracing::debug!(target: "follow", block = number, sidecars = count, "the header commits to the blob sidecars (anvil); checked as received, stored without them");
+        return block;
+    }
+    tracing::debug!(target: "follow", block = number, sidecars = count, "blob sidecars left out of the block");
+    stripped
 }

@@ -302,7 +302,14 @@ where
     timings.root = started.elapsed() - before_root;
 
     let before_block = started.elapsed();
-    writer.insert_block(block, hash, senders, &outcome.receipts)?;
+    // A block holds its transactions in their consensus form; only the dev policy lets one in
+    // with blob sidecars (anvil's, whose header commits to them), and they are not stored.
+    if block.body.transactions.iter().any(super::header::has_sidecar) {
+        let (stripped, _) = super::without_sidecars(block.clone());
+        writer.insert_block(&stripped, hash, senders, &outcome.receipts)?;
+    } else {
+        writer.insert_block(block, hash, senders, &outcome.receipts)?;
+    }
     writer.index_trace_addresses(number, &outcome.touched)?;
     writer.set_head(number)?;
     // Throughput, for import and follow alike (`rate()` of these in Prometheus).

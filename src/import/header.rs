@@ -104,10 +104,11 @@ impl Rule {
         }
     }
 
-    /// Whether [`HeaderPolicy::Dev`] relaxes this rule (only the equal timestamp and the base
-    /// fee's value, and those only in part).
+    /// Whether [`HeaderPolicy::Dev`] relaxes this rule, in part: an equal timestamp, the base
+    /// fee's value, and blob sidecars in a body whose header commits to them (anvil's; the
+    /// block is stored without them).
     pub const fn dev_relaxes(self) -> bool {
-        matches!(self, Self::Timestamp | Self::BaseFee)
+        matches!(self, Self::Timestamp | Self::BaseFee | Self::BlobSidecar)
     }
 }
 
@@ -477,7 +478,9 @@ fn check_body(spec: &ChainSpec, block: &Block<TxEnvelope>) -> Result<(), Broken>
             format!("{} ommers, more than {MAX_OMMERS}", block.body.ommers.len()),
         );
     }
-    if let Some(index) = block.body.transactions.iter().position(has_sidecar) {
+    if let Some(index) = block.body.transactions.iter().position(has_sidecar)
+        && spec.header_policy() == HeaderPolicy::Strict
+    {
         return broken(
             Rule::BlobSidecar,
             format!(
@@ -499,7 +502,7 @@ fn check_body(spec: &ChainSpec, block: &Block<TxEnvelope>) -> Result<(), Broken>
 }
 
 /// Whether `tx` is a blob transaction carrying its sidecar (the network form).
-pub(crate) fn has_sidecar(tx: &TxEnvelope) -> bool {
+pub fn has_sidecar(tx: &TxEnvelope) -> bool {
     matches!(tx, TxEnvelope::Eip4844(s) if has_sidecar_variant(s.tx()))
 }
 

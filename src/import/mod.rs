@@ -28,7 +28,9 @@ pub use error::ImportError;
 pub use genesis::{
     GenesisSource, InitOptions, init_genesis, init_genesis_file, init_with, load_spec,
 };
-pub use header::{DAO_EXTRA_DATA, MAX_GAS_LIMIT, MAX_RLP_BLOCK_SIZE, Rule, without_sidecars};
+pub use header::{
+    DAO_EXTRA_DATA, MAX_GAS_LIMIT, MAX_RLP_BLOCK_SIZE, Rule, has_sidecar, without_sidecars,
+};
 pub use source::{BlockReader, SourceError};
 
 use crate::chain::ChainSpec;

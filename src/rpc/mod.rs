@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 
+pub(crate) use eth::call::revert_reason;
 use eth::{fees, logs};
 pub use server::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;
+pub use server::pages::{PageFuture, Pages, RpcCaller};
 use server::{cache, http, methods, pool, ws};
 
 use crate::chain::ChainSpec;
@@ -92,6 +94,9 @@ pub struct RpcConfig {
     /// Progress against an upstream, when following one (`eth_syncing`, `GET /health`,
     /// where `eth_sendRawTransaction` goes).
     pub sync: Arc<crate::chain::SyncStatus>,
+    /// Pages served on the HTTP listener beside JSON-RPC (the CLI sets the explorer here with
+    /// `--http.explorer`); `None`: every path but `/` and `/health` is 404.
+    pub pages: Option<Arc<dyn Pages>>,
 }
 
 impl Default for RpcConfig {
@@ -126,6 +131,7 @@ impl Default for RpcConfig {
             max_trace_filter_results: 10_000,
             test_methods: false,
             sync: Arc::default(),
+            pages: None,
         }
     }
 }

@@ -306,7 +306,10 @@ fn datadir(chain_id: u64) -> (tempfile::TempDir, Database, B256) {
         r#"{{"config":{{"chainId":{chain_id},"homesteadBlock":0}},"difficulty":"0x20000",
         "gasLimit":"0x1388","alloc":{{}}}}"#
     );
-    let (spec, _) = crate::import::init_genesis(&db, &genesis).unwrap();
+    // A made-up chain, even under a named network's chain id (the checks key on the id).
+    let options = crate::import::InitOptions { policy: None, foreign_chain_id: true };
+    let source = crate::import::GenesisSource::Json(&genesis);
+    let (spec, _) = crate::import::init_with(&db, source, options).unwrap();
     (dir, db, spec.genesis_hash())
 }
 

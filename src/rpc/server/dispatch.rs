@@ -15,11 +15,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::rpc::server::methods::{Handler, Methods, call_async, call_read, call_sync};
+use crate::rpc::server::methods::Methods;
 use crate::rpc::{RpcContext, RpcError};
 
 /// The limits of one body.
@@ -195,20 +195,7 @@ async fn answer(
         }
         Item::Call { id, method, params } => (id, method, params),
     };
-    let result = match methods.get(&method) {
-        None => Err(RpcError::MethodNotFound(method.into_owned())),
-        Some((name, Handler::Sync(f))) => {
-            call_sync(ctx, name, f, Params::new(params.map(RawValue::get)))
-        }
-        Some((name, Handler::Read(f))) => {
-            let p = Params::new(params.map(RawValue::get)).into_owned();
-            call_read(ctx.clone(), name, f, p).await
-        }
-        Some((name, Handler::Async(f))) => {
-            let p = Params::new(params.map(RawValue::get)).into_owned();
-            call_async(ctx.clone(), name, f, p).await
-        }
-    };
+    let result = methods.call(ctx, &method, params.map(RawValue::get)).await;
     let start = out.len();
     match result {
         Ok(value) => {

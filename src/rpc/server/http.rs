@@ -1,5 +1,6 @@
 //! The HTTP server: JSON-RPC at `POST /`, `GET /health` for load balancers (and the same check
-//! on requests a load balancer marks with [`HEALTH_GATE`]), 404 elsewhere, optional CORS, the
+//! on requests a load balancer marks with [`HEALTH_GATE`]), the paths of the page handler when
+//! one is configured (`RpcConfig::pages`: the explorer), 404 elsewhere, optional CORS, the
 //! connection limit and graceful shutdown.
 //!
 //! Written on hyper directly rather than on jsonrpsee's HTTP server: a cheap request then costs
@@ -22,6 +23,7 @@ use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use crate::chain::SyncStatus;
 use crate::rpc::server::dispatch::{self, Limits, Reply};
 use crate::rpc::server::methods::Methods;
+use crate::rpc::server::pages::{Pages, RpcCaller};
 use crate::rpc::{RpcContext, RpcError};
 use crate::storage::Database;
 
@@ -42,7 +44,9 @@ pub const HEALTH_GATE: &str = "x-loupe-healthy-only";
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) ctx: Arc<RpcContext>,
-    pub(crate) methods: Methods,
+    pub(crate) methods: Arc<Methods>,
+    /// Pages served beside JSON-RPC (the explorer), if any.
+    pub(crate) pages: Option<Arc<dyn Pages>>,
     pub(crate) limits: Limits,
     pub(crate) max_body: u32,
     /// The sync status `/health` reads (the database is the context's).
@@ -54,7 +58,8 @@ impl App {
     pub(crate) fn new(ctx: Arc<RpcContext>) -> Self {
         let config = &ctx.config;
         Self {
-            methods: Methods::new(config),
+            methods: Arc::new(Methods::new(config)),
+            pages: config.pages.clone(),
             limits: Limits { max_batch: config.max_batch, max_response: config.max_response_body },
             max_body: config.max_request_body,
             sync: config.sync.clone(),
@@ -77,6 +82,13 @@ impl App {
             if resp.status() != StatusCode::OK {
                 return resp;
             }
+        }
+        if let Some(pages) = self.pages.as_ref().filter(|p| p.claims(path)) {
+            let (method, uri) = (req.method().clone(), req.uri().clone());
+            drop(req);
+            let rpc =
+                RpcCaller::new(self.ctx.clone(), self.methods.clone(), self.limits.max_response);
+            return pages.respond(rpc, &method, &uri).await.map(Full::new);
         }
         if path != "/" {
             return text(StatusCode::NOT_FOUND, "Not Found: JSON-RPC is served at /\n");

@@ -162,6 +162,27 @@ impl Methods {
         self.table.get_key_value(name).map(|(k, h)| (*k, *h))
     }
 
+    /// Runs the method called `name` with `params` (the JSON text of its parameters; `None`
+    /// for none) as a request runs it: inline, on the read pool or on the EVM pool, logged and
+    /// counted. A name not in the table gives -32601.
+    pub(crate) async fn call(
+        &self,
+        ctx: &Arc<RpcContext>,
+        name: &str,
+        params: Option<&str>,
+    ) -> RpcResult<Raw> {
+        match self.get(name) {
+            None => Err(RpcError::MethodNotFound(name.to_owned())),
+            Some((name, Handler::Sync(f))) => call_sync(ctx, name, f, Params::new(params)),
+            Some((name, Handler::Read(f))) => {
+                call_read(ctx.clone(), name, f, Params::new(params).into_owned()).await
+            }
+            Some((name, Handler::Async(f))) => {
+                call_async(ctx.clone(), name, f, Params::new(params).into_owned()).await
+            }
+        }
+    }
+
     /// The same methods as a jsonrpsee module (the WebSocket server's), over `ctx`.
     pub(crate) fn module(
         &self,

@@ -9,6 +9,7 @@ pub(crate) mod http;
 pub(crate) mod in_process;
 pub(crate) mod json;
 pub(crate) mod methods;
+pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod pool;
 pub(crate) mod ws;
