@@ -59,9 +59,10 @@ pub enum FollowError {
     Import(#[from] ImportError),
     /// A strict datadir refused a block of anvil or hardhat for a rule they relax on purpose.
     #[error(
-        "{error}; the upstream is {client}, which mines equal timestamps and lets its user set \
-         the base fee: this datadir's header policy is strict, so follow it with a datadir \
-         initialised with `--header-policy dev`"
+        "{error}; the upstream is {client}, which mines equal timestamps, lets its user set \
+         the base fee and commits its transactions root to blob sidecars: this datadir's \
+         header policy is strict, so follow it with a datadir initialised with \
+         `--header-policy dev`"
     )]
     StrictPolicy {
         /// The refusal.

@@ -188,15 +188,20 @@ impl Follower {
         }
     }
 
-    /// A block the import refused. Under the strict header policy, a refusal for one of the two
-    /// rules anvil and hardhat relax on purpose names the policy that follows them.
+    /// A block the import refused. Under the strict header policy, a refusal for one of the
+    /// rules anvil and hardhat break on purpose (an equal timestamp, a base fee set by hand, a
+    /// transactions root over blob sidecars) names the policy that follows them.
     fn refused(&self, error: ImportError) -> FollowError {
         let dev_upstream = self.client.as_deref().is_some_and(|c| {
             let c = c.to_ascii_lowercase();
             c.starts_with("anvil") || c.starts_with("hardhat")
         });
-        let relaxed =
-            matches!(error.root(), ImportError::InvalidHeader { rule, .. } if rule.dev_relaxes());
+        // anvil's header commits to blob sidecars: the consensus form's root differs.
+        let relaxed = match error.root() {
+            ImportError::InvalidHeader { rule, .. } => rule.dev_relaxes(),
+            ImportError::Mismatch { what, .. } => *what == "transactions root",
+            _ => false,
+        };
         if dev_upstream && relaxed && self.spec.header_policy() == HeaderPolicy::Strict {
             return FollowError::StrictPolicy {
                 error,
