@@ -7,7 +7,7 @@ use alloy_primitives::{Address, B256, KECCAK256_EMPTY, Log, U256, keccak256};
 use alloy_rlp::{Decodable, Encodable};
 
 use super::StorageError;
-use super::epochs::Epochs;
+use super::history::epochs::Epochs;
 
 /// An account as stored: what revm's `AccountInfo` holds, minus the code itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,7 +182,7 @@ impl HashedAccount {
 /// their history): the block whose changes wrote it, 0 for the genesis allocation. Both row
 /// kinds start with it, as a length byte and its big-endian bytes without leading zeros.
 ///
-/// The stamp serves the history lookup (`storage::epochs`): a key whose row was written at or
+/// The stamp serves the history lookup (`storage::history::epochs`): a key whose row was written at or
 /// before block N has not changed since N, and the epoch index leaves out the epoch of each
 /// key's stamp (the current row names it).
 pub fn row_stamp(b: &[u8], table: &'static str) -> Result<u64, StorageError> {

@@ -6,13 +6,10 @@
 //! of block N" for the EVM.
 
 mod cache;
-mod changes;
 mod codec;
 mod copy;
-mod epochs;
 mod error;
-mod held_history;
-mod node_history;
+pub mod history;
 mod node_writes;
 mod read;
 mod snapshot;
@@ -26,21 +23,21 @@ use std::path::Path;
 
 use redb::ReadableDatabase;
 
-pub use changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
 pub use codec::{
     EncodedAccount, HashedAccount, LogInBlock, LogKeep, ReceiptInBlock, SlotRow, StoredAccount,
     TxFees, decode_slot, hashed_account_history_key, hashed_storage_history_key,
     hashed_storage_key, row_stamp,
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
-pub use epochs::{
+pub use error::{StorageError, StorageResult};
+pub use history::changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
+pub use history::epochs::{
     DEFAULT_EPOCH_LEN, EPOCH_ENV, EPOCHS_PER_RUN, Epochs, History, Row, SnapshotHistory,
     StampIndex, check_index, epoch_bit, first_in, history_epochs, index_entity, index_key,
     indexed_epoch, replaced_bit, row_block, row_entity, row_epoch, row_key, run_epochs, run_of,
     set_bits, stamp_replaced, stamp_restored,
 };
-pub use error::{StorageError, StorageResult};
-pub use node_history::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
+pub use history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
 pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;

@@ -8,7 +8,7 @@
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
-use super::epochs::{Epochs, History, SnapshotHistory};
+use super::history::epochs::{Epochs, History, SnapshotHistory};
 use super::tables::{self, meta};
 use super::{BlockMarkers, StorageResult};
 
@@ -48,7 +48,7 @@ pub struct TrieTables {
     pub storage_trie_epochs: ReadOnlyTable<&'static [u8; 69], u64>,
     /// The datadir's history epoch length.
     pub epochs: Epochs,
-    /// The epoch of the snapshot's head, the one not indexed yet (`storage::epochs`).
+    /// The epoch of the snapshot's head, the one not indexed yet (`storage::history::epochs`).
     pub open_epoch: u32,
 }
 

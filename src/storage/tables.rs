@@ -62,7 +62,7 @@ pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8]> =
     TableDefinition::new("hashed_storage");
 
 /// `epoch u32 BE ++ keccak(address) ++ block BE → hashed account before that block` (empty: did
-/// not exist). History tables are partitioned by epoch (`storage::epochs`): a block's rows land
+/// not exist). History tables are partitioned by epoch (`storage::history::epochs`): a block's rows land
 /// in its own epoch's range, whose size does not grow with the chain.
 ///
 /// Written once per account and block in which the account (or its storage root) changed. To
@@ -82,7 +82,7 @@ pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8]> =
     TableDefinition::new("hashed_storage_history_e");
 
 /// `keccak(address) ++ run u32 BE → bitmap u64`: the closed epochs holding rows of an account in
-/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::epochs`), one row per run of
+/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::history::epochs`), one row per run of
 /// [`crate::storage::EPOCHS_PER_RUN`] epochs with a bit for each; all but the epoch of the
 /// current row's stamp, which that row names.
 pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], u64> =
@@ -104,7 +104,7 @@ pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
     TableDefinition::new("storage_trie");
 
 /// `epoch ++ packed path ++ length ++ block BE → account-trie node before that block` (empty:
-/// absent), whole or as a delta against the node's next version (`storage::node_history`). A
+/// absent), whole or as a delta against the node's next version (`storage::history::nodes`). A
 /// node's first row in each epoch is whole. The node at a path after block N: the first row
 /// after N (found as for [`HASHED_ACCOUNT_HISTORY`]), resolved forward within its epoch to a
 /// whole row, or with one hop to the node's next version (a whole row in a later epoch, or
@@ -220,9 +220,9 @@ pub mod meta {
 ///    their history) are gone; the EVM reads the hashed tables, and [`PREIMAGES`] maps
 ///    hashes back to addresses and slots.
 /// 5: trie-node history rows may be deltas (the child hashes that differ from the next
-///    version, `storage::node_history`), and change lists are front-coded.
+///    version, `storage::history::nodes`), and change lists are front-coded.
 /// 6: history tables partitioned by epoch, with an index of the epochs that hold each key
-///    (`storage::epochs`); a node's first trie-history row in each epoch is whole. Older
+///    (`storage::history::epochs`); a node's first trie-history row in each epoch is whole. Older
 ///    formats are refused: their chain must be imported again.
 /// 7: account rows (current and history) in a compact layout: plain accounts leave out the
 ///    code hash and the storage root, and nonce and balance their leading zeros

@@ -15,8 +15,8 @@ use super::codec::{
     HashedAccount, SlotRow, StoredAccount, decode_slot, hashed_account_history_key,
     hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
 };
-use super::epochs::replaced_bit;
-use super::held_history::{ClosingRows, HeldRows, write_rows};
+use super::history::epochs::replaced_bit;
+use super::history::held::{ClosingRows, HeldRows, write_rows};
 use super::node_writes::TrieNodes;
 use super::tables::{self, meta};
 use super::{StateDump, StorageResult};
@@ -37,7 +37,7 @@ pub struct Writer {
 /// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
 /// [`tables::TRACE_ADDRESSES`], new [`tables::PREIMAGES`], and bits of the account and slot
 /// epoch indexes (and the account and slot history rows, which an epoch's close takes out
-/// before that: `storage::held_history`). The keys of the first four are hashes and
+/// before that: `storage::history::held`). The keys of the first four are hashes and
 /// addresses, so a block's rows land on random pages of tables that grow with the chain;
 /// written at once in key order, each page of a group's rows is dirtied once, instead of once
 /// per block that lands on it (and again after redb's write buffer has sent it to the file).
@@ -53,7 +53,7 @@ struct Deferred {
     /// New rows of [`tables::PREIMAGES`] (a slot hash may repeat: the table had no row for it
     /// when each was found).
     preimages: Vec<PreimageRow>,
-    /// Bits of the account and slot epoch indexes ([`super::epochs::replaced_bit`]). Read
+    /// Bits of the account and slot epoch indexes ([`super::history::epochs::replaced_bit`]). Read
     /// inside a write transaction only by an epoch's close and by an unwind, which write
     /// them first.
     account_bits: Vec<([u8; 36], u64)>,
@@ -174,13 +174,13 @@ impl Writer {
             write_rows(&mut t, &slot_history, "hashed_storage_history")?;
         }
         if !account_bits.is_empty() {
-            super::epochs::set_bits(
+            super::history::epochs::set_bits(
                 &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
                 account_bits,
             )?;
         }
         if !slot_bits.is_empty() {
-            super::epochs::set_bits(
+            super::history::epochs::set_bits(
                 &mut self.txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
                 slot_bits,
             )?;
@@ -231,7 +231,7 @@ impl Writer {
                         ));
                     }
                     Some(e) => e,
-                    None => super::epochs::Epochs::for_new_datadir()?,
+                    None => super::history::epochs::Epochs::for_new_datadir()?,
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
             }
@@ -239,7 +239,7 @@ impl Writer {
             // as the current format, so that an older binary refuses the rows written from now.
             Some(9) => {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
-                super::epochs::Epochs::read(&m)?;
+                super::history::epochs::Epochs::read(&m)?;
             }
             Some(found) if found != tables::SCHEMA_VERSION => {
                 return Err(super::StorageError::Schema {
@@ -248,7 +248,7 @@ impl Writer {
                 });
             }
             Some(_) => {
-                super::epochs::Epochs::read(&m)?;
+                super::history::epochs::Epochs::read(&m)?;
             }
         }
         drop(m);
@@ -397,7 +397,7 @@ impl Writer {
     }
 
     /// Moves the head marker to `number`; safe and finalized stay, lowered to `number` if above.
-    /// Epochs the head leaves behind are indexed (`storage::epochs`).
+    /// Epochs the head leaves behind are indexed (`storage::history::epochs`).
     pub fn set_head(&self, number: u64) -> StorageResult<()> {
         let old = self.head_not_above(number)?;
         {
@@ -411,21 +411,21 @@ impl Writer {
             t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
-        super::changes::prune_changes(&self.txn, number)?;
+        super::history::changes::prune_changes(&self.txn, number)?;
         let closing = self.flush_before_close(old, number)?;
-        super::epochs::follow_head(&self.txn, old, number, &closing)
+        super::history::epochs::follow_head(&self.txn, old, number, &closing)
     }
 
     /// Before the head's move from `old` to `new` closes an epoch: writes the current rows of
     /// the held trie nodes, and takes out the held history rows of the epochs below the new
     /// head's (trie nodes, accounts, slots) for the close to write, each closing epoch's at
-    /// once (`storage::held_history`); the rows of the new head's epoch stay held. The other
+    /// once (`storage::history::held`); the rows of the new head's epoch stay held. The other
     /// deferred rows can wait for the commit: the close reads none of their tables but the
-    /// epoch indexes, whose bits it only sets, as the held bits do ([`super::epochs::set_bits`]
+    /// epoch indexes, whose bits it only sets, as the held bits do ([`super::history::epochs::set_bits`]
     /// ORs them in). Before a move that reopens an epoch (an unwind, which clears bits)
     /// everything held is written.
     fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<ClosingRows> {
-        let epochs = super::epochs::history_epochs(&self.txn)?;
+        let epochs = super::history::epochs::history_epochs(&self.txn)?;
         let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
         match to.cmp(&from) {
             std::cmp::Ordering::Greater => {
@@ -453,9 +453,9 @@ impl Writer {
             t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
             t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         }
-        super::changes::prune_changes(&self.txn, head)?;
+        super::history::changes::prune_changes(&self.txn, head)?;
         let closing = self.flush_before_close(old, head)?;
-        super::epochs::follow_head(&self.txn, old, head, &closing)
+        super::history::epochs::follow_head(&self.txn, old, head, &closing)
     }
 
     /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
@@ -586,7 +586,7 @@ impl Writer {
         let changed = hashed.finish();
         self.defer(|_| ())?;
         if history {
-            use super::changes::{ChangeKind, record_changes};
+            use super::history::changes::{ChangeKind, record_changes};
             record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed.0)?;
             record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed.1)?;
         }
@@ -631,9 +631,9 @@ struct HashedWrites<'t> {
     storage: Table<'t, &'static [u8; 64], &'static [u8]>,
     storage_history: Table<'t, &'static [u8; 76], &'static [u8]>,
     history: bool,
-    /// The writer's deferred rows, which hold the history rows (`storage::held_history`).
+    /// The writer's deferred rows, which hold the history rows (`storage::history::held`).
     deferred: std::sync::MutexGuard<'t, Deferred>,
-    epochs: super::epochs::Epochs,
+    epochs: super::history::epochs::Epochs,
     /// Keys of the history rows added (for the change index).
     changed_accounts: Vec<u8>,
     changed_slots: Vec<u8>,
@@ -657,7 +657,7 @@ impl<'t> HashedWrites<'t> {
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             history,
             deferred,
-            epochs: super::epochs::history_epochs(txn)?,
+            epochs: super::history::epochs::history_epochs(txn)?,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
             new_preimages: Vec::new(),

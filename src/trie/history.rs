@@ -2,12 +2,12 @@
 //! proofs at any stored block.
 //!
 //! Every versioned table pairs a current table (`key → value`) with a history table
-//! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::epochs`),
+//! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::history::epochs`),
 //! as the account history does: the value after block N is that of the first history entry
 //! after N, else the current one. A key that did not
 //! exist then has an empty value. Listing the keys of a range at N merges the
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
-//! against the next version (`storage::node_history`), resolved here.
+//! against the next version (`storage::history::nodes`), resolved here.
 
 use crate::storage::{
     FULL_ROW_EVERY, NodeRow, SnapshotHistory, index_entity, index_key, node_row, resolve_node_row,
@@ -71,7 +71,7 @@ pub(crate) struct Versioned<
     current: &'t ReadOnlyTable<&'static [u8; K], V1>,
     history: SnapshotHistory<'t, H, I, V2>,
     block: u64,
-    /// History rows are trie nodes, whole or deltas (`storage::node_history`).
+    /// History rows are trie nodes, whole or deltas (`storage::history::nodes`).
     node_rows: bool,
     /// Current rows carry a stamp (`storage::row_stamp`; the hashed state).
     stamped: bool,

@@ -102,7 +102,7 @@ impl<'t> TrieTables<'t> {
 
     /// Writes the held changes before going on if this block has made too many
     /// ([`TrieNodes::overfull`]: a block that deletes a large storage trie). A node changed
-    /// again later in the block then gets its history row re-encoded (`storage::node_history`),
+    /// again later in the block then gets its history row re-encoded (`storage::history::nodes`),
     /// and its key listed twice in the block's change index, which keeps it once.
     fn bound(&mut self) -> Result<(), TrieError> {
         if self.held.overfull() {

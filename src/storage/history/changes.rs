@@ -16,11 +16,11 @@
 use alloy_primitives::{Address, keccak256};
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::codec::u64_value;
-use super::epochs::Epochs;
-use super::node_history::resolve_node_row;
-use super::tables::{self, meta};
-use super::{StorageError, StorageResult, Writer};
+use crate::storage::codec::u64_value;
+use crate::storage::history::epochs::Epochs;
+use crate::storage::history::nodes::resolve_node_row;
+use crate::storage::tables::{self, meta};
+use crate::storage::{StorageError, StorageResult, Writer};
 
 /// Which history table a list of changed keys belongs to; the discriminant is the last byte of
 /// the [`tables::BLOCK_CHANGES`] key (plus `0x10` for a packed list).
@@ -174,7 +174,7 @@ fn meta_u64(
 }
 
 /// The datadir's unwind depth ([`tables::meta::UNWIND_DEPTH`]).
-pub(super) fn unwind_depth(
+pub(in crate::storage) fn unwind_depth(
     m: &impl ReadableTable<&'static str, &'static [u8]>,
 ) -> StorageResult<u64> {
     Ok(meta_u64(m, meta::UNWIND_DEPTH)?.unwrap_or(DEFAULT_UNWIND_DEPTH))
@@ -184,7 +184,7 @@ pub(super) fn unwind_depth(
 /// at `head` (blocks `head - depth` and below), and records the oldest block still kept. Costs
 /// one seek when nothing is due; a datadir written before lists were pruned loses all its old
 /// ones at its first head move.
-pub(super) fn prune_changes(txn: &WriteTransaction, head: u64) -> StorageResult<()> {
+pub(in crate::storage) fn prune_changes(txn: &WriteTransaction, head: u64) -> StorageResult<()> {
     let mut m = txn.open_table(tables::META)?;
     let depth = unwind_depth(&m)?;
     let Some(floor) = head.checked_sub(depth).map(|b| b + 1) else { return Ok(()) };
@@ -303,13 +303,13 @@ fn restore_nodes<const K: usize, const H: usize>(
 type StampedTables<'a, 't, const K: usize, const H: usize, const I: usize> = (
     &'a mut Table<'t, &'static [u8; K], &'static [u8]>,
     &'a mut Table<'t, &'static [u8; H], &'static [u8]>,
-    &'a mut super::epochs::StampIndex<'t, I>,
+    &'a mut crate::storage::history::epochs::StampIndex<'t, I>,
 );
 
 /// [`restore_nodes`] for the stamped tables (accounts and slots), whose history saves an empty
 /// value for a key that did not exist; a saved row is checked to decode (`check`) before it
 /// becomes current again, and the epoch index gives back the epoch its stamp names
-/// (`storage::epochs::stamp_restored`).
+/// (`storage::history::epochs::stamp_restored`).
 fn restore_stamped<const K: usize, const H: usize, const I: usize>(
     tables: StampedTables<'_, '_, K, H, I>,
     keys: &[u8],
@@ -328,8 +328,8 @@ fn restore_stamped<const K: usize, const H: usize, const I: usize>(
             current.remove(&k)?;
         } else {
             check(&old, table)?;
-            let stamp = super::codec::row_stamp(&old, table)?;
-            super::epochs::stamp_restored(index, epochs, &k, stamp, block)?;
+            let stamp = crate::storage::codec::row_stamp(&old, table)?;
+            crate::storage::history::epochs::stamp_restored(index, epochs, &k, stamp, block)?;
             current.insert(&k, old.as_slice())?;
         }
     }
@@ -359,7 +359,7 @@ impl Writer {
                 });
             }
         }
-        let epochs = super::epochs::history_epochs(txn)?;
+        let epochs = crate::storage::history::epochs::history_epochs(txn)?;
         let mut lists = Vec::with_capacity(ChangeKind::ALL.len());
         {
             let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
@@ -372,7 +372,7 @@ impl Writer {
         {
             let mut index = txn.open_table(tables::TRACE_ADDRESSES)?;
             for a in trace_addresses.chunks_exact(20) {
-                let key = super::codec::address_block_key(&Address::from_slice(a), head);
+                let key = crate::storage::codec::address_block_key(&Address::from_slice(a), head);
                 index.remove(&key)?;
             }
         }
@@ -385,7 +385,7 @@ impl Writer {
             &hashed_accounts,
             (epochs, head),
             "hashed_account_history",
-            |row, table| super::codec::HashedAccount::decode(row, table).map(drop),
+            |row, table| crate::storage::codec::HashedAccount::decode(row, table).map(drop),
         )?;
         restore_stamped(
             (
@@ -396,7 +396,7 @@ impl Writer {
             &hashed_storage,
             (epochs, head),
             "hashed_storage_history",
-            |row, table| super::codec::decode_slot(row, table).map(drop),
+            |row, table| crate::storage::codec::decode_slot(row, table).map(drop),
         )?;
         restore_nodes(
             &mut txn.open_table(tables::ACCOUNT_TRIE)?,
@@ -424,8 +424,8 @@ impl Writer {
             txn.open_table(tables::RECEIPTS)?.remove(head)?;
             let mut txs = txn.open_table(tables::TRANSACTIONS)?;
             let mut lookup = txn.open_table(tables::TX_LOOKUP)?;
-            let from = super::codec::tx_key(head, 0);
-            let to = super::codec::tx_key(head, u32::MAX);
+            let from = crate::storage::codec::tx_key(head, 0);
+            let to = crate::storage::codec::tx_key(head, u32::MAX);
             let mut keys = Vec::new();
             for item in txs.range::<&[u8; 12]>(&from..=&to)? {
                 let (k, v) = item?;
@@ -452,7 +452,7 @@ impl Writer {
         m.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         drop(m);
         // An epoch the head moves back into is open again: its index goes.
-        super::epochs::follow_head(txn, Some(head), parent, &Default::default())?;
+        crate::storage::history::epochs::follow_head(txn, Some(head), parent, &Default::default())?;
         self.unwound = true;
         Ok(parent)
     }

@@ -3,7 +3,7 @@
 //!
 //! A block's history rows (`epoch ++ key ++ block`) land at random places in the open epoch's
 //! range, so written as they come the B-tree splits its leaves in half, and the epoch's close
-//! then took them out and put them back to pack them (`storage::epochs`). Held until the close,
+//! then took them out and put them back to pack them (`storage::history::epochs`). Held until the close,
 //! an epoch whose rows were all written by one transaction goes in once, in key order, through
 //! one cursor: its leaves come out as full as the close's packing makes them, and the close
 //! only indexes it. An epoch that already holds rows (of an earlier commit: a follower's
@@ -15,15 +15,15 @@ use std::collections::BTreeMap;
 
 use redb::{ReadableTable, Table};
 
-use super::epochs::{row_block, row_epoch};
-use super::{StorageError, StorageResult};
+use crate::storage::history::epochs::{row_block, row_epoch};
+use crate::storage::{StorageError, StorageResult};
 
 /// A history row held in memory: its key and value.
-pub(super) type HistoryRow<const H: usize> = ([u8; H], Vec<u8>);
+pub(in crate::storage) type HistoryRow<const H: usize> = ([u8; H], Vec<u8>);
 
 /// The held rows of one history table whose keys are `H` bytes.
 #[derive(Debug, Default)]
-pub(super) struct HeldRows<const H: usize> {
+pub(in crate::storage) struct HeldRows<const H: usize> {
     rows: BTreeMap<[u8; H], Vec<u8>>,
     /// The highest block of a row written out of this holder: a row of that block may be in
     /// the table already, so [`HeldRows::record`] looks there too.
@@ -35,7 +35,7 @@ impl<const H: usize> HeldRows<H> {
     /// second change of the same key in the same block keeps the first change's old value).
     /// Returns whether the row is new. `table` is read only for a block whose rows were partly
     /// written out already (a flush in the middle of a block).
-    pub(super) fn record<T: ReadableTable<&'static [u8; H], &'static [u8]>>(
+    pub(in crate::storage) fn record<T: ReadableTable<&'static [u8; H], &'static [u8]>>(
         &mut self,
         table: &T,
         key: &[u8; H],
@@ -52,12 +52,12 @@ impl<const H: usize> HeldRows<H> {
     }
 
     /// Rows held.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::storage) fn len(&self) -> usize {
         self.rows.len()
     }
 
     /// Takes out the rows of the epochs below `epoch`, in key order.
-    pub(super) fn take_below(&mut self, epoch: u32) -> Vec<HistoryRow<H>> {
+    pub(in crate::storage) fn take_below(&mut self, epoch: u32) -> Vec<HistoryRow<H>> {
         let mut from = [0u8; H];
         from[..4].copy_from_slice(&epoch.to_be_bytes());
         let keep = self.rows.split_off(&from);
@@ -67,7 +67,7 @@ impl<const H: usize> HeldRows<H> {
     }
 
     /// Takes out every row, in key order.
-    pub(super) fn take_all(&mut self) -> Vec<HistoryRow<H>> {
+    pub(in crate::storage) fn take_all(&mut self) -> Vec<HistoryRow<H>> {
         self.take_below(u32::MAX)
     }
 
@@ -77,21 +77,24 @@ impl<const H: usize> HeldRows<H> {
 }
 
 /// The held history rows of the epochs that a move of the head closes, taken out before the
-/// close (`Writer::flush_before_close`) for it to write ([`super::epochs::follow_head`]).
+/// close (`Writer::flush_before_close`) for it to write ([`crate::storage::history::epochs::follow_head`]).
 #[derive(Debug, Default)]
-pub(super) struct ClosingRows {
-    /// Of [`super::tables::HASHED_ACCOUNT_HISTORY`], in key order.
-    pub(super) accounts: Vec<HistoryRow<44>>,
-    /// Of [`super::tables::HASHED_STORAGE_HISTORY`], in key order.
-    pub(super) slots: Vec<HistoryRow<76>>,
-    /// Of [`super::tables::ACCOUNT_TRIE_HISTORY`], in key order.
-    pub(super) account_nodes: Vec<HistoryRow<45>>,
-    /// Of [`super::tables::STORAGE_TRIE_HISTORY`], in key order.
-    pub(super) storage_nodes: Vec<HistoryRow<77>>,
+pub(in crate::storage) struct ClosingRows {
+    /// Of [`crate::storage::tables::HASHED_ACCOUNT_HISTORY`], in key order.
+    pub(in crate::storage) accounts: Vec<HistoryRow<44>>,
+    /// Of [`crate::storage::tables::HASHED_STORAGE_HISTORY`], in key order.
+    pub(in crate::storage) slots: Vec<HistoryRow<76>>,
+    /// Of [`crate::storage::tables::ACCOUNT_TRIE_HISTORY`], in key order.
+    pub(in crate::storage) account_nodes: Vec<HistoryRow<45>>,
+    /// Of [`crate::storage::tables::STORAGE_TRIE_HISTORY`], in key order.
+    pub(in crate::storage) storage_nodes: Vec<HistoryRow<77>>,
 }
 
 /// The rows of `rows` (in key order) that belong to `epoch`.
-pub(super) fn rows_of<const H: usize>(rows: &[HistoryRow<H>], epoch: u32) -> &[HistoryRow<H>] {
+pub(in crate::storage) fn rows_of<const H: usize>(
+    rows: &[HistoryRow<H>],
+    epoch: u32,
+) -> &[HistoryRow<H>] {
     let lo = rows.partition_point(|(k, _)| row_epoch(k) < epoch);
     let hi = rows.partition_point(|(k, _)| row_epoch(k) <= epoch);
     &rows[lo..hi]
@@ -99,7 +102,7 @@ pub(super) fn rows_of<const H: usize>(rows: &[HistoryRow<H>], epoch: u32) -> &[H
 
 /// Writes `rows` (in key order, no key twice) into `table`, each epoch's with
 /// [`write_epoch`].
-pub(super) fn write_rows<const H: usize>(
+pub(in crate::storage) fn write_rows<const H: usize>(
     table: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     rows: &[HistoryRow<H>],
     name: &'static str,
@@ -124,7 +127,10 @@ fn epoch_bounds<const H: usize>(epoch: u32) -> ([u8; H], [u8; H]) {
 }
 
 /// Whether `table` holds no row of `epoch`: one range step.
-pub(super) fn epoch_is_empty<const H: usize, T: ReadableTable<&'static [u8; H], &'static [u8]>>(
+pub(in crate::storage) fn epoch_is_empty<
+    const H: usize,
+    T: ReadableTable<&'static [u8; H], &'static [u8]>,
+>(
     table: &T,
     epoch: u32,
 ) -> StorageResult<bool> {
@@ -136,7 +142,7 @@ pub(super) fn epoch_is_empty<const H: usize, T: ReadableTable<&'static [u8; H], 
 /// row of that epoch yet, they go in through one cursor, which fills each leaf before it
 /// starts the next; otherwise each row is inserted (replacing a row with the same key), and
 /// the epoch's close packs them later ([`pack_epoch`]).
-pub(super) fn write_epoch<const H: usize>(
+pub(in crate::storage) fn write_epoch<const H: usize>(
     table: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     rows: &[HistoryRow<H>],
     name: &'static str,
@@ -168,7 +174,7 @@ const PACK_BATCH: usize = 16_384;
 /// filled before the next one starts. When the table has no row of the epoch (one transaction
 /// held them all) this is one empty range step and the held rows' cursor write; when it has
 /// some, only they are taken out and put back, not the held rows too.
-pub(super) fn pack_epoch<const H: usize>(
+pub(in crate::storage) fn pack_epoch<const H: usize>(
     table: &mut Table<'_, &'static [u8; H], &'static [u8]>,
     epoch: u32,
     held: &[HistoryRow<H>],
@@ -249,7 +255,7 @@ fn cursor_write<'r, const H: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::epochs::row_key;
+    use crate::storage::history::epochs::row_key;
     use redb::ReadableTableMetadata;
 
     #[test]

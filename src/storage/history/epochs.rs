@@ -39,10 +39,10 @@
 
 use redb::{ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
-use super::codec::u64_value;
-use super::held_history::{ClosingRows, HistoryRow, pack_epoch, rows_of, write_rows};
-use super::tables::{self, meta};
-use super::{StorageError, StorageResult};
+use crate::storage::codec::u64_value;
+use crate::storage::history::held::{ClosingRows, HistoryRow, pack_epoch, rows_of, write_rows};
+use crate::storage::tables::{self, meta};
+use crate::storage::{StorageError, StorageResult};
 
 /// Blocks per epoch of a datadir created without [`EPOCH_ENV`].
 pub const DEFAULT_EPOCH_LEN: u64 = 128;
@@ -91,7 +91,7 @@ impl Epochs {
 
     /// The length for a new datadir: [`EPOCH_ENV`] if set to a positive number, else
     /// [`DEFAULT_EPOCH_LEN`].
-    pub(super) fn for_new_datadir() -> StorageResult<Self> {
+    pub(in crate::storage) fn for_new_datadir() -> StorageResult<Self> {
         match std::env::var(EPOCH_ENV) {
             Ok(v) => match v.trim().parse::<u64>() {
                 Ok(len) if len > 0 => Ok(Self { len }),
@@ -104,7 +104,7 @@ impl Epochs {
     }
 
     /// The length recorded in `meta`.
-    pub(super) fn read(
+    pub(in crate::storage) fn read(
         meta: &impl ReadableTable<&'static str, &'static [u8]>,
     ) -> StorageResult<Self> {
         let len = meta
@@ -426,9 +426,9 @@ pub fn set_bits<const I: usize>(
 /// which has removed the rows above `new`, moves the head back).
 ///
 /// `held` are the history rows the transaction held for the epochs below the new head's
-/// (`storage::held_history`): each closing epoch's are written by its close, the others (none,
+/// (`storage::history::held`): each closing epoch's are written by its close, the others (none,
 /// as the head only moves forward past blocks it has stored) first.
-pub(super) fn follow_head(
+pub(in crate::storage) fn follow_head(
     txn: &WriteTransaction,
     old: Option<u64>,
     new: u64,
@@ -488,7 +488,7 @@ where
         let Some(current) = current else { return Ok(None) };
         match current.get(key)? {
             Some(row) => {
-                let stamp = super::codec::row_stamp(row.value(), "current state")?;
+                let stamp = crate::storage::codec::row_stamp(row.value(), "current state")?;
                 Ok((stamp > 0).then(|| (stamp, history.epochs.of(stamp))))
             }
             None => Ok(None),
@@ -528,7 +528,7 @@ where
         for item in current.iter()? {
             let (k, v) = item?;
             let key = *k.value();
-            let stamp = super::codec::row_stamp(v.value(), "current state")?;
+            let stamp = crate::storage::codec::row_stamp(v.value(), "current state")?;
             if stamp > 0
                 && history
                     .rows
@@ -635,13 +635,13 @@ impl Close {
     /// visited in order too. For a stamped table (`current` given), a key whose current row's
     /// stamp lies in the epoch gets no bit: that row names the epoch.
     ///
-    /// Closing an epoch also writes its rows packed (`held_history::pack_epoch`): once closed
+    /// Closing an epoch also writes its rows packed (`history::held::pack_epoch`): once closed
     /// they never change again (only an unwind removes some), so they are put in key order
     /// through one cursor, which writes full leaves where the open epoch's random-order inserts
     /// left them about 60 % full. The closed history takes about a third less space, and a
     /// read at an old block touches fewer pages.
     ///
-    /// `held` are the epoch's rows that the transaction held (`storage::held_history`): merged
+    /// `held` are the epoch's rows that the transaction held (`storage::history::held`): merged
     /// with those an earlier commit wrote, so only the latter are taken out and put back.
     fn one<const K: usize, const H: usize, const I: usize>(
         self,
@@ -666,7 +666,7 @@ impl Close {
             if add && let Some(current) = &current {
                 let named = match current.get(&key)? {
                     Some(row) => {
-                        let stamp = super::codec::row_stamp(row.value(), "current state")?;
+                        let stamp = crate::storage::codec::row_stamp(row.value(), "current state")?;
                         stamp > 0 && epochs.of(stamp) == epoch
                     }
                     None => false,

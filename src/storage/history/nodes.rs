@@ -19,7 +19,7 @@
 
 use redb::{ReadableTable, Table};
 
-use super::{StorageError, StorageResult};
+use crate::storage::{StorageError, StorageResult};
 
 /// At most this many rows in a row of one node's history are deltas; then a whole node is
 /// stored. A read at an old block applies at most `FULL_ROW_EVERY - 1` deltas.
@@ -164,11 +164,11 @@ fn corrupt(table: &'static str, detail: String) -> StorageError {
 /// this returned for the node's newest earlier row in the epoch, when the caller has just
 /// encoded it (or `FULL_ROW_EVERY - 1` when the epoch holds no row of the node: a whole row);
 /// otherwise (`None`) that row is sought in the table. The node's first row in an epoch is
-/// whole, so that a read never follows deltas out of an epoch (`storage::epochs`). If the table
+/// whole, so that a read never follows deltas out of an epoch (`storage::history::epochs`). If the table
 /// already holds a row at `key` (the block changed the node before, and that change was
 /// written), the row returned replaces it: it is re-encoded against `new` so that it still
 /// stands for the node before the block, `old` being the node in between.
-pub(super) fn encode_history_row<const N: usize>(
+pub(in crate::storage) fn encode_history_row<const N: usize>(
     history: &Table<'_, &'static [u8; N], &'static [u8]>,
     table: &'static str,
     key: &[u8; N],
