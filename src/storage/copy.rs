@@ -114,7 +114,8 @@ impl Database {
         }
         let before = disk_bytes(&self.path).map_err(|e| io(&self.path, e))?;
         let packed = || -> StorageResult<CopySummary> {
-            let copy = self.copy_to(&work)?;
+            // The segment files stay where they are: the packed file names the same ones.
+            let copy = self.copy_inner(&work, false)?;
             // The copy's leaves are full; redb's own compaction then gives back the free space
             // a fresh file keeps at its end.
             let mut builder = redb::Database::builder();
@@ -153,9 +154,9 @@ impl Database {
     /// bytes.
     pub fn release_free_pages(self) -> StorageResult<(u64, u64)> {
         let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
-        let Self { mut db, path, snapshot, cache } = self;
+        let Self { mut db, path, snapshot, cache, segments } = self;
         // The shared read snapshot holds a read transaction.
-        drop((snapshot, cache));
+        drop((snapshot, cache, segments));
         let before = disk_bytes(&path).map_err(|e| io(&path, e))?;
         db.compact()?;
         drop(db);
@@ -168,6 +169,12 @@ impl Database {
     /// Readers and the writer are not blocked. The file is written under a temporary name and
     /// renamed into place once durable, so an interrupted copy never looks like a datadir.
     pub fn copy_to(&self, dest: &Path) -> StorageResult<CopySummary> {
+        self.copy_inner(dest, true)
+    }
+
+    /// [`Database::copy_to`], with the segment files the copy's manifest names (hard links
+    /// where the file system allows, else copies) when `segments` is set.
+    fn copy_inner(&self, dest: &Path, segments: bool) -> StorageResult<CopySummary> {
         let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
         std::fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
         let file = dest.join(DB_FILE);
@@ -185,6 +192,20 @@ impl Database {
             std::fs::remove_file(&tmp).map_err(|e| io(&tmp, e))?;
         }
         let from = self.db.begin_read()?;
+        if segments {
+            // Opened from the read transaction's manifest: a merge that replaces them meanwhile
+            // cannot take them away (an open file is copied through its handle).
+            let manifest = super::segments::Manifest::read(&from.open_table(tables::META)?)?;
+            let dir = dest.join(super::segments::SEGMENTS_DIR);
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            for entry in &manifest.files {
+                let segment = self.segments.segment(entry)?;
+                let to = dir.join(entry.file_name());
+                if std::fs::hard_link(segment.path(), &to).is_err() {
+                    segment.copy_to(&to)?;
+                }
+            }
+        }
         let target = redb::Database::builder().set_cache_size(COPY_CACHE_BYTES).create(&tmp)?;
         let to = target.begin_write()?;
         let mut copied = Vec::new();

@@ -63,12 +63,77 @@ pub enum StorageError {
         /// The block asked for.
         to: u64,
     },
+    /// The disk holding the datadir is full: nothing was committed past the last durable
+    /// commit, and the node keeps serving what it has.
+    #[error(
+        "the disk is full: writing {path} failed ({error}); free space and run the import again (it resumes after the last committed block)"
+    )]
+    DiskFull {
+        /// The file being written.
+        path: String,
+        /// The I/O error (`StorageFull`).
+        error: std::io::Error,
+    },
+    /// A segment file could not be read or written.
+    #[error("segment file {path}: {error}")]
+    SegmentIo {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// A segment file is damaged.
+    #[error("segment file {path} is corrupt: {detail}")]
+    SegmentCorrupt {
+        /// The file.
+        path: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A segment file of another format version.
+    #[error("segment file {path} has format version {found}; this build reads version {supported}")]
+    SegmentVersion {
+        /// The file.
+        path: String,
+        /// Version in the file.
+        found: u16,
+        /// Version this build reads.
+        supported: u16,
+    },
+    /// Rows were given to a segment out of key order (a bug, never the data's fault).
+    #[error("segment file {path}: rows out of key order")]
+    SegmentOrder {
+        /// The file.
+        path: String,
+    },
     /// Code referenced by an account is missing.
     #[error("bytecode {0} referenced by an account is not stored")]
     MissingCode(B256),
 }
 
 impl revm::database::DBErrorMarker for StorageError {}
+
+impl StorageError {
+    /// An I/O error on `path`: [`StorageError::DiskFull`] when the disk is full, else
+    /// [`StorageError::SegmentIo`].
+    pub fn io(path: &std::path::Path, error: std::io::Error) -> Self {
+        let path = path.display().to_string();
+        if error.kind() == std::io::ErrorKind::StorageFull {
+            Self::DiskFull { path, error }
+        } else {
+            Self::SegmentIo { path, error }
+        }
+    }
+
+    /// Whether this is a full disk (redb's own I/O errors included).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::DiskFull { .. } => true,
+            Self::Db(redb::Error::Io(e)) => e.kind() == std::io::ErrorKind::StorageFull,
+            _ => false,
+        }
+    }
+}
 
 macro_rules! from_redb {
     ($($t:ty),*) => {$(

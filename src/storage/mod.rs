@@ -12,6 +12,7 @@ mod error;
 pub mod history;
 mod node_writes;
 mod read;
+pub mod segments;
 mod snapshot;
 mod state;
 mod stats;
@@ -30,7 +31,7 @@ pub use codec::{
 };
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use error::{StorageError, StorageResult};
-pub use history::changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, record_changes};
+pub use history::changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, UNWIND_DEPTH_ENV, record_changes};
 pub use history::epochs::{
     DEFAULT_EPOCH_LEN, EPOCH_ENV, EPOCHS_PER_RUN, Epochs, History, Row, SnapshotHistory,
     StampIndex, check_index, epoch_bit, first_in, history_epochs, index_entity, index_key,
@@ -75,6 +76,8 @@ pub struct Database {
     /// The database file.
     path: std::path::PathBuf,
     cache: std::sync::Arc<cache::BlockCache>,
+    /// The segment files of the frozen history.
+    segments: std::sync::Arc<segments::Store>,
     /// The shared snapshot and the commit generation it was taken at.
     snapshot: std::sync::RwLock<(u64, std::sync::Arc<snapshot::Snapshot>)>,
 }
@@ -113,12 +116,22 @@ impl Database {
         }
         let db = redb::Database::builder().set_cache_size(cache_bytes).create(&path)?;
         let cache = std::sync::Arc::new(cache::BlockCache::default());
-        let w = Writer::new(db.begin_write()?, cache.clone());
+        // The manifest as committed: before any write, which must find the files it names.
+        let manifest = {
+            let r = db.begin_read()?;
+            match r.open_table(tables::META) {
+                Ok(m) => segments::Manifest::read(&m)?,
+                Err(redb::TableError::TableDoesNotExist(_)) => segments::Manifest::default(),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let segments = std::sync::Arc::new(segments::Store::open(datadir, &manifest)?);
+        let w = Writer::new(db.begin_write()?, cache.clone(), segments.clone());
         w.create_tables(epochs)?;
         w.commit(true)?;
-        let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?)?);
+        let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?, &segments)?);
         let generation = cache.generation();
-        Ok(Self { db, path, cache, snapshot: std::sync::RwLock::new((generation, snap)) })
+        Ok(Self { db, path, cache, segments, snapshot: std::sync::RwLock::new((generation, snap)) })
     }
 
     /// The database file (inside its datadir).
@@ -141,7 +154,8 @@ impl Database {
                 return Ok(Reader::new(current.1.clone(), self.cache.clone()));
             }
         }
-        let snap = std::sync::Arc::new(snapshot::Snapshot::open(self.db.begin_read()?)?);
+        let snap =
+            std::sync::Arc::new(snapshot::Snapshot::open(self.db.begin_read()?, &self.segments)?);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = (generation, snap.clone());
         Ok(Reader::new(snap, self.cache.clone()))
     }
@@ -149,7 +163,7 @@ impl Database {
     /// Starts the (single) write transaction. Nothing is visible to readers until
     /// [`Writer::commit`].
     pub fn begin_write(&self) -> StorageResult<Writer> {
-        Ok(Writer::new(self.db.begin_write()?, self.cache.clone()))
+        Ok(Writer::new(self.db.begin_write()?, self.cache.clone(), self.segments.clone()))
     }
 }
 

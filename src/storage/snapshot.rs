@@ -9,6 +9,7 @@ use redb::{ReadOnlyTable, ReadTransaction};
 
 use super::codec::u64_value;
 use super::history::epochs::{Epochs, History, SnapshotHistory};
+use super::segments::{Kind, Manifest, Segments, Store};
 use super::tables::{self, meta};
 use super::{BlockMarkers, StorageResult};
 
@@ -50,22 +51,38 @@ pub struct TrieTables {
     pub epochs: Epochs,
     /// The epoch of the snapshot's head, the one not indexed yet (`storage::history::epochs`).
     pub open_epoch: u32,
+    /// The frozen epochs' segments (`storage::segments`).
+    pub segments: Segments,
 }
 
 impl TrieTables {
     /// The hashed-account history with its index.
     pub fn account_history(&self) -> SnapshotHistory<'_, 44, 36, &'static [u8]> {
-        self.history(&self.hashed_account_history, &self.hashed_account_epochs)
+        self.history(
+            &self.hashed_account_history,
+            &self.hashed_account_epochs,
+            Kind::AccountHistory,
+        )
     }
 
     /// The hashed-storage history with its index.
     pub fn storage_history(&self) -> SnapshotHistory<'_, 76, 68, &'static [u8]> {
-        self.history(&self.hashed_storage_history, &self.hashed_storage_epochs)
+        self.history(
+            &self.hashed_storage_history,
+            &self.hashed_storage_epochs,
+            Kind::StorageHistory,
+        )
     }
 
-    /// `rows` with its epoch `index`, as of this snapshot.
-    pub fn history<'t, R, X>(&self, rows: &'t R, index: &'t X) -> History<'t, R, X> {
-        History { rows, index, epochs: self.epochs, open: self.open_epoch }
+    /// `rows` with its epoch `index` and the segments of `kind`, as of this snapshot.
+    pub fn history<'t, R, X>(&'t self, rows: &'t R, index: &'t X, kind: Kind) -> History<'t, R, X> {
+        History {
+            rows,
+            index,
+            epochs: self.epochs,
+            open: self.open_epoch,
+            frozen: Some((&self.segments, kind)),
+        }
     }
 }
 
@@ -82,8 +99,9 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    /// Opens every table of `txn` and reads the block markers.
-    pub(crate) fn open(txn: ReadTransaction) -> StorageResult<Self> {
+    /// Opens every table of `txn`, reads the block markers, and takes the segments its
+    /// manifest names from `store`.
+    pub(crate) fn open(txn: ReadTransaction, store: &std::sync::Arc<Store>) -> StorageResult<Self> {
         let meta_table = txn.open_table(tables::META)?;
         let get = |key: &str| -> StorageResult<Option<u64>> {
             meta_table.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
@@ -97,6 +115,7 @@ impl Snapshot {
             None => None,
         };
         let epochs = Epochs::read(&meta_table)?;
+        let segments = store.view(&Manifest::read(&meta_table)?)?;
         let open_epoch = epochs.of(markers.as_ref().map_or(0, |m| m.head));
         Ok(Self {
             markers,
@@ -126,6 +145,7 @@ impl Snapshot {
                 storage_trie_epochs: txn.open_table(tables::STORAGE_TRIE_EPOCHS)?,
                 epochs,
                 open_epoch,
+                segments,
             },
         })
     }

@@ -111,21 +111,22 @@ impl StateAt {
         for item in t.hashed_accounts.iter()? {
             accounts.insert(B256::from(*item?.0.value()));
         }
-        for item in t.hashed_account_history.iter()? {
-            accounts.insert(B256::from_slice(&item?.0.value()[4..36]));
-        }
+        t.account_history().for_each_key::<44, &'static [u8]>(|k| {
+            accounts.insert(B256::from_slice(&k[4..36]));
+            Ok(())
+        })?;
         let mut slots: BTreeMap<B256, BTreeSet<B256>> = BTreeMap::new();
         for item in t.hashed_storage.iter()? {
             let k = *item?.0.value();
             slots.entry(B256::from_slice(&k[..32])).or_default().insert(B256::from_slice(&k[32..]));
         }
-        for item in t.hashed_storage_history.iter()? {
-            let k = *item?.0.value();
+        t.storage_history().for_each_key::<76, &'static [u8]>(|k| {
             slots
                 .entry(B256::from_slice(&k[4..36]))
                 .or_default()
                 .insert(B256::from_slice(&k[36..68]));
-        }
+            Ok(())
+        })?;
         let mut out = StateDump::new();
         for hashed in accounts {
             let Some(account) = self.hashed_account(&hashed)? else { continue };

@@ -210,6 +210,9 @@ pub mod meta {
     /// The oldest block whose change lists are kept (u64 BE): every older one's were pruned.
     /// Absent: none were.
     pub const CHANGES_FROM: &str = "changes_from";
+    /// The segment manifest (JSON, `storage::segments::Manifest`): the live segment files and
+    /// the first epoch whose history rows are still in the B-tree. Absent: nothing frozen.
+    pub const SEGMENTS: &str = "segments";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].
@@ -234,4 +237,7 @@ pub mod meta {
 ///    their leading zeros). Format 8 is refused like the older ones.
 /// 10: a block's receipts row is compressed with zstd (`0x01`, see [`RECEIPTS`]). A format 9
 ///    datadir opens as format 10 with nothing rewritten: its plain receipts rows still read.
-pub const SCHEMA_VERSION: u64 = 10;
+/// 11: closed epochs behind the unwind window frozen into segment files named by
+///    [`meta::SEGMENTS`] (`storage::segments`). Formats 9 and 10 open as format 11 with nothing
+///    rewritten (a datadir without a manifest has frozen nothing).
+pub const SCHEMA_VERSION: u64 = 11;

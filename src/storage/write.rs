@@ -32,6 +32,21 @@ pub struct Writer {
     deferred: std::sync::Mutex<Deferred>,
     /// Trie-node changes held until the commit ([`Writer::trie_nodes`]).
     trie_nodes: std::sync::Mutex<TrieNodes>,
+    /// Segment files this transaction writes (`storage::segments`).
+    segment_files: SegmentFiles,
+}
+
+/// The segment store and the files a write transaction created and replaced: the created ones
+/// are removed if the transaction is dropped uncommitted.
+struct SegmentFiles {
+    store: std::sync::Arc<super::segments::Store>,
+    pending: super::segments::freeze::Pending,
+}
+
+impl Drop for SegmentFiles {
+    fn drop(&mut self) {
+        self.pending.abandon(&self.store);
+    }
 }
 
 /// Rows that this transaction will write at its commit: of [`tables::TX_LOOKUP`],
@@ -94,6 +109,7 @@ impl Writer {
     pub(super) fn new(
         txn: WriteTransaction,
         cache: std::sync::Arc<super::cache::BlockCache>,
+        segments: std::sync::Arc<super::segments::Store>,
     ) -> Self {
         Self {
             txn,
@@ -101,6 +117,7 @@ impl Writer {
             unwound: false,
             deferred: Default::default(),
             trie_nodes: Default::default(),
+            segment_files: SegmentFiles { store: segments, pending: Default::default() },
         }
     }
 
@@ -234,10 +251,14 @@ impl Writer {
                     None => super::history::epochs::Epochs::for_new_datadir()?,
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
+                if let Some(depth) = super::history::changes::unwind_depth_for_new_datadir()? {
+                    m.insert(meta::UNWIND_DEPTH, depth.to_be_bytes().as_slice())?;
+                }
             }
-            // Format 9 differs only in receipts rows, which this version still reads: it opens
-            // as the current format, so that an older binary refuses the rows written from now.
-            Some(9) => {
+            // Format 9 differs only in receipts rows, and format 10 only in having no segments
+            // (no manifest: nothing frozen), both of which this version still reads: they open
+            // as the current format, so that an older binary refuses what is written from now.
+            Some(9 | 10) => {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
                 super::history::epochs::Epochs::read(&m)?;
             }
@@ -292,6 +313,7 @@ impl Writer {
         self.flush_deferred()?;
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         self.txn.commit()?;
+        self.segment_files.pending.committed(&self.segment_files.store, durable);
         if self.unwound {
             self.cache.clear_headers();
         }
@@ -413,7 +435,18 @@ impl Writer {
         }
         super::history::changes::prune_changes(&self.txn, number)?;
         let closing = self.flush_before_close(old, number)?;
-        super::history::epochs::follow_head(&self.txn, old, number, &closing)
+        super::history::epochs::follow_head(&self.txn, old, number, &closing)?;
+        self.freeze_due()
+    }
+
+    /// Freezes the closed epochs that left the unwind window (`storage::segments`). The
+    /// history rows held for them were written by their close, long before.
+    pub(super) fn freeze_due(&self) -> StorageResult<()> {
+        super::segments::freeze::freeze_due(
+            &self.txn,
+            &self.segment_files.store,
+            &self.segment_files.pending,
+        )
     }
 
     /// Before the head's move from `old` to `new` closes an epoch: writes the current rows of
@@ -455,7 +488,8 @@ impl Writer {
         }
         super::history::changes::prune_changes(&self.txn, head)?;
         let closing = self.flush_before_close(old, head)?;
-        super::history::epochs::follow_head(&self.txn, old, head, &closing)
+        super::history::epochs::follow_head(&self.txn, old, head, &closing)?;
+        self.freeze_due()
     }
 
     /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and

@@ -22,6 +22,7 @@ use super::codec::{concat, pack_path};
 use super::db::{account_leaf, decode_row, storage_leaf};
 use super::walk::{LeafFn, LeafSource, NodeSource};
 use crate::storage::TrieTables;
+use crate::storage::segments::Kind;
 
 fn present(bytes: &[u8]) -> Option<Vec<u8>> {
     (!bytes.is_empty()).then(|| bytes.to_vec())
@@ -139,7 +140,13 @@ where
         let epoch = self.history.epochs.of(block);
         let lo: [u8; H] = row_key(epoch, key, block.saturating_add(1));
         let hi: [u8; H] = row_key(epoch, key, u64::MAX);
-        let mut rows = self.history.rows.range::<&[u8; H]>(&lo..=&hi)?;
+        // The rows after it in its epoch, as many as a walk to a whole row may take.
+        let mut later: Vec<(u64, Vec<u8>)> = Vec::new();
+        self.history.scan::<H, V2>(&lo, &hi, |k, v| {
+            later.push((row_block(k), v.to_vec()));
+            Ok(later.len() <= usize::from(FULL_ROW_EVERY))
+        })?;
+        let mut rows = later.into_iter();
         let mut chain = vec![first];
         let mut last_block = block;
         let mut next = Vec::new();
@@ -152,10 +159,9 @@ where
                 )));
             }
             match rows.next() {
-                Some(item) => {
-                    let (k, v) = item?;
-                    last_block = row_block(k.value());
-                    chain.push(v.value().as_ref().to_vec());
+                Some((at, v)) => {
+                    last_block = at;
+                    chain.push(v);
                 }
                 None => {
                     next = match self.history.first_after::<K, H, I, V2>(key, last_block, None)? {
@@ -359,12 +365,12 @@ pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
     Sources {
         account_nodes: Versioned::nodes(
             &t.account_trie,
-            t.history(&t.account_trie_history, &t.account_trie_epochs),
+            t.history(&t.account_trie_history, &t.account_trie_epochs, Kind::AccountTrieHistory),
             block,
         ),
         storage_nodes: Versioned::nodes(
             &t.storage_trie,
-            t.history(&t.storage_trie_history, &t.storage_trie_epochs),
+            t.history(&t.storage_trie_history, &t.storage_trie_epochs, Kind::StorageTrieHistory),
             block,
         ),
         accounts: Versioned::stamped(&t.hashed_accounts, t.account_history(), block),

@@ -12,6 +12,7 @@ use super::TrieError;
 use super::codec::{concat, decode_node, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
+use crate::storage::segments::Kind;
 use crate::storage::{
     FULL_ROW_EVERY, NodeRow, Reader, SnapshotHistory, TrieTables, check_index, node_row,
     resolve_node_row, row_block, row_entity, row_epoch,
@@ -307,8 +308,10 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
 /// with `--history`.
 pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
     let t = reader.trie_tables();
-    let accounts = t.history(&t.account_trie_history, &t.account_trie_epochs);
-    let storage = t.history(&t.storage_trie_history, &t.storage_trie_epochs);
+    let accounts =
+        t.history(&t.account_trie_history, &t.account_trie_epochs, Kind::AccountTrieHistory);
+    let storage =
+        t.history(&t.storage_trie_history, &t.storage_trie_epochs, Kind::StorageTrieHistory);
     // The epoch indexes first: a missing index row would make a read skip its epoch.
     type Unstamped<const K: usize> = ReadOnlyTable<&'static [u8; K], &'static [u8]>;
     check_index::<33, 45, 37, _, Unstamped<33>>(&accounts, "account_trie_epochs", None)?;
@@ -351,9 +354,8 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
         }),
         None => Ok(()),
     };
-    for item in history.rows.iter()?.rev() {
-        let (k, v) = item?;
-        let key = k.value();
+    let mut failed: Option<TrieError> = None;
+    let mut each = |key: &[u8; H], row: &[u8]| -> Result<(), TrieError> {
         let corrupt = |detail: String| TrieError::CorruptNode {
             table,
             key: alloy_primitives::hex::encode(key),
@@ -375,7 +377,6 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             group = Some((epoch, this));
             want_older = None;
         }
-        let row = v.value();
         let run = match node_row(row).map_err(corrupt)? {
             NodeRow::Delta { run, .. } => run,
             NodeRow::Whole(_) | NodeRow::Absent => 0,
@@ -391,6 +392,19 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             decode_node(&next).map_err(corrupt)?;
         }
         rows += 1;
+        Ok(())
+    };
+    history
+        .for_each_row_rev::<H, &'static [u8]>(|key, row| match each(key, row) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                failed = Some(e);
+                Err(crate::storage::StorageError::Unwind("stopped"))
+            }
+        })
+        .or_else(|e| if failed.is_some() { Ok(()) } else { Err(e) })?;
+    if let Some(e) = failed {
+        return Err(e);
     }
     if let Some((_, node)) = group {
         unfinished(&node, want_older)?;

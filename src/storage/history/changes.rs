@@ -173,6 +173,23 @@ fn meta_u64(
     m.get(key)?.map(|v| u64_value("meta", v.value())).transpose()
 }
 
+/// Set when a datadir is created, its unwind depth in blocks instead of
+/// [`DEFAULT_UNWIND_DEPTH`] (for tests: a small window freezes history early).
+pub const UNWIND_DEPTH_ENV: &str = "LOUPE_UNWIND_DEPTH";
+
+/// [`UNWIND_DEPTH_ENV`] for a new datadir, if set.
+pub(in crate::storage) fn unwind_depth_for_new_datadir() -> StorageResult<Option<u64>> {
+    match std::env::var(UNWIND_DEPTH_ENV) {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(depth) if depth > 0 => Ok(Some(depth)),
+            _ => Err(StorageError::Config(format!(
+                "{UNWIND_DEPTH_ENV}={v:?} is not a positive number of blocks"
+            ))),
+        },
+        Err(_) => Ok(None),
+    }
+}
+
 /// The datadir's unwind depth ([`tables::meta::UNWIND_DEPTH`]).
 pub(in crate::storage) fn unwind_depth(
     m: &impl ReadableTable<&'static str, &'static [u8]>,
@@ -201,13 +218,22 @@ pub(in crate::storage) fn prune_changes(txn: &WriteTransaction, head: u64) -> St
 impl Writer {
     /// Keeps the change lists of the newest `depth` blocks from now on (at least 1), so that
     /// they can be unwound. Lists already removed do not come back: raising the depth takes
-    /// effect as the head moves on.
+    /// effect as the head moves on. Lowering it applies at once: the lists that fell out of the
+    /// window are removed and the epochs behind it frozen (`storage::segments`).
     pub fn set_unwind_depth(&self, depth: u64) -> StorageResult<()> {
         if depth == 0 {
             return Err(StorageError::Config("an unwind depth of 0 blocks".into()));
         }
-        let mut m = self.txn.open_table(tables::META)?;
-        m.insert(meta::UNWIND_DEPTH, depth.to_be_bytes().as_slice())?;
+        let head = {
+            let mut m = self.txn.open_table(tables::META)?;
+            m.insert(meta::UNWIND_DEPTH, depth.to_be_bytes().as_slice())?;
+            meta_u64(&m, meta::HEAD)?
+        };
+        if let Some(head) = head {
+            self.flush_deferred()?;
+            prune_changes(&self.txn, head)?;
+            self.freeze_due()?;
+        }
         Ok(())
     }
 

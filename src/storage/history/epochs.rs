@@ -238,8 +238,10 @@ pub type SnapshotHistory<'t, const H: usize, const I: usize, V> = History<
 >;
 
 /// One history table with its epoch index, read in a snapshot whose head is in epoch `open`.
+/// Rows of epochs below `frozen`'s `frozen_to` are read from its segments, the others from
+/// `rows`.
 pub struct History<'t, R, X> {
-    /// The history rows.
+    /// The history rows still in the B-tree.
     pub rows: &'t R,
     /// The epoch index.
     pub index: &'t X,
@@ -247,6 +249,8 @@ pub struct History<'t, R, X> {
     pub epochs: Epochs,
     /// The head's epoch: the one that is not indexed yet.
     pub open: u32,
+    /// The snapshot's segments and the kind of this table's.
+    pub frozen: Option<(&'t crate::storage::segments::Segments, crate::storage::segments::Kind)>,
 }
 
 impl<R, X> std::fmt::Debug for History<'_, R, X> {
@@ -264,6 +268,138 @@ impl<R, X> Clone for History<'_, R, X> {
 impl<R, X> Copy for History<'_, R, X> {}
 
 impl<'t, R, X> History<'t, R, X> {
+    /// The segments that hold `epoch`'s rows, if they are frozen.
+    fn frozen_at(
+        &self,
+        epoch: u32,
+    ) -> Option<(&'t crate::storage::segments::Segments, crate::storage::segments::Kind)> {
+        self.frozen.filter(|(s, _)| s.holds(epoch))
+    }
+
+    /// The first row of `key` in `epoch` at or after block `from`, from the segments or the
+    /// B-tree, wherever the epoch is.
+    pub fn first_in<const K: usize, const H: usize, V>(
+        &self,
+        epoch: u32,
+        key: &[u8; K],
+        from: u64,
+    ) -> StorageResult<Option<Row>>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        let Some((segments, kind)) = self.frozen_at(epoch) else {
+            return first_in(self.rows, epoch, key, from);
+        };
+        let lo: [u8; H] = row_key(epoch, key, from);
+        let hi: [u8; H] = row_key(epoch, key, u64::MAX);
+        Ok(segments.first(kind, epoch, &lo, &hi)?.and_then(|(k, v)| {
+            let k: [u8; H] = k.try_into().ok()?;
+            Some((row_block(&k), v))
+        }))
+    }
+
+    /// Calls `f` with each row in `lo..=hi` (keys of one epoch), in key order, until it
+    /// returns `false`.
+    pub fn scan<const H: usize, V>(
+        &self,
+        lo: &[u8; H],
+        hi: &[u8; H],
+        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<bool>,
+    ) -> StorageResult<()>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        let epoch = row_epoch(lo);
+        if let Some((segments, kind)) = self.frozen_at(epoch) {
+            return segments.scan(kind, epoch, lo, hi, |k, v| match <&[u8; H]>::try_from(k) {
+                Ok(k) => f(k, v),
+                Err(_) => Err(StorageError::Corrupt {
+                    table: "history segment",
+                    detail: format!("a key of {} bytes where {H} were due", k.len()),
+                }),
+            });
+        }
+        for item in self.rows.range::<&[u8; H]>(lo..=hi)? {
+            let (k, v) = item?;
+            if !f(k.value(), v.value().as_ref())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The row at `key`, wherever its epoch is.
+    pub fn get<const H: usize, V>(&self, key: &[u8; H]) -> StorageResult<Option<Vec<u8>>>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        let mut out = None;
+        self.scan(key, key, |_, v| {
+            out = Some(v.to_vec());
+            Ok(false)
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every row, newest epochs first (the B-tree's, then the segments'), in
+    /// reverse key order.
+    pub fn for_each_row_rev<const H: usize, V>(
+        &self,
+        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<()>,
+    ) -> StorageResult<()>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        for item in self.rows.iter()?.rev() {
+            let (k, v) = item?;
+            f(k.value(), v.value().as_ref())?;
+        }
+        if let Some((segments, kind)) = self.frozen {
+            segments.for_each_rev(kind, |k, v| match <&[u8; H]>::try_from(k) {
+                Ok(k) => f(k, v),
+                Err(_) => Err(StorageError::Corrupt {
+                    table: "history segment",
+                    detail: format!("a key of {} bytes where {H} were due", k.len()),
+                }),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the key of every row, frozen ones first (their epochs are the older),
+    /// in key order.
+    pub fn for_each_key<const H: usize, V>(
+        &self,
+        mut f: impl FnMut(&[u8; H]) -> StorageResult<()>,
+    ) -> StorageResult<()>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        if let Some((segments, kind)) = self.frozen {
+            segments.for_each(kind, |k, _| match <&[u8; H]>::try_from(k) {
+                Ok(k) => f(k),
+                Err(_) => Err(StorageError::Corrupt {
+                    table: "history segment",
+                    detail: format!("a key of {} bytes where {H} were due", k.len()),
+                }),
+            })?;
+        }
+        for item in self.rows.iter()? {
+            f(item?.0.value())?;
+        }
+        Ok(())
+    }
+
     /// The first row of `key` after block `after` (see the module documentation), `None` if
     /// the key has not changed since. `stamp` is the stamp of the key's current row when the
     /// table is stamped and the key exists (`None` otherwise, and for the trie tables).
@@ -284,7 +420,7 @@ impl<'t, R, X> History<'t, R, X> {
         }
         let Some(from) = after.checked_add(1) else { return Ok(None) };
         let epoch = self.epochs.of(from);
-        if let Some(row) = first_in(self.rows, epoch, key, from)? {
+        if let Some(row) = self.first_in(epoch, key, from)? {
             return Ok(Some(row));
         }
         if epoch >= self.open {
@@ -306,12 +442,12 @@ impl<'t, R, X> History<'t, R, X> {
             None => (self.open, self.open - 1),
         };
         if let Some(later) = indexed_epoch(self.index, key, epoch + 1, hi)? {
-            return match first_in(self.rows, later, key, 0)? {
+            return match self.first_in(later, key, 0)? {
                 Some(row) => Ok(Some(row)),
                 None => Err(corrupt(format!("epoch {later} is indexed but holds no row of it"))),
             };
         }
-        match first_in(self.rows, last, key, 0)? {
+        match self.first_in(last, key, 0)? {
             None if stamp.is_some() => {
                 Err(corrupt(format!("the current row's epoch {last} holds no row of it")))
             }
@@ -496,11 +632,10 @@ where
     };
     let mut checked = 0u64;
     let mut last: Option<(u32, [u8; K])> = None;
-    for item in history.rows.iter()? {
-        let k = *item?.0.value();
-        let (epoch, key) = (row_epoch(&k), row_entity::<K, H>(&k));
+    history.for_each_key::<H, V>(|k| {
+        let (epoch, key) = (row_epoch(k), row_entity::<K, H>(k));
         if last == Some((epoch, key)) {
-            continue;
+            return Ok(());
         }
         last = Some((epoch, key));
         let named = stamp_epoch(&key)?;
@@ -513,7 +648,7 @@ where
             )));
         }
         if epoch >= history.open || named.is_some_and(|(_, e)| e == epoch) {
-            continue;
+            return Ok(());
         }
         let bits = history.index.get(&index_key::<K, I>(&key, run_of(epoch)))?.map(|v| v.value());
         if bits.unwrap_or(0) & epoch_bit(epoch) == 0 {
@@ -523,7 +658,8 @@ where
             )));
         }
         checked += 1;
-    }
+        Ok(())
+    })?;
     if let Some(current) = current {
         for item in current.iter()? {
             let (k, v) = item?;
@@ -531,8 +667,7 @@ where
             let stamp = crate::storage::codec::row_stamp(v.value(), "current state")?;
             if stamp > 0
                 && history
-                    .rows
-                    .get(&row_key::<K, H>(history.epochs.of(stamp), &key, stamp))?
+                    .get::<H, V>(&row_key::<K, H>(history.epochs.of(stamp), &key, stamp))?
                     .is_none()
             {
                 return Err(corrupt(format!(
@@ -567,7 +702,7 @@ where
                     "which is open"
                 } else if stamp_epoch(&key)?.is_some_and(|(_, e)| e == epoch) {
                     "which its current row names"
-                } else if first_in(history.rows, epoch, &key, 0)?.is_none() {
+                } else if history.first_in::<K, H, V>(epoch, &key, 0)?.is_none() {
                     "which holds no row of it"
                 } else {
                     continue;
@@ -892,7 +1027,13 @@ mod tests {
             let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
             let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
             let current = r.open_table(tables::HASHED_ACCOUNTS).unwrap();
-            let h = History { rows: &rows, index: &index, epochs, open: epochs.of(block) };
+            let h = History {
+                rows: &rows,
+                index: &index,
+                epochs,
+                open: epochs.of(block),
+                frozen: None,
+            };
             for key in &keys {
                 let now = current.get(key).unwrap().map(|v| v.value().to_vec());
                 let stamp = now.as_ref().map(|r| row_stamp(r, "t").unwrap());
@@ -933,7 +1074,8 @@ mod tests {
             let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
             let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
             let current = r.open_table(tables::HASHED_ACCOUNTS).unwrap();
-            let h = History { rows: &rows, index: &index, epochs, open: epochs.of(head) };
+            let h =
+                History { rows: &rows, index: &index, epochs, open: epochs.of(head), frozen: None };
             check_index::<32, 44, 36, &[u8], _>(&h, "t", Some(&current)).map_err(|e| e.to_string())
         };
         assert_eq!(check(&db), Ok(want as u64));
@@ -1117,7 +1259,7 @@ mod tests {
         let r = redb::ReadableDatabase::begin_read(&db).unwrap();
         let rows = r.open_table(tables::HASHED_ACCOUNT_HISTORY).unwrap();
         let index = r.open_table(tables::HASHED_ACCOUNT_EPOCHS).unwrap();
-        let h = History { rows: &rows, index: &index, epochs, open: 3 };
+        let h = History { rows: &rows, index: &index, epochs, open: 3, frozen: None };
         let err = h.first_after::<32, 44, 36, &[u8]>(&key, 2, None).unwrap_err();
         assert!(err.to_string().contains("epoch 1 is indexed"), "{err}");
     }

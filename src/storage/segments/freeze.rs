@@ -1,0 +1,237 @@
+//! Freezing and merging: the history rows of closed epochs behind the unwind window move into
+//! segment files, in the write transaction that moves the head past them; segments of one kind
+//! are merged eight at a time into larger ones.
+
+use std::sync::Mutex;
+
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+
+use super::{Entry, Kind, Manifest, SegmentWriter, Store};
+use crate::storage::history::epochs::{Epochs, history_epochs};
+use crate::storage::tables::{self, meta};
+use crate::storage::{StorageError, StorageResult};
+
+/// Segments of one level merged at a time.
+pub(crate) const MERGE_FAN_IN: usize = 8;
+/// A merged segment covers at most this many epochs (512k blocks at the default epoch length,
+/// about reth's static-file span).
+pub(crate) const MAX_SPAN: u32 = 4096;
+/// Nor more bytes than this.
+const MAX_MERGED_BYTES: u64 = 4 << 30;
+
+/// Segment files a write transaction created and replaced: the created ones are removed if it
+/// is dropped, the replaced ones after it commits durably.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    files: Mutex<(Vec<String>, Vec<String>)>,
+    committed: std::sync::atomic::AtomicBool,
+}
+
+impl Pending {
+    fn created(&self, name: String) {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).0.push(name);
+    }
+
+    fn replaced(&self, name: String) {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).1.push(name);
+    }
+
+    /// After the commit: the replaced files wait for a durable commit.
+    pub(crate) fn committed(&self, store: &Store, durable: bool) {
+        self.committed.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (_, replaced) =
+            std::mem::take(&mut *self.files.lock().unwrap_or_else(|e| e.into_inner()));
+        store.retire(replaced);
+        if durable {
+            store.durable();
+        }
+    }
+
+    /// When the transaction is dropped uncommitted: removes what it created.
+    pub(crate) fn abandon(&self, store: &Store) {
+        if self.committed.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let (created, _) =
+            std::mem::take(&mut *self.files.lock().unwrap_or_else(|e| e.into_inner()));
+        for name in created {
+            store.discard(&name);
+        }
+    }
+}
+
+/// Moves the rows of `kind` in epochs `first..=last` from the B-tree into a new segment; the
+/// entry, `None` if there were none.
+fn freeze_rows<const H: usize>(
+    txn: &WriteTransaction,
+    def: TableDefinition<'_, &'static [u8; H], &'static [u8]>,
+    store: &Store,
+    pending: &Pending,
+    kind: Kind,
+    first: u32,
+    last: u32,
+) -> StorageResult<Option<Entry>> {
+    let mut table = txn.open_table(def)?;
+    let mut lo = [0u8; H];
+    lo[..4].copy_from_slice(&first.to_be_bytes());
+    let mut hi = [0xffu8; H];
+    hi[..4].copy_from_slice(&last.to_be_bytes());
+    let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let mut writer: Option<SegmentWriter> = None;
+    for item in table.range::<&[u8; H]>(&lo..=&hi)? {
+        let (k, v) = item?;
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                pending.created(entry.file_name());
+                writer.insert(SegmentWriter::create(&store.path(&entry), Vec::new())?)
+            }
+        };
+        w.push(k.value(), v.value())?;
+    }
+    let Some(w) = writer else { return Ok(None) };
+    let written = w.finish()?;
+    (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
+    table.retain_in::<&[u8; H], _>(&lo..=&hi, |_, _| false)?;
+    Ok(Some(entry))
+}
+
+/// Freezes every closed epoch all of whose blocks are below the oldest block the datadir keeps
+/// change lists for (so none of them can be unwound), then merges segments that are due.
+/// Called wherever the head moves forward, after the move's epoch close and change pruning.
+pub(crate) fn freeze_due(
+    txn: &WriteTransaction,
+    store: &Store,
+    pending: &Pending,
+) -> StorageResult<()> {
+    let epochs: Epochs = history_epochs(txn)?;
+    let mut meta_table = txn.open_table(tables::META)?;
+    let get =
+        |t: &redb::Table<'_, &'static str, &'static [u8]>, key| -> StorageResult<Option<u64>> {
+            t.get(key)?.map(|v| crate::storage::codec::u64_value("meta", v.value())).transpose()
+        };
+    let (Some(head), Some(floor)) =
+        (get(&meta_table, meta::HEAD)?, get(&meta_table, meta::CHANGES_FROM)?)
+    else {
+        return Ok(());
+    };
+    // Epoch e covers blocks e·len ..= (e+1)·len - 1: all of them below the floor iff e < floor / len.
+    let due = u32::try_from(floor / epochs.len.max(1)).unwrap_or(u32::MAX).min(epochs.of(head));
+    let mut manifest = Manifest::read(&meta_table)?;
+    if due <= manifest.frozen_to {
+        return Ok(());
+    }
+    let (first, last) = (manifest.frozen_to, due - 1);
+    let started = std::time::Instant::now();
+    let mut rows = 0;
+    for kind in Kind::ALL {
+        let entry = match kind {
+            Kind::AccountHistory => {
+                freeze_rows(txn, tables::HASHED_ACCOUNT_HISTORY, store, pending, kind, first, last)?
+            }
+            Kind::StorageHistory => {
+                freeze_rows(txn, tables::HASHED_STORAGE_HISTORY, store, pending, kind, first, last)?
+            }
+            Kind::AccountTrieHistory => {
+                freeze_rows(txn, tables::ACCOUNT_TRIE_HISTORY, store, pending, kind, first, last)?
+            }
+            Kind::StorageTrieHistory => {
+                freeze_rows(txn, tables::STORAGE_TRIE_HISTORY, store, pending, kind, first, last)?
+            }
+        };
+        if let Some(e) = entry {
+            rows += e.rows;
+            manifest.files.push(e);
+        }
+    }
+    manifest.frozen_to = due;
+    for kind in Kind::ALL {
+        merge_due(store, pending, &mut manifest, kind)?;
+    }
+    manifest.write(&mut meta_table)?;
+    tracing::debug!(target: "storage", first, last, rows, ms = started.elapsed().as_millis() as u64, "froze history epochs");
+    Ok(())
+}
+
+/// A segment's level: how many times [`MERGE_FAN_IN`] its span is.
+fn level(e: &Entry) -> u32 {
+    let mut span = e.last - e.first + 1;
+    let mut level = 0;
+    while span >= MERGE_FAN_IN as u32 {
+        span /= MERGE_FAN_IN as u32;
+        level += 1;
+    }
+    level
+}
+
+/// While the newest [`MERGE_FAN_IN`] segments of `kind` share a level, merges them into one
+/// (a bounded step: at most that many files, at most [`MAX_SPAN`] epochs and 4 GiB).
+fn merge_due(
+    store: &Store,
+    pending: &Pending,
+    manifest: &mut Manifest,
+    kind: Kind,
+) -> StorageResult<()> {
+    loop {
+        let of_kind: Vec<usize> = manifest
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == kind)
+            .map(|(i, _)| i)
+            .collect();
+        if of_kind.len() < MERGE_FAN_IN {
+            return Ok(());
+        }
+        let tail = &of_kind[of_kind.len() - MERGE_FAN_IN..];
+        let lv = level(&manifest.files[tail[0]]);
+        let (first, last) =
+            (manifest.files[tail[0]].first, manifest.files[tail[MERGE_FAN_IN - 1]].last);
+        let bytes: u64 = tail.iter().map(|&i| manifest.files[i].bytes).sum();
+        if tail.iter().any(|&i| level(&manifest.files[i]) != lv)
+            || last - first + 1 > MAX_SPAN
+            || bytes > MAX_MERGED_BYTES
+        {
+            return Ok(());
+        }
+        let parts: Vec<Entry> = tail.iter().map(|&i| manifest.files[i].clone()).collect();
+        let merged = merge(store, pending, kind, &parts)?;
+        manifest.files.retain(|e| !parts.contains(e));
+        manifest.files.push(merged);
+        manifest.files.sort_by_key(|e| (e.kind, e.first));
+        for p in &parts {
+            pending.replaced(p.file_name());
+        }
+    }
+}
+
+/// Writes one segment with the rows of `parts` (consecutive, in epoch order, so their rows,
+/// keyed epoch first, are already in order one after another).
+pub(crate) fn merge(
+    store: &Store,
+    pending: &Pending,
+    kind: Kind,
+    parts: &[Entry],
+) -> StorageResult<Entry> {
+    let (first, last) = match (parts.first(), parts.last()) {
+        (Some(a), Some(b)) => (a.first, b.last),
+        _ => return Err(StorageError::Config("a merge of no segments".into())),
+    };
+    let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    pending.created(entry.file_name());
+    let mut w = SegmentWriter::create(&store.path(&entry), Vec::new())?;
+    for part in parts {
+        let s = store.segment(part)?;
+        for b in 0..s.block_count() {
+            let block = s.read_block(b)?;
+            for i in 0..block.len() {
+                let (k, v) = block.row(i);
+                w.push(k, v)?;
+            }
+        }
+    }
+    let written = w.finish()?;
+    (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
+    tracing::debug!(target: "storage", kind = kind.name(), first, last, rows = entry.rows, "merged segments");
+    Ok(entry)
+}

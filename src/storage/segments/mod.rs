@@ -1,0 +1,378 @@
+//! Frozen history: closed epochs behind the unwind window, moved out of the B-tree into
+//! immutable segment files (`file`), one per kind and run of epochs, merged into larger ones
+//! in bounded steps (`freeze`).
+//!
+//! The live files are named by a manifest kept in `meta` and committed in the same write
+//! transaction that removes their rows from the B-tree, so a reader's snapshot sees each row in
+//! exactly one place: in the B-tree if its epoch is at or above the snapshot's `frozen_to`, in
+//! the segment covering its epoch otherwise. On open, any file the manifest does not name (a
+//! segment whose commit never happened, one a merge replaced) is removed. Files a merge
+//! replaces are removed after the next durable commit, never before: a crash rolls the
+//! manifest back to the last durable commit, which may still name them.
+
+pub mod file;
+pub(crate) mod freeze;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use file::{Block, BlockCache, BlockWeight};
+pub use file::{Segment, SegmentWriter, Written};
+
+use super::{StorageError, StorageResult};
+
+/// The folder of a datadir's segment files.
+pub const SEGMENTS_DIR: &str = "segments";
+/// Memory for decoded segment blocks, shared by every reader.
+const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a segment holds: the rows of one history table.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// `hashed_account_history_e`.
+    AccountHistory,
+    /// `hashed_storage_history_e`.
+    StorageHistory,
+    /// `account_trie_history_e`.
+    AccountTrieHistory,
+    /// `storage_trie_history_e`.
+    StorageTrieHistory,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Self; 4] = [
+        Self::AccountHistory,
+        Self::StorageHistory,
+        Self::AccountTrieHistory,
+        Self::StorageTrieHistory,
+    ];
+
+    /// The name in file names and statistics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::AccountHistory => "account-history",
+            Self::StorageHistory => "storage-history",
+            Self::AccountTrieHistory => "account-trie-history",
+            Self::StorageTrieHistory => "storage-trie-history",
+        }
+    }
+}
+
+/// One live segment file, as the manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// What it holds.
+    pub kind: Kind,
+    /// The first epoch it covers.
+    pub first: u32,
+    /// The last epoch it covers.
+    pub last: u32,
+    /// Rows.
+    pub rows: u64,
+    /// File length.
+    pub bytes: u64,
+    /// crc32 of the whole file.
+    pub crc: u32,
+}
+
+impl Entry {
+    /// The file's name.
+    pub fn file_name(&self) -> String {
+        format!("{}-{:08}-{:08}.seg", self.kind.name(), self.first, self.last)
+    }
+}
+
+/// The live segment files and the first epoch not frozen (`meta.segments`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    /// Epochs below this one are in segments (every kind), the others in the B-tree.
+    pub frozen_to: u32,
+    /// The files, by kind, in epoch order.
+    pub files: Vec<Entry>,
+}
+
+impl Manifest {
+    /// The manifest stored in `meta` (empty if none).
+    pub fn read(
+        meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
+    ) -> StorageResult<Self> {
+        match meta.get(super::tables::meta::SEGMENTS)? {
+            Some(v) => serde_json::from_slice(v.value()).map_err(|e| StorageError::Corrupt {
+                table: "meta",
+                detail: format!("segment manifest: {e}"),
+            }),
+            None => Ok(Self::default()),
+        }
+    }
+
+    /// Stores it in `meta`.
+    pub fn write(
+        &self,
+        meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    ) -> StorageResult<()> {
+        let json = serde_json::to_vec(self).map_err(|e| StorageError::Corrupt {
+            table: "meta",
+            detail: format!("segment manifest: {e}"),
+        })?;
+        meta.insert(super::tables::meta::SEGMENTS, json.as_slice())?;
+        Ok(())
+    }
+
+    /// The files of `kind`, in epoch order.
+    pub fn of(&self, kind: Kind) -> impl Iterator<Item = &Entry> {
+        self.files.iter().filter(move |e| e.kind == kind)
+    }
+}
+
+/// A datadir's segment folder: its open files (shared by every snapshot), their decoded-block
+/// cache, and the files waiting to be removed after the next durable commit.
+pub struct Store {
+    dir: PathBuf,
+    open: Mutex<HashMap<String, Arc<Segment>>>,
+    cache: BlockCache,
+    next_id: AtomicU64,
+    /// Replaced by a committed merge; removed once a durable commit makes that final.
+    obsolete: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens `datadir`'s segment folder for the datadir's committed `manifest`: removes every
+    /// file the manifest does not name, and checks that each one it names is there, of its
+    /// length.
+    pub fn open(datadir: &Path, manifest: &Manifest) -> StorageResult<Self> {
+        let dir = datadir.join(SEGMENTS_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(&dir, e))?;
+        let live: std::collections::HashSet<String> =
+            manifest.files.iter().map(Entry::file_name).collect();
+        for item in std::fs::read_dir(&dir).map_err(|e| StorageError::io(&dir, e))? {
+            let item = item.map_err(|e| StorageError::io(&dir, e))?;
+            let name = item.file_name().to_string_lossy().to_string();
+            if !live.contains(&name) {
+                tracing::info!(target: "storage", file = %name, "removing a segment file the manifest does not name");
+                std::fs::remove_file(item.path()).map_err(|e| StorageError::io(&item.path(), e))?;
+            }
+        }
+        let store = Self {
+            dir,
+            open: Mutex::new(HashMap::new()),
+            cache: BlockCache::with_weighter(4096, BLOCK_CACHE_BYTES, BlockWeight),
+            next_id: AtomicU64::new(1),
+            obsolete: Mutex::new(Vec::new()),
+        };
+        for entry in &manifest.files {
+            let segment = store.segment(entry)?;
+            if segment.bytes() != entry.bytes || segment.rows() != entry.rows {
+                return Err(StorageError::SegmentCorrupt {
+                    path: segment.path().display().to_string(),
+                    detail: format!(
+                        "{} bytes and {} rows; the manifest says {} and {}",
+                        segment.bytes(),
+                        segment.rows(),
+                        entry.bytes,
+                        entry.rows
+                    ),
+                });
+            }
+        }
+        Ok(store)
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of `entry`'s file.
+    pub fn path(&self, entry: &Entry) -> PathBuf {
+        self.dir.join(entry.file_name())
+    }
+
+    /// `entry`'s file, opened once.
+    pub fn segment(&self, entry: &Entry) -> StorageResult<Arc<Segment>> {
+        let name = entry.file_name();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = open.get(&name) {
+            return Ok(s.clone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let s = Arc::new(Segment::open(&self.dir.join(&name), id)?);
+        open.insert(name, s.clone());
+        Ok(s)
+    }
+
+    /// The segments a snapshot with `manifest` reads.
+    pub fn view(self: &Arc<Self>, manifest: &Manifest) -> StorageResult<Segments> {
+        let mut by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>> = HashMap::new();
+        for e in &manifest.files {
+            by_kind.entry(e.kind).or_default().push((e.first, e.last, self.segment(e)?));
+        }
+        for v in by_kind.values_mut() {
+            v.sort_by_key(|s| s.0);
+        }
+        Ok(Segments { store: self.clone(), frozen_to: manifest.frozen_to, by_kind })
+    }
+
+    /// Notes files a committed merge replaced, to remove after the next durable commit.
+    pub(crate) fn retire(&self, names: Vec<String>) {
+        self.obsolete.lock().unwrap_or_else(|e| e.into_inner()).extend(names);
+    }
+
+    /// After a durable commit: removes the replaced files (readers that still hold them keep
+    /// their open handles).
+    pub(crate) fn durable(&self) {
+        let names = std::mem::take(&mut *self.obsolete.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            open.remove(&name);
+            if let Err(e) = std::fs::remove_file(self.dir.join(&name)) {
+                tracing::warn!(target: "storage", file = %name, "cannot remove a replaced segment file: {e}");
+            }
+        }
+    }
+
+    /// Removes a file no commit made live (a dropped write transaction's).
+    pub(crate) fn discard(&self, name: &str) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        let _ = std::fs::remove_file(self.dir.join(name));
+    }
+
+    fn block(&self, s: &Segment, i: usize) -> StorageResult<Arc<Block>> {
+        let key = (s.id, i as u32);
+        if let Some(b) = self.cache.get(&key) {
+            return Ok(b);
+        }
+        let b = Arc::new(s.read_block(i)?);
+        self.cache.insert(key, b.clone());
+        Ok(b)
+    }
+}
+
+/// The segments one snapshot reads.
+#[derive(Debug, Clone)]
+pub struct Segments {
+    store: Arc<Store>,
+    /// Epochs below this one are read here.
+    pub frozen_to: u32,
+    by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>,
+}
+
+impl Segments {
+    /// No segments (a snapshot of a datadir that froze nothing).
+    pub fn none(store: Arc<Store>) -> Self {
+        Self { store, frozen_to: 0, by_kind: HashMap::new() }
+    }
+
+    /// Whether rows of `epoch` are read here.
+    pub fn holds(&self, epoch: u32) -> bool {
+        epoch < self.frozen_to
+    }
+
+    /// The segment of `kind` covering `epoch`.
+    fn covering(&self, kind: Kind, epoch: u32) -> Option<&Arc<Segment>> {
+        let list = self.by_kind.get(&kind)?;
+        let i = list.partition_point(|s| s.0 <= epoch).checked_sub(1)?;
+        let (_, last, s) = &list[i];
+        (epoch <= *last).then_some(s)
+    }
+
+    /// Calls `f` with each row of `kind` whose key is in `lo..=hi` (both in one epoch), in key
+    /// order, until it returns `false`.
+    pub fn scan(
+        &self,
+        kind: Kind,
+        epoch: u32,
+        lo: &[u8],
+        hi: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
+    ) -> StorageResult<()> {
+        let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
+        let mut b = s.block_for(lo);
+        let mut block = self.store.block(s, b)?;
+        let mut i = block.seek(lo);
+        loop {
+            if i >= block.len() {
+                b += 1;
+                if b >= s.block_count() {
+                    return Ok(());
+                }
+                block = self.store.block(s, b)?;
+                i = 0;
+                continue;
+            }
+            let (k, v) = block.row(i);
+            if k > hi || !f(k, v)? {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    /// The first row of `kind` in `lo..=hi` (both in `epoch`).
+    pub fn first(
+        &self,
+        kind: Kind,
+        epoch: u32,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> StorageResult<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut out = None;
+        self.scan(kind, epoch, lo, hi, |k, v| {
+            out = Some((k.to_vec(), v.to_vec()));
+            Ok(false)
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every row of `kind`, in key order.
+    pub fn for_each(
+        &self,
+        kind: Kind,
+        mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<()>,
+    ) -> StorageResult<()> {
+        for (_, _, s) in self.by_kind.get(&kind).into_iter().flatten() {
+            for b in 0..s.block_count() {
+                let block = self.store.block(s, b)?;
+                for i in 0..block.len() {
+                    let (k, v) = block.row(i);
+                    f(k, v)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with every row of `kind`, in reverse key order.
+    pub fn for_each_rev(
+        &self,
+        kind: Kind,
+        mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<()>,
+    ) -> StorageResult<()> {
+        for (_, _, s) in self.by_kind.get(&kind).into_iter().flatten().rev() {
+            for b in (0..s.block_count()).rev() {
+                let block = self.store.block(s, b)?;
+                for i in (0..block.len()).rev() {
+                    let (k, v) = block.row(i);
+                    f(k, v)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The files, with their entries' kinds and ranges.
+    pub fn files(&self) -> impl Iterator<Item = (Kind, u32, u32, &Arc<Segment>)> {
+        self.by_kind.iter().flat_map(|(k, v)| v.iter().map(move |(f, l, s)| (*k, *f, *l, s)))
+    }
+}

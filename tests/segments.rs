@@ -1,0 +1,204 @@
+//! Frozen history (`storage::segments`): the execution-apis chain imported with history epochs
+//! of 4 blocks and an unwind window of 4, so that closed epochs move into segment files as the
+//! import goes and merge eight at a time. Every read method at every block must answer exactly
+//! as the same chain does with nothing frozen (a second datadir, and the same datadir before its
+//! window was narrowed), `verify --history` must pass across the B-tree and the segments, and a
+//! copy must carry the segments with it.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use loupe::chain::ChainSpec;
+use loupe::import::{ImportOptions, import_files_with, init_genesis};
+use loupe::storage::{Database, Epochs};
+use serde_json::{Value, json};
+
+/// The fixture chain in `dir`, epochs of 4 blocks, with `depth` as the unwind window from the
+/// start (`None`: the default, 1,024 blocks, which freezes nothing on this chain).
+fn import(dir: &Path, depth: Option<u64>) -> Option<(Arc<Database>, ChainSpec)> {
+    let fx = support::fixtures()?;
+    let db = Database::open_with_epochs(dir, Epochs { len: 4 }).unwrap();
+    let (spec, _) =
+        init_genesis(&db, &std::fs::read_to_string(fx.join("genesis.json")).unwrap()).unwrap();
+    if let Some(depth) = depth {
+        let w = db.begin_write().unwrap();
+        w.set_unwind_depth(depth).unwrap();
+        w.commit(true).unwrap();
+    }
+    // Groups of 3 blocks: freezes land inside groups and at their commits.
+    let options = ImportOptions { batch: 3, sync_every: 6, ..Default::default() };
+    import_files_with(&db, &spec, &[fx.join("chain.rlp")], options).unwrap();
+    Some((Arc::new(db), spec))
+}
+
+fn manifest(db: &Database) -> loupe::storage::segments::Manifest {
+    let r = db.begin_write().unwrap();
+    let m = loupe::storage::segments::Manifest::read(
+        &r.transaction().open_table(loupe::storage::tables::META).unwrap(),
+    )
+    .unwrap();
+    drop(r);
+    m
+}
+
+/// Every read method whose answer depends on history or block data, at every block, for
+/// every account the chain names: the answers in order.
+fn answers(node: &support::Node, head: u64) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut call = |method: &str, params: Value| {
+        let answer = match node.call(method, params.clone()) {
+            Ok(r) => r,
+            Err(e) => json!({"error": e}),
+        };
+        out.push((format!("{method} {params}"), answer));
+    };
+    // The accounts: every sender, recipient, created contract and miner of the chain, and the
+    // genesis allocation.
+    let mut addresses = std::collections::BTreeSet::new();
+    let fx = support::fixtures().unwrap();
+    let genesis: Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.join("genesis.json")).unwrap()).unwrap();
+    for a in genesis["alloc"].as_object().unwrap().keys() {
+        addresses.insert(format!("0x{}", a.trim_start_matches("0x").to_lowercase()));
+    }
+    for n in 0..=head {
+        let b = node.call("eth_getBlockByNumber", json!([format!("{n:#x}"), true])).unwrap();
+        addresses.insert(b["miner"].as_str().unwrap().to_string());
+        for tx in b["transactions"].as_array().unwrap() {
+            for field in ["from", "to"] {
+                if let Some(a) = tx[field].as_str() {
+                    addresses.insert(a.to_string());
+                }
+            }
+        }
+        for r in node
+            .call("eth_getBlockReceipts", json!([format!("{n:#x}")]))
+            .unwrap()
+            .as_array()
+            .unwrap()
+        {
+            if let Some(a) = r["contractAddress"].as_str() {
+                addresses.insert(a.to_string());
+            }
+        }
+    }
+    let slots: Vec<String> = (0..4u8).map(|i| format!("{i:#066x}")).collect();
+    let latest = format!("{head:#x}");
+    let contracts: std::collections::BTreeSet<String> = addresses
+        .iter()
+        .filter(|a| node.call("eth_getCode", json!([a, latest])).unwrap() != json!("0x"))
+        .cloned()
+        .collect();
+    for n in 0..=head {
+        let at = format!("{n:#x}");
+        call("eth_getBlockByNumber", json!([at, true]));
+        call("eth_getBlockReceipts", json!([at]));
+        if n > 0 {
+            call("trace_block", json!([at]));
+            call("trace_replayBlockTransactions", json!([at, ["trace", "stateDiff"]]));
+        }
+        for a in &addresses {
+            call("eth_getBalance", json!([a, at]));
+            call("eth_getTransactionCount", json!([a, at]));
+            call("eth_getCode", json!([a, at]));
+            // Storage and proofs of the contracts, and of a few others (the proof of an account
+            // without storage differs only in its account leaf).
+            if contracts.contains(a) || a.ends_with('0') {
+                call("eth_getProof", json!([a, slots, at]));
+                for s in &slots {
+                    call("eth_getStorageAt", json!([a, s, at]));
+                }
+            }
+        }
+    }
+    call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": format!("{head:#x}")}]));
+    call("trace_filter", json!([{"fromBlock": "0x0", "toBlock": format!("{head:#x}")}]));
+    out
+}
+
+fn assert_same(a: &[(String, Value)], b: &[(String, Value)], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: as many answers");
+    for ((qa, va), (qb, vb)) in a.iter().zip(b) {
+        assert_eq!(qa, qb);
+        assert_eq!(va, vb, "{what}: {qa}");
+    }
+}
+
+#[test]
+fn every_read_at_every_block_is_the_same_with_history_frozen_and_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((plain, spec)) = import(&dir.path().join("plain"), None) else { return };
+    let (frozen, _) = import(&dir.path().join("frozen"), Some(4)).unwrap();
+    let head = plain.begin_read().unwrap().head().unwrap().unwrap();
+    assert!(manifest(&plain).files.is_empty(), "nothing frozen within the default window");
+    let m = manifest(&frozen);
+    // The window keeps the newest 4 blocks: every epoch below the floor's is frozen.
+    assert_eq!(m.frozen_to as u64, (head - 4 + 1) / 4, "{m:?}");
+    assert!(m.files.iter().any(|e| e.last - e.first + 1 >= 8), "some segments were merged: {m:?}");
+    for e in &m.files {
+        assert!(frozen.path().parent().unwrap().join("segments").join(e.file_name()).is_file());
+    }
+    // No history row of a frozen epoch is left in the B-tree.
+    {
+        let w = frozen.begin_write().unwrap();
+        let t = w.transaction().open_table(loupe::storage::tables::STORAGE_TRIE_HISTORY).unwrap();
+        use redb::ReadableTable;
+        let first = t.iter().unwrap().next().map(|r| r.unwrap().0.value()[..4].to_vec());
+        if let Some(first) = first {
+            assert!(u32::from_be_bytes(first.try_into().unwrap()) >= m.frozen_to);
+        }
+    }
+    loupe::trie::verify(&frozen.begin_read().unwrap()).unwrap();
+    let rows = loupe::trie::verify_history(&frozen.begin_read().unwrap()).unwrap();
+    assert!(rows > 0);
+
+    let a = answers(&support::Node::serve(plain.clone(), spec.clone(), |_| {}), head);
+    let b = answers(&support::Node::serve(frozen.clone(), spec.clone(), |_| {}), head);
+    assert_same(&a, &b, "frozen at import");
+
+    // The same datadir, before and after its window is narrowed.
+    let w = plain.begin_write().unwrap();
+    w.set_unwind_depth(2).unwrap();
+    w.commit(true).unwrap();
+    assert!(!manifest(&plain).files.is_empty());
+    let c = answers(&support::Node::serve(plain.clone(), spec.clone(), |_| {}), head);
+    assert_same(&a, &c, "frozen in place");
+    loupe::trie::verify_history(&plain.begin_read().unwrap()).unwrap();
+
+    // A copy carries the segments; it reopens, verifies and answers the same.
+    let copy = dir.path().join("copy");
+    frozen.copy_to(&copy).unwrap();
+    drop(frozen);
+    let copied = Arc::new(Database::open(&copy).unwrap());
+    loupe::trie::verify_history(&copied.begin_read().unwrap()).unwrap();
+    let d = answers(&support::Node::serve(copied, spec, |_| {}), head);
+    assert_same(&a, &d, "a copy");
+}
+
+/// A segment file the manifest does not name (a freeze whose commit never happened) is removed
+/// on open; one it names that is damaged is refused by name.
+#[test]
+fn files_outside_the_manifest_are_removed_and_a_damaged_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let Some((db, _)) = import(&path, Some(4)) else { return };
+    let m = manifest(&db);
+    drop(db);
+    let segments = path.join("segments");
+    std::fs::write(segments.join("account-history-00009999-00009999.seg"), b"junk").unwrap();
+    std::fs::write(segments.join("storage-history-00000000-00000001.tmp"), b"junk").unwrap();
+    let db = Database::open(&path).unwrap();
+    let left: Vec<_> =
+        std::fs::read_dir(&segments).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), m.files.len(), "{left:?}");
+    drop(db);
+    let victim = segments.join(m.files[0].file_name());
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() - 1]).unwrap();
+    let err = Database::open(&path).unwrap_err().to_string();
+    assert!(err.contains(&m.files[0].file_name()), "{err}");
+}
