@@ -152,6 +152,19 @@ fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
         mib(stats.file_bytes),
         mib(stats.file_bytes.saturating_sub(occupied))
     );
+    let _ = writeln!(out, "segments (epochs below {} frozen):", stats.frozen_to);
+    let _ = writeln!(out, "{:<26} {:>13} {:>6} {:>12}", "kind", "rows", "files", "MiB");
+    for s in &stats.segments {
+        let _ =
+            writeln!(out, "{:<26} {:>13} {:>6} {:>12.1}", s.kind, s.rows, s.files, mib(s.bytes));
+    }
+    let seg_bytes: u64 = stats.segments.iter().map(|s| s.bytes).sum();
+    let _ = writeln!(
+        out,
+        "datadir {:.1} MiB: the file and {:.1} MiB of segments",
+        mib(stats.file_bytes + seg_bytes),
+        mib(seg_bytes)
+    );
     out
 }
 
@@ -174,7 +187,18 @@ fn stats_json(stats: &crate::storage::DatabaseStats) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({ "head": stats.head, "fileBytes": stats.file_bytes, "tables": tables })
+    let segments: Vec<_> = stats
+        .segments
+        .iter()
+        .map(|s| serde_json::json!({"kind": s.kind, "files": s.files, "rows": s.rows, "bytes": s.bytes}))
+        .collect();
+    serde_json::json!({
+        "head": stats.head,
+        "fileBytes": stats.file_bytes,
+        "tables": tables,
+        "frozenTo": stats.frozen_to,
+        "segments": segments,
+    })
 }
 
 /// `loupe db compact`.

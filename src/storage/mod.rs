@@ -43,7 +43,7 @@ pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
-pub use stats::{DatabaseStats, TableStats};
+pub use stats::{DatabaseStats, SegmentStats, TableStats};
 pub use trie::{FullRecompute, state_root_of};
 pub use write::Writer;
 

@@ -43,6 +43,23 @@ pub struct DatabaseStats {
     /// Length of the database file in bytes; what no table occupies is free pages and
     /// redb's own bookkeeping.
     pub file_bytes: u64,
+    /// The frozen history's segment files, by kind: (kind, files, rows, bytes).
+    pub segments: Vec<SegmentStats>,
+    /// Epochs below this one are frozen.
+    pub frozen_to: u32,
+}
+
+/// The segment files of one kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// What they hold.
+    pub kind: &'static str,
+    /// Files.
+    pub files: u64,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes on disk.
+    pub bytes: u64,
 }
 
 impl Database {
@@ -69,9 +86,28 @@ impl Database {
             )*};
         }
         tables::for_each_table!(each);
+        let manifest = super::segments::Manifest::read(&txn.open_table(tables::META)?)?;
         drop(txn);
+        let segments = super::segments::Kind::ALL
+            .iter()
+            .map(|kind| {
+                let files: Vec<_> = manifest.of(*kind).collect();
+                SegmentStats {
+                    kind: kind.name(),
+                    files: files.len() as u64,
+                    rows: files.iter().map(|e| e.rows).sum(),
+                    bytes: files.iter().map(|e| e.bytes).sum(),
+                }
+            })
+            .collect();
         let head = self.begin_read()?.head()?;
-        Ok(DatabaseStats { head, tables: out, file_bytes: self.file_size() })
+        Ok(DatabaseStats {
+            head,
+            tables: out,
+            file_bytes: self.file_size(),
+            segments,
+            frozen_to: manifest.frozen_to,
+        })
     }
 }
 

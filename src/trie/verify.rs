@@ -307,6 +307,8 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
 /// Its cost grows with the history (about 70 s for 16.5M rows), so `loupe verify` runs it only
 /// with `--history`.
 pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
+    // The segment files whole, against the manifest's checksums.
+    reader.check_segments()?;
     let t = reader.trie_tables();
     let accounts =
         t.history(&t.account_trie_history, &t.account_trie_epochs, Kind::AccountTrieHistory);

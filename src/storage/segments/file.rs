@@ -70,6 +70,20 @@ fn get_varint(buf: &[u8], at: &mut usize) -> Option<u64> {
     None
 }
 
+/// Milliseconds to pause in the middle of writing each segment file (before its footer): a
+/// fault-injection hook for the crash tests, which kill the process there. Unset: no pause.
+pub const TEST_PAUSE_ENV: &str = "LOUPE_SEGMENT_TEST_PAUSE_MS";
+
+fn test_pause() {
+    static PAUSE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let ms = *PAUSE.get_or_init(|| {
+        std::env::var(TEST_PAUSE_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    });
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 /// What a finished segment file holds: what its manifest entry records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
@@ -190,6 +204,8 @@ impl SegmentWriter {
     /// Writes the index and the footer, syncs the file and renames it into place.
     pub fn finish(mut self) -> StorageResult<Written> {
         self.flush_block()?;
+        tracing::debug!(target: "storage", file = %self.path.display(), rows = self.rows, "segment written, syncing");
+        test_pause();
         let dict_offset = self.offset;
         let dictionary = std::mem::take(&mut self.dictionary);
         self.write(&dictionary)?;

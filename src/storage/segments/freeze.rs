@@ -149,7 +149,7 @@ pub(crate) fn freeze_due(
         merge_due(store, pending, &mut manifest, kind)?;
     }
     manifest.write(&mut meta_table)?;
-    tracing::debug!(target: "storage", first, last, rows, ms = started.elapsed().as_millis() as u64, "froze history epochs");
+    tracing::debug!(target: "storage", first, last, rows, ms = started.elapsed().as_millis() as u64, "froze history epochs (committed with the transaction)");
     Ok(())
 }
 
