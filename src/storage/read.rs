@@ -6,6 +6,8 @@ use alloy_primitives::{Address, B256};
 use alloy_rlp::Decodable;
 use std::sync::Arc;
 
+use super::segments::Kind;
+
 use super::codec::{
     LogInBlock, LogKeep, ReceiptInBlock, TxFees, decode_cumulative_gas, decode_matching_logs,
     decode_receipt_at, decode_receipts, decode_tx_fees, decode_tx_hash, split_tx_key, tx_key,
@@ -140,8 +142,17 @@ impl Reader {
 
     /// Canonical hash of block `number`.
     pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
-        let t = &self.snap.canonical;
-        Ok(t.get(number)?.map(|v| B256::from(*v.value())))
+        self.snap.canonical_hash(number)
+    }
+
+    /// The epoch of block `number` if its block data is frozen (`storage::segments`).
+    fn frozen(&self, number: u64) -> Option<u32> {
+        self.snap.frozen_block(number)
+    }
+
+    /// The frozen row of `kind` at `key` (of block `number`, in epoch `epoch`).
+    fn frozen_row(&self, kind: Kind, epoch: u32, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        Ok(self.snap.trie.segments.first(kind, epoch, key, key)?.map(|(_, v)| v))
     }
 
     /// Number of the block with `hash`, if stored.
@@ -152,37 +163,66 @@ impl Reader {
 
     /// Header of block `number`.
     pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
+        if let Some(epoch) = self.frozen(number) {
+            let Some(v) = self.frozen_row(Kind::Headers, epoch, &number.to_be_bytes())? else {
+                return Ok(None);
+            };
+            return Header::decode(&mut v.as_slice()).map(Some).map_err(|e| corrupt("headers", e));
+        }
         let t = &self.snap.headers;
         let Some(v) = t.get(number)? else { return Ok(None) };
         Header::decode(&mut v.value()).map(Some).map_err(|e| corrupt("headers", e))
     }
 
+    /// The bodies row of block `number`: tx count ++ RLP body.
+    fn with_body_row<T>(
+        &self,
+        number: u64,
+        read: impl FnOnce(&[u8]) -> StorageResult<T>,
+    ) -> StorageResult<Option<T>> {
+        if let Some(epoch) = self.frozen(number) {
+            return match self.frozen_row(Kind::Bodies, epoch, &number.to_be_bytes())? {
+                Some(v) => read(&v).map(Some),
+                None => Ok(None),
+            };
+        }
+        match self.snap.bodies.get(number)? {
+            Some(v) => read(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Ommers and withdrawals of block `number` (transactions left empty) and its tx count.
     pub fn body(&self, number: u64) -> StorageResult<Option<(BlockBody<TxEnvelope>, u32)>> {
-        let t = &self.snap.bodies;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        let bytes = v.value();
-        if bytes.len() < 4 {
-            return Err(corrupt("bodies", "short value"));
-        }
-        let count = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        let body = BlockBody::decode(&mut &bytes[4..]).map_err(|e| corrupt("bodies", e))?;
-        Ok(Some((body, count)))
+        self.with_body_row(number, |bytes| {
+            if bytes.len() < 4 {
+                return Err(corrupt("bodies", "short value"));
+            }
+            let count = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            let body = BlockBody::decode(&mut &bytes[4..]).map_err(|e| corrupt("bodies", e))?;
+            Ok((body, count))
+        })
     }
 
     /// Number of transactions in block `number`, if the block is stored.
     pub fn transaction_count(&self, number: u64) -> StorageResult<Option<u32>> {
-        let t = &self.snap.bodies;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        let b = v.value();
-        if b.len() < 4 {
-            return Err(corrupt("bodies", "short value"));
-        }
-        Ok(Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+        self.with_body_row(number, |b| {
+            if b.len() < 4 {
+                return Err(corrupt("bodies", "short value"));
+            }
+            Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        })
     }
 
     /// Transaction `index` of block `number`.
     pub fn transaction(&self, number: u64, index: u32) -> StorageResult<Option<StoredTransaction>> {
+        if let Some(epoch) = self.frozen(number) {
+            let Some(v) = self.frozen_row(Kind::Transactions, epoch, &tx_key(number, index))?
+            else {
+                return Ok(None);
+            };
+            return decode_tx(number, index, &v, Hash::FromRow).map(Some);
+        }
         let t = &self.snap.transactions;
         let Some(v) = t.get(&tx_key(number, index))? else { return Ok(None) };
         decode_tx(number, index, v.value(), Hash::FromRow).map(Some)
@@ -223,9 +263,20 @@ impl Reader {
         number: u64,
         read: impl Fn(u32, &[u8]) -> StorageResult<T>,
     ) -> StorageResult<Vec<T>> {
-        let t = &self.snap.transactions;
         let mut out = Vec::new();
-        for item in t.range::<&[u8; 12]>(&tx_key(number, 0)..=&tx_key(number, u32::MAX))? {
+        let (lo, hi) = (tx_key(number, 0), tx_key(number, u32::MAX));
+        if let Some(epoch) = self.frozen(number) {
+            self.snap.trie.segments.scan(Kind::Transactions, epoch, &lo, &hi, |k, v| {
+                let key: &[u8; 12] = k
+                    .try_into()
+                    .map_err(|_| corrupt("transactions", "a segment key of another width"))?;
+                out.push(read(split_tx_key(key).1, v)?);
+                Ok(true)
+            })?;
+            return Ok(out);
+        }
+        let t = &self.snap.transactions;
+        for item in t.range::<&[u8; 12]>(&lo..=&hi)? {
             let (k, v) = item?;
             out.push(read(split_tx_key(k.value()).1, v.value())?);
         }
@@ -271,6 +322,12 @@ impl Reader {
         number: u64,
         decode: impl FnOnce(&[u8]) -> Result<T, alloy_rlp::Error>,
     ) -> StorageResult<Option<T>> {
+        if let Some(epoch) = self.frozen(number) {
+            let Some(v) = self.frozen_row(Kind::Receipts, epoch, &number.to_be_bytes())? else {
+                return Ok(None);
+            };
+            return decode(&v).map(Some).map_err(|e| corrupt("receipts", e));
+        }
         let Some(v) = self.snap.receipts.get(number)? else { return Ok(None) };
         decode(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }

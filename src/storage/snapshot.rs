@@ -99,6 +99,29 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// The epoch of block `number` if its block data is frozen.
+    pub(crate) fn frozen_block(&self, number: u64) -> Option<u32> {
+        let epoch = self.trie.epochs.of(number);
+        self.trie.segments.holds_blocks(epoch).then_some(epoch)
+    }
+
+    /// Canonical hash of block `number`, from the B-tree or the segments.
+    pub(crate) fn canonical_hash(
+        &self,
+        number: u64,
+    ) -> StorageResult<Option<alloy_primitives::B256>> {
+        if let Some(epoch) = self.frozen_block(number) {
+            let key = number.to_be_bytes();
+            return Ok(self
+                .trie
+                .segments
+                .first(Kind::Canonical, epoch, &key, &key)?
+                .and_then(|(_, v)| <[u8; 32]>::try_from(v.as_slice()).ok())
+                .map(alloy_primitives::B256::from));
+        }
+        Ok(self.canonical.get(number)?.map(|v| alloy_primitives::B256::from(*v.value())))
+    }
+
     /// Opens every table of `txn`, reads the block markers, and takes the segments its
     /// manifest names from `store`.
     pub(crate) fn open(txn: ReadTransaction, store: &std::sync::Arc<Store>) -> StorageResult<Self> {

@@ -185,7 +185,7 @@ impl DatabaseRef for StateAt {
         if number > self.block {
             return Ok(B256::ZERO);
         }
-        Ok(self.snap.canonical.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
+        Ok(self.snap.canonical_hash(number)?.unwrap_or_default())
     }
 }
 
@@ -196,6 +196,8 @@ impl DatabaseRef for StateAt {
 pub struct PendingState<'a> {
     txn: &'a redb::WriteTransaction,
     head: u64,
+    /// The segments of frozen block data, for `BLOCKHASH` that far back.
+    frozen: Option<(super::segments::Segments, super::Epochs)>,
 }
 
 impl std::fmt::Debug for PendingState<'_> {
@@ -205,8 +207,12 @@ impl std::fmt::Debug for PendingState<'_> {
 }
 
 impl<'a> PendingState<'a> {
-    pub(super) fn new(txn: &'a redb::WriteTransaction, head: u64) -> Self {
-        Self { txn, head }
+    pub(super) fn new(
+        txn: &'a redb::WriteTransaction,
+        head: u64,
+        frozen: Option<(super::segments::Segments, super::Epochs)>,
+    ) -> Self {
+        Self { txn, head, frozen }
     }
 }
 
@@ -247,6 +253,17 @@ impl DatabaseRef for PendingState<'_> {
     fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {
         if number > self.head {
             return Ok(B256::ZERO);
+        }
+        if let Some((segments, epochs)) = &self.frozen
+            && segments.holds_blocks(epochs.of(number))
+        {
+            let key = number.to_be_bytes();
+            let epoch = epochs.of(number);
+            return Ok(segments
+                .first(super::segments::Kind::Canonical, epoch, &key, &key)?
+                .and_then(|(_, v)| <[u8; 32]>::try_from(v.as_slice()).ok())
+                .map(B256::from)
+                .unwrap_or_default());
         }
         let t = self.txn.open_table(super::tables::CANONICAL)?;
         Ok(t.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())

@@ -372,30 +372,76 @@ impl Writer {
 
     /// The state at this transaction's head, its uncommitted changes included.
     pub fn pending_state(&self) -> StorageResult<super::PendingState<'_>> {
-        Ok(super::PendingState::new(&self.txn, self.head()?.unwrap_or(0)))
+        Ok(super::PendingState::new(&self.txn, self.head()?.unwrap_or(0), self.frozen_blocks()?))
+    }
+
+    /// The segments this transaction sees and the first epoch of block data not frozen, if
+    /// any block data is frozen.
+    pub(super) fn frozen_blocks(
+        &self,
+    ) -> StorageResult<Option<(super::segments::Segments, super::Epochs)>> {
+        let m = self.txn.open_table(tables::META)?;
+        let manifest = super::segments::Manifest::read(&m)?;
+        if manifest.blocks_frozen_to == 0 {
+            return Ok(None);
+        }
+        let epochs = super::Epochs::read(&m)?;
+        Ok(Some((self.segment_files.store.view(&manifest)?, epochs)))
+    }
+
+    /// The frozen row of `kind` at `key` of block `number`: `None` if the block's data is not
+    /// frozen, `Some(None)` if it is and the row is absent.
+    fn frozen_block_row(
+        &self,
+        kind: super::segments::Kind,
+        number: u64,
+        key: &[u8],
+    ) -> StorageResult<Option<Option<Vec<u8>>>> {
+        let Some((segments, epochs)) = self.frozen_blocks()? else { return Ok(None) };
+        let epoch = epochs.of(number);
+        if !segments.holds_blocks(epoch) {
+            return Ok(None);
+        }
+        Ok(Some(segments.first(kind, epoch, key, key)?.map(|(_, v)| v)))
     }
 
     /// Canonical hash of block `number` as seen inside this transaction.
     pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
+        use super::segments::Kind;
+        if let Some(row) = self.frozen_block_row(Kind::Canonical, number, &number.to_be_bytes())? {
+            return Ok(row.and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok()).map(B256::from));
+        }
         let t = self.txn.open_table(tables::CANONICAL)?;
         Ok(t.get(number)?.map(|v| B256::from(*v.value())))
     }
 
     /// Header of block `number` as seen inside this transaction.
     pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
+        use super::segments::Kind;
+        let decode = |mut bytes: &[u8]| {
+            <Header as alloy_rlp::Decodable>::decode(&mut bytes).map_err(|e| {
+                super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
+            })
+        };
+        if let Some(row) = self.frozen_block_row(Kind::Headers, number, &number.to_be_bytes())? {
+            return row.map(|v| decode(&v)).transpose();
+        }
         let t = self.txn.open_table(tables::HEADERS)?;
         let Some(v) = t.get(number)? else { return Ok(None) };
-        let header = <Header as alloy_rlp::Decodable>::decode(&mut v.value()).map_err(|e| {
-            super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
-        })?;
-        Ok(Some(header))
+        Ok(Some(decode(v.value())?))
     }
 
     /// The ommers of block `number` as seen inside this transaction (none if not stored).
     pub fn ommers(&self, number: u64) -> StorageResult<Vec<Header>> {
+        let frozen =
+            self.frozen_block_row(super::segments::Kind::Bodies, number, &number.to_be_bytes())?;
         let t = self.txn.open_table(tables::BODIES)?;
-        let Some(v) = t.get(number)? else { return Ok(Vec::new()) };
-        let bytes = v.value();
+        let row = t.get(number)?;
+        let bytes = match (&frozen, &row) {
+            (Some(Some(v)), _) => v.as_slice(),
+            (Some(None), _) | (None, None) => return Ok(Vec::new()),
+            (None, Some(v)) => v.value(),
+        };
         let corrupt = |detail: String| super::StorageError::Corrupt { table: "bodies", detail };
         let rest = bytes.get(4..).ok_or_else(|| corrupt("short value".into()))?;
         let body = <alloy_consensus::BlockBody<alloy_consensus::TxEnvelope> as alloy_rlp::Decodable>::decode(&mut &rest[..])

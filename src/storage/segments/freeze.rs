@@ -60,22 +60,50 @@ impl Pending {
     }
 }
 
-/// Moves the rows of `kind` in epochs `first..=last` from the B-tree into a new segment; the
-/// entry, `None` if there were none.
+/// What rows of a byte-keyed table a freeze takes: its epochs, and the first and last keys.
+trait RowRange<const H: usize> {
+    fn bounds(&self) -> ((u32, u32), [u8; H], [u8; H]);
+}
+
+/// History rows of epochs `first..=last` (keys begin with the epoch).
+struct EpochRange(u32, u32);
+
+impl<const H: usize> RowRange<H> for EpochRange {
+    fn bounds(&self) -> ((u32, u32), [u8; H], [u8; H]) {
+        let mut lo = [0u8; H];
+        lo[..4].copy_from_slice(&self.0.to_be_bytes());
+        let mut hi = [0xffu8; H];
+        hi[..4].copy_from_slice(&self.1.to_be_bytes());
+        ((self.0, self.1), lo, hi)
+    }
+}
+
+/// The transactions rows of blocks `from..=to`, with the epochs they are in.
+struct BlockKeys((u32, u32), (u64, u64));
+
+impl RowRange<12> for BlockKeys {
+    fn bounds(&self) -> ((u32, u32), [u8; 12], [u8; 12]) {
+        let (from, to) = self.1;
+        (
+            self.0,
+            crate::storage::codec::tx_key(from, 0),
+            crate::storage::codec::tx_key(to, u32::MAX),
+        )
+    }
+}
+
+/// Moves the rows of `kind` in `range` from the B-tree into a new segment; the entry, `None`
+/// if there were none.
 fn freeze_rows<const H: usize>(
     txn: &WriteTransaction,
     def: TableDefinition<'_, &'static [u8; H], &'static [u8]>,
     store: &Store,
     pending: &Pending,
     kind: Kind,
-    first: u32,
-    last: u32,
+    range: impl RowRange<H>,
 ) -> StorageResult<Option<Entry>> {
     let mut table = txn.open_table(def)?;
-    let mut lo = [0u8; H];
-    lo[..4].copy_from_slice(&first.to_be_bytes());
-    let mut hi = [0xffu8; H];
-    hi[..4].copy_from_slice(&last.to_be_bytes());
+    let ((first, last), lo, hi) = range.bounds();
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
     let mut writer: Option<SegmentWriter> = None;
     for item in table.range::<&[u8; H]>(&lo..=&hi)? {
@@ -93,6 +121,43 @@ fn freeze_rows<const H: usize>(
     let written = w.finish()?;
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
     table.retain_in::<&[u8; H], _>(&lo..=&hi, |_, _| false)?;
+    Ok(Some(entry))
+}
+
+/// Moves the rows of the `u64`-keyed block table `def` for blocks `from..=to` into a new
+/// segment (keys as 8 bytes big-endian); the entry, `None` if there were none.
+#[allow(clippy::too_many_arguments)]
+fn freeze_block_rows<V>(
+    txn: &WriteTransaction,
+    def: TableDefinition<'_, u64, V>,
+    store: &Store,
+    pending: &Pending,
+    kind: Kind,
+    (first, last): (u32, u32),
+    (from, to): (u64, u64),
+    bytes: impl Fn(&V::SelfType<'_>) -> Vec<u8>,
+) -> StorageResult<Option<Entry>>
+where
+    V: redb::Value + 'static,
+{
+    let mut table = txn.open_table(def)?;
+    let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let mut writer: Option<SegmentWriter> = None;
+    for item in table.range(from..=to)? {
+        let (k, v) = item?;
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                pending.created(entry.file_name());
+                writer.insert(SegmentWriter::create(&store.path(&entry), Vec::new())?)
+            }
+        };
+        w.push(&k.value().to_be_bytes(), &bytes(&v.value()))?;
+    }
+    let Some(w) = writer else { return Ok(None) };
+    let written = w.finish()?;
+    (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
+    table.retain_in(from..=to, |_, _| false)?;
     Ok(Some(entry))
 }
 
@@ -124,20 +189,41 @@ pub(crate) fn freeze_due(
     let (first, last) = (manifest.frozen_to, due - 1);
     let started = std::time::Instant::now();
     let mut rows = 0;
-    for kind in Kind::ALL {
+    for kind in Kind::ALL.into_iter().filter(|k| !k.is_block_data()) {
         let entry = match kind {
-            Kind::AccountHistory => {
-                freeze_rows(txn, tables::HASHED_ACCOUNT_HISTORY, store, pending, kind, first, last)?
-            }
-            Kind::StorageHistory => {
-                freeze_rows(txn, tables::HASHED_STORAGE_HISTORY, store, pending, kind, first, last)?
-            }
-            Kind::AccountTrieHistory => {
-                freeze_rows(txn, tables::ACCOUNT_TRIE_HISTORY, store, pending, kind, first, last)?
-            }
-            Kind::StorageTrieHistory => {
-                freeze_rows(txn, tables::STORAGE_TRIE_HISTORY, store, pending, kind, first, last)?
-            }
+            Kind::AccountHistory => freeze_rows(
+                txn,
+                tables::HASHED_ACCOUNT_HISTORY,
+                store,
+                pending,
+                kind,
+                EpochRange(first, last),
+            )?,
+            Kind::StorageHistory => freeze_rows(
+                txn,
+                tables::HASHED_STORAGE_HISTORY,
+                store,
+                pending,
+                kind,
+                EpochRange(first, last),
+            )?,
+            Kind::AccountTrieHistory => freeze_rows(
+                txn,
+                tables::ACCOUNT_TRIE_HISTORY,
+                store,
+                pending,
+                kind,
+                EpochRange(first, last),
+            )?,
+            Kind::StorageTrieHistory => freeze_rows(
+                txn,
+                tables::STORAGE_TRIE_HISTORY,
+                store,
+                pending,
+                kind,
+                EpochRange(first, last),
+            )?,
+            _ => None,
         };
         if let Some(e) = entry {
             rows += e.rows;
@@ -145,6 +231,70 @@ pub(crate) fn freeze_due(
         }
     }
     manifest.frozen_to = due;
+    // Block data of the same epochs (a write transaction reads it through the segments too:
+    // `BLOCKHASH`, the ommer rules' ancestors).
+    let block_due = due;
+    if block_due > manifest.blocks_frozen_to {
+        let (first, last) = (manifest.blocks_frozen_to, block_due - 1);
+        let blocks = (u64::from(first) * epochs.len, (u64::from(last) + 1) * epochs.len - 1);
+        let span = (first, last);
+        let copy = |v: &&[u8]| v.to_vec();
+        let entries = [
+            freeze_block_rows(
+                txn,
+                tables::HEADERS,
+                store,
+                pending,
+                Kind::Headers,
+                span,
+                blocks,
+                copy,
+            )?,
+            freeze_block_rows(
+                txn,
+                tables::CANONICAL,
+                store,
+                pending,
+                Kind::Canonical,
+                span,
+                blocks,
+                |v: &&[u8; 32]| v.to_vec(),
+            )?,
+            freeze_block_rows(
+                txn,
+                tables::BODIES,
+                store,
+                pending,
+                Kind::Bodies,
+                span,
+                blocks,
+                copy,
+            )?,
+            freeze_rows(
+                txn,
+                tables::TRANSACTIONS,
+                store,
+                pending,
+                Kind::Transactions,
+                BlockKeys(span, blocks),
+            )?,
+            freeze_block_rows(
+                txn,
+                tables::RECEIPTS,
+                store,
+                pending,
+                Kind::Receipts,
+                span,
+                blocks,
+                copy,
+            )?,
+        ];
+        for e in entries.into_iter().flatten() {
+            rows += e.rows;
+            manifest.files.push(e);
+        }
+        manifest.blocks_frozen_to = block_due;
+    }
     for kind in Kind::ALL {
         merge_due(store, pending, &mut manifest, kind)?;
     }
@@ -206,7 +356,7 @@ fn merge_due(
 }
 
 /// Writes one segment with the rows of `parts` (consecutive, in epoch order, so their rows,
-/// keyed epoch first, are already in order one after another).
+/// keyed epoch or block first, are already in order one after another).
 pub(crate) fn merge(
     store: &Store,
     pending: &Pending,

@@ -28,7 +28,8 @@ pub const SEGMENTS_DIR: &str = "segments";
 /// Memory for decoded segment blocks, shared by every reader.
 const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// What a segment holds: the rows of one history table.
+/// What a segment holds: the rows of one history table, or one table of block data (keyed by
+/// block number, big-endian, first).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -42,16 +43,39 @@ pub enum Kind {
     AccountTrieHistory,
     /// `storage_trie_history_e`.
     StorageTrieHistory,
+    /// `headers`.
+    Headers,
+    /// `canonical`.
+    Canonical,
+    /// `bodies`.
+    Bodies,
+    /// `transactions`.
+    Transactions,
+    /// `receipts`.
+    Receipts,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 9] = [
         Self::AccountHistory,
         Self::StorageHistory,
         Self::AccountTrieHistory,
         Self::StorageTrieHistory,
+        Self::Headers,
+        Self::Canonical,
+        Self::Bodies,
+        Self::Transactions,
+        Self::Receipts,
     ];
+
+    /// Whether it holds block data (frozen behind [`Manifest::blocks_frozen_to`]).
+    pub const fn is_block_data(self) -> bool {
+        matches!(
+            self,
+            Self::Headers | Self::Canonical | Self::Bodies | Self::Transactions | Self::Receipts
+        )
+    }
 
     /// The name in file names and statistics.
     pub const fn name(self) -> &'static str {
@@ -60,6 +84,11 @@ impl Kind {
             Self::StorageHistory => "storage-history",
             Self::AccountTrieHistory => "account-trie-history",
             Self::StorageTrieHistory => "storage-trie-history",
+            Self::Headers => "headers",
+            Self::Canonical => "canonical",
+            Self::Bodies => "bodies",
+            Self::Transactions => "transactions",
+            Self::Receipts => "receipts",
         }
     }
 }
@@ -88,11 +117,15 @@ impl Entry {
     }
 }
 
-/// The live segment files and the first epoch not frozen (`meta.segments`).
+/// The live segment files and the first epochs not frozen (`meta.segments`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
-    /// Epochs below this one are in segments (every kind), the others in the B-tree.
+    /// History rows of epochs below this one are in segments, the others in the B-tree.
     pub frozen_to: u32,
+    /// Block data of the blocks of epochs below this one are in segments (`frozen_to` so far;
+    /// kept apart so that the two may part).
+    #[serde(default)]
+    pub blocks_frozen_to: u32,
     /// The files, by kind, in epoch order.
     pub files: Vec<Entry>,
 }
@@ -221,7 +254,12 @@ impl Store {
         for v in by_kind.values_mut() {
             v.sort_by_key(|s| s.0);
         }
-        Ok(Segments { store: self.clone(), frozen_to: manifest.frozen_to, by_kind })
+        Ok(Segments {
+            store: self.clone(),
+            frozen_to: manifest.frozen_to,
+            blocks_frozen_to: manifest.blocks_frozen_to,
+            by_kind,
+        })
     }
 
     /// Notes files a committed merge replaced, to remove after the next durable commit.
@@ -263,20 +301,27 @@ impl Store {
 #[derive(Debug, Clone)]
 pub struct Segments {
     store: Arc<Store>,
-    /// Epochs below this one are read here.
+    /// History of epochs below this one is read here.
     pub frozen_to: u32,
+    /// Block data of epochs below this one is read here.
+    pub blocks_frozen_to: u32,
     by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>,
 }
 
 impl Segments {
     /// No segments (a snapshot of a datadir that froze nothing).
     pub fn none(store: Arc<Store>) -> Self {
-        Self { store, frozen_to: 0, by_kind: HashMap::new() }
+        Self { store, frozen_to: 0, blocks_frozen_to: 0, by_kind: HashMap::new() }
     }
 
-    /// Whether rows of `epoch` are read here.
+    /// Whether history rows of `epoch` are read here.
     pub fn holds(&self, epoch: u32) -> bool {
         epoch < self.frozen_to
+    }
+
+    /// Whether block data of `epoch`'s blocks is read here.
+    pub fn holds_blocks(&self, epoch: u32) -> bool {
+        epoch < self.blocks_frozen_to
     }
 
     /// The segment of `kind` covering `epoch`.
