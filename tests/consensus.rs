@@ -293,7 +293,7 @@ fn run_test(name: &str, test: &Value) -> Outcome {
         tempfile::Builder::new().prefix("loupe-consensus-").tempdir_in(scratch_dir()).unwrap();
     let db = Database::open(dir.path()).unwrap();
     let json = genesis_json(test, config);
-    let options = InitOptions { policy: None, foreign_chain_id: true };
+    let options = InitOptions { foreign_chain_id: true, ..Default::default() };
     let spec = match init_with(&db, GenesisSource::Json(&json), options) {
         Ok((spec, _)) => spec,
         Err(e) => return Outcome::Fail(format!("genesis: {e}")),

@@ -63,7 +63,7 @@ fn start_upstream_with(
     let genesis = anvil::genesis_json();
     let (state, genesis_hash) = {
         let db = loupe::storage::Database::open(&datadir).unwrap();
-        let options = loupe::import::InitOptions { policy, foreign_chain_id: false };
+        let options = loupe::import::InitOptions { policy, ..Default::default() };
         let source = loupe::import::GenesisSource::Json(&genesis);
         let (spec, _) = loupe::import::init_with(&db, source, options).unwrap();
         assert_eq!(spec.header_policy(), policy.unwrap_or(loupe::chain::HeaderPolicy::Dev));

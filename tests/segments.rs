@@ -13,17 +13,29 @@ use std::path::Path;
 use std::sync::Arc;
 
 use loupe::chain::ChainSpec;
-use loupe::import::{ImportOptions, import_files_with, init_genesis};
+use loupe::import::{ImportOptions, import_files_with};
 use loupe::storage::{Database, Epochs};
 use serde_json::{Value, json};
 
 /// The fixture chain in `dir`, epochs of 4 blocks, with `depth` as the unwind window from the
 /// start (`None`: the default, 1,024 blocks, which freezes nothing on this chain).
 fn import(dir: &Path, depth: Option<u64>) -> Option<(Arc<Database>, ChainSpec)> {
+    import_keeping(dir, depth, loupe::storage::ProofHistory::All)
+}
+
+/// [`import`] into a datadir initialised to keep `proofs`.
+fn import_keeping(
+    dir: &Path,
+    depth: Option<u64>,
+    proofs: loupe::storage::ProofHistory,
+) -> Option<(Arc<Database>, ChainSpec)> {
     let fx = support::fixtures()?;
     let db = Database::open_with_epochs(dir, Epochs { len: 4 }).unwrap();
+    let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
+    let options = loupe::import::InitOptions { proof_history: Some(proofs), ..Default::default() };
     let (spec, _) =
-        init_genesis(&db, &std::fs::read_to_string(fx.join("genesis.json")).unwrap()).unwrap();
+        loupe::import::init_with(&db, loupe::import::GenesisSource::Json(&genesis), options)
+            .unwrap();
     if let Some(depth) = depth {
         let w = db.begin_write().unwrap();
         w.set_unwind_depth(depth).unwrap();
@@ -285,4 +297,73 @@ fn sigkill_while_segments_are_written_and_merged_leaves_a_verifiable_datadir() {
     assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(54));
     loupe::trie::verify_history(&db.begin_read().unwrap()).unwrap();
     assert!(!manifest(&db).files.is_empty());
+}
+
+/// A datadir that keeps trie history for the unwind window only: no trie-history segments, a
+/// proof below the window is an error naming the choice, a proof inside it verifies against its
+/// header, and every other read equals the datadir that keeps it all.
+#[test]
+fn without_trie_history_proofs_below_the_window_name_the_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((all, spec)) = import(&dir.path().join("all"), Some(4)) else { return };
+    let (window, _) =
+        import_keeping(&dir.path().join("window"), Some(4), loupe::storage::ProofHistory::Window)
+            .unwrap();
+    let head = window.begin_read().unwrap().head().unwrap().unwrap();
+    let m = manifest(&window);
+    use loupe::storage::segments::Kind;
+    assert!(
+        m.files
+            .iter()
+            .all(|e| !matches!(e.kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory)),
+        "{m:?}"
+    );
+    assert!(m.files.iter().any(|e| e.kind == Kind::StorageHistory), "{m:?}");
+    loupe::trie::verify_history(&window.begin_read().unwrap()).unwrap();
+    let from = u64::from(m.frozen_to) * 4;
+    let node = support::Node::serve(window.clone(), spec.clone(), |_| {});
+    let address = "0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2";
+    let err =
+        node.call("eth_getProof", json!([address, [], format!("{:#x}", from - 1)])).unwrap_err();
+    assert_eq!(err["code"], json!(-32000), "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("--proof-history window")
+            && message.contains(&format!("from block {from}")),
+        "{message}"
+    );
+    for n in from..=head {
+        let proof = node.call("eth_getProof", json!([address, [], format!("{n:#x}")])).unwrap();
+        let root: alloy_primitives::B256 = node
+            .call("eth_getBlockByNumber", json!([format!("{n:#x}"), false]))
+            .unwrap()["stateRoot"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let nodes: Vec<alloy_primitives::Bytes> =
+            serde_json::from_value(proof["accountProof"].clone()).unwrap();
+        let key = alloy_trie::Nibbles::unpack(alloy_primitives::keccak256(
+            address.parse::<alloy_primitives::Address>().unwrap(),
+        ));
+        let account = alloy_trie::TrieAccount {
+            nonce: u64::from_str_radix(
+                proof["nonce"].as_str().unwrap().trim_start_matches("0x"),
+                16,
+            )
+            .unwrap(),
+            balance: proof["balance"].as_str().unwrap().parse().unwrap(),
+            storage_root: proof["storageHash"].as_str().unwrap().parse().unwrap(),
+            code_hash: proof["codeHash"].as_str().unwrap().parse().unwrap(),
+        };
+        alloy_trie::proof::verify_proof(root, key, Some(alloy_rlp::encode(account)), &nodes)
+            .unwrap();
+    }
+    // Everything else reads as in the datadir that keeps it all (proofs left out).
+    let strip = |v: Vec<(String, Value)>| -> Vec<(String, Value)> {
+        v.into_iter().filter(|(q, _)| !q.starts_with("eth_getProof")).collect()
+    };
+    let a = strip(answers(&support::Node::serve(all, spec.clone(), |_| {}), head));
+    let b = strip(answers(&node, head));
+    assert_same(&a, &b, "without trie history");
 }

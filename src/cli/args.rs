@@ -41,6 +41,11 @@ pub struct ChainArgs {
     /// the named networks.
     #[arg(long = "header-policy", value_name = "strict|dev", value_parser = ["strict", "dev"])]
     pub header_policy: Option<String>,
+    /// Which trie history to keep, recorded at init: `all` (proofs at every block, the
+    /// default) or `window` (trie nodes for the unwind window only, about half the datadir on
+    /// a busy chain; `eth_getProof` below the window answers an error naming this choice).
+    #[arg(long = "proof-history", value_name = "all|window", value_parser = ["all", "window"])]
+    pub proof_history: Option<String>,
 }
 
 impl ChainArgs {
@@ -57,6 +62,10 @@ impl ChainArgs {
     pub fn options(&self) -> crate::import::InitOptions {
         crate::import::InitOptions {
             policy: self.header_policy.as_deref().and_then(crate::chain::HeaderPolicy::from_name),
+            proof_history: self
+                .proof_history
+                .as_deref()
+                .and_then(crate::storage::ProofHistory::from_name),
             foreign_chain_id: false,
         }
     }

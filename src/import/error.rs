@@ -174,6 +174,17 @@ pub enum ImportError {
         /// The policy asked for.
         asked: crate::chain::HeaderPolicy,
     },
+    /// `init` asked for another trie history than the datadir keeps.
+    #[error(
+        "the datadir was initialised with --proof-history {stored}; it cannot change to \
+         {asked} (initialise a new datadir)"
+    )]
+    ProofHistoryMismatch {
+        /// The recorded choice.
+        stored: crate::storage::ProofHistory,
+        /// The choice asked for.
+        asked: crate::storage::ProofHistory,
+    },
     /// Import into a datadir that has no genesis yet.
     #[error("datadir is not initialised: run `loupe init --chain NAME|FILE` or pass --chain")]
     NotInitialised,

@@ -54,6 +54,9 @@ pub struct InitOptions {
     /// The header policy to record (`None`: [`HeaderPolicy::default_for`] the chain id). On a
     /// datadir initialised before, a policy that differs from the recorded one is refused.
     pub policy: Option<HeaderPolicy>,
+    /// Which trie history the datadir keeps (`None`: all of it). Fixed at init: on a datadir
+    /// initialised before, another choice is refused.
+    pub proof_history: Option<crate::storage::ProofHistory>,
     /// Take a genesis whose chain id is a named network's but whose hash is not (the consensus
     /// test suites use chain id 1 for their own chains). Off: such a genesis is refused,
     /// naming both hashes, since a file claiming mainnet's chain id is most likely a broken
@@ -143,7 +146,7 @@ pub fn init_with(
         }
         Ok(policy)
     };
-    init_from(db, open, &check, options.policy)
+    init_from(db, open, &check, options)
 }
 
 type Opener<'a> = dyn Fn() -> Result<Box<dyn Read + 'a>, ImportError> + 'a;
@@ -159,8 +162,9 @@ fn init_from(
     db: &Database,
     open: &Opener<'_>,
     check: &Check<'_>,
-    asked: Option<HeaderPolicy>,
+    options: InitOptions,
 ) -> Result<(ChainSpec, bool), ImportError> {
+    let asked = options.policy;
     if let Some(stored) = load_spec(db)? {
         let head = parsed(stream_genesis(open()?, |_| Ok::<(), ImportError>(()))?)?;
         // Built with the stored root, so that only the configuration is compared (a genesis
@@ -174,6 +178,10 @@ fn init_from(
             if let Some(asked) = asked.filter(|p| *p != stored.header_policy()) {
                 return Err(ImportError::PolicyMismatch { stored: stored.header_policy(), asked });
             }
+            let kept = db.begin_read()?.proof_history()?;
+            if let Some(asked) = options.proof_history.filter(|p| *p != kept) {
+                return Err(ImportError::ProofHistoryMismatch { stored: kept, asked });
+            }
             return Ok((stored, false));
         }
         // Another genesis: build it aside to name its hash.
@@ -185,7 +193,8 @@ fn init_from(
                 .map_or(0, |d| d.as_nanos())
         ));
         let given = Database::open(&dir).map_err(ImportError::from).and_then(|other| {
-            let (spec, _) = init_from(&other, open, &|_| Ok(HeaderPolicy::Strict), None)?;
+            let (spec, _) =
+                init_from(&other, open, &|_| Ok(HeaderPolicy::Strict), InitOptions::default())?;
             Ok(spec.genesis_hash())
         });
         let _ = std::fs::remove_dir_all(&dir);
@@ -222,6 +231,7 @@ fn init_from(
     let policy = check(&spec)?;
     store_genesis_block(&mut writer, &spec, &head)?;
     writer.set_header_policy(policy.name())?;
+    writer.set_proof_history(options.proof_history.unwrap_or_default())?;
     writer.commit(true)?;
     Ok((spec.with_header_policy(policy), true))
 }

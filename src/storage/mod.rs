@@ -41,6 +41,7 @@ pub use history::epochs::{
 pub use history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
 pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
+pub use segments::ProofHistory;
 pub use snapshot::TrieTables;
 pub use state::{PendingState, StateAt, StateDump};
 pub use stats::{DatabaseStats, SegmentStats, TableStats};

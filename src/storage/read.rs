@@ -95,6 +95,17 @@ impl Reader {
         }
     }
 
+    /// Which trie history the datadir keeps.
+    pub fn proof_history(&self) -> StorageResult<super::ProofHistory> {
+        super::ProofHistory::read(&self.snap.meta)
+    }
+
+    /// The first block whose trie nodes are kept when the datadir keeps trie history for the
+    /// unwind window only and has dropped some (`None`: proofs at every block).
+    pub fn proofs_from(&self) -> Option<u64> {
+        self.snap.trie.segments.proofs_from(self.snap.trie.epochs)
+    }
+
     /// The header policy's name recorded at init (`None` for a datadir made before it was).
     pub fn header_policy(&self) -> StorageResult<Option<String>> {
         match self.snap.meta.get(meta::HEADER_POLICY)? {

@@ -138,7 +138,10 @@ impl Snapshot {
             None => None,
         };
         let epochs = Epochs::read(&meta_table)?;
-        let segments = store.view(&Manifest::read(&meta_table)?)?;
+        let segments = store.view_with(
+            &Manifest::read(&meta_table)?,
+            super::segments::ProofHistory::read(&meta_table)?,
+        )?;
         let open_epoch = epochs.of(markers.as_ref().map_or(0, |m| m.head));
         Ok(Self {
             markers,

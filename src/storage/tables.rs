@@ -210,6 +210,9 @@ pub mod meta {
     /// The oldest block whose change lists are kept (u64 BE): every older one's were pruned.
     /// Absent: none were.
     pub const CHANGES_FROM: &str = "changes_from";
+    /// Which trie history the datadir keeps (`all` or `window`, `storage::ProofHistory`),
+    /// chosen at init. Absent: `all`.
+    pub const PROOF_HISTORY: &str = "proof_history";
     /// The segment manifest (JSON, `storage::segments::Manifest`): the live segment files and
     /// the first epoch whose history rows are still in the B-tree. Absent: nothing frozen.
     pub const SEGMENTS: &str = "segments";

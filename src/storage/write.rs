@@ -358,6 +358,12 @@ impl Writer {
         Ok(())
     }
 
+    /// Records which trie history the datadir keeps (once, at init).
+    pub fn set_proof_history(&self, choice: super::ProofHistory) -> StorageResult<()> {
+        self.txn.open_table(tables::META)?.insert(meta::PROOF_HISTORY, choice.name().as_bytes())?;
+        Ok(())
+    }
+
     /// Records the header policy's name (once, at init).
     pub fn set_header_policy(&self, name: &str) -> StorageResult<()> {
         self.txn.open_table(tables::META)?.insert(meta::HEADER_POLICY, name.as_bytes())?;

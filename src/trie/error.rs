@@ -33,6 +33,18 @@ pub enum TrieError {
     /// The block asked for is not stored.
     #[error("block {0} is not stored")]
     UnknownBlock(u64),
+    /// The datadir keeps trie history for the unwind window only, and the block is below it.
+    #[error(
+        "proofs at block {block} are not kept: this datadir was initialised with \
+         `--proof-history window`, which keeps trie history for the unwind window only \
+         (proofs from block {from} on)"
+    )]
+    ProofsNotKept {
+        /// The block asked for.
+        block: u64,
+        /// The oldest block with proofs.
+        from: u64,
+    },
 }
 
 macro_rules! from_redb {

@@ -48,6 +48,9 @@ pub fn prove_account(
     slots: &[B256],
 ) -> Result<AccountProof, TrieError> {
     let header = reader.header(block)?.ok_or(TrieError::UnknownBlock(block))?;
+    if let Some(from) = reader.proofs_from().filter(|from| block < *from) {
+        return Err(TrieError::ProofsNotKept { block, from });
+    }
     let t = reader.trie_tables();
     let at = history::at(t, block);
     let hashed_address = keccak256(address);

@@ -307,7 +307,7 @@ fn datadir(chain_id: u64) -> (tempfile::TempDir, Database, B256) {
         "gasLimit":"0x1388","alloc":{{}}}}"#
     );
     // A made-up chain, even under a named network's chain id (the checks key on the id).
-    let options = crate::import::InitOptions { policy: None, foreign_chain_id: true };
+    let options = crate::import::InitOptions { foreign_chain_id: true, ..Default::default() };
     let source = crate::import::GenesisSource::Json(&genesis);
     let (spec, _) = crate::import::init_with(&db, source, options).unwrap();
     (dir, db, spec.genesis_hash())

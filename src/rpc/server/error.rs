@@ -110,6 +110,9 @@ pub enum RpcError {
     /// The upstream could not be reached for a forwarded request (-32000).
     #[error("upstream unavailable: {0}")]
     UpstreamUnavailable(String),
+    /// A proof below the window of a datadir that keeps trie history for it only (-32000).
+    #[error("{0}")]
+    ProofsNotKept(String),
     /// Storage failed (-32603; details are logged, not sent).
     #[error("internal error")]
     Storage(#[from] StorageError),
@@ -162,6 +165,7 @@ impl From<crate::trie::TrieError> for RpcError {
         match e {
             crate::trie::TrieError::Storage(inner) => Self::Storage(inner),
             crate::trie::TrieError::UnknownBlock(_) => Self::HeaderNotFound,
+            e @ crate::trie::TrieError::ProofsNotKept { .. } => Self::ProofsNotKept(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }
@@ -182,7 +186,8 @@ impl From<RpcError> for ErrorObjectOwned {
             | RpcError::NotTraceable(_)
             | RpcError::Execution(_)
             | RpcError::Timeout(_)
-            | RpcError::UpstreamUnavailable(_) => codes::SERVER,
+            | RpcError::UpstreamUnavailable(_)
+            | RpcError::ProofsNotKept(_) => codes::SERVER,
             RpcError::NoUpstream(_) => codes::METHOD_NOT_FOUND,
             RpcError::Upstream { code, .. } | RpcError::Simulate { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,

@@ -189,7 +189,27 @@ pub(crate) fn freeze_due(
     let (first, last) = (manifest.frozen_to, due - 1);
     let started = std::time::Instant::now();
     let mut rows = 0;
+    let drop_trie = super::ProofHistory::read(&meta_table)? == super::ProofHistory::Window;
+    if drop_trie {
+        rows += drop_trie_rows::<33, 45, 37>(
+            txn,
+            tables::ACCOUNT_TRIE_HISTORY,
+            tables::ACCOUNT_TRIE_EPOCHS,
+            first,
+            last,
+        )?;
+        rows += drop_trie_rows::<65, 77, 69>(
+            txn,
+            tables::STORAGE_TRIE_HISTORY,
+            tables::STORAGE_TRIE_EPOCHS,
+            first,
+            last,
+        )?;
+    }
     for kind in Kind::ALL.into_iter().filter(|k| !k.is_block_data()) {
+        if drop_trie && matches!(kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory) {
+            continue;
+        }
         let entry = match kind {
             Kind::AccountHistory => freeze_rows(
                 txn,
@@ -301,6 +321,44 @@ pub(crate) fn freeze_due(
     manifest.write(&mut meta_table)?;
     tracing::debug!(target: "storage", first, last, rows, ms = started.elapsed().as_millis() as u64, "froze history epochs (committed with the transaction)");
     Ok(())
+}
+
+/// Removes the trie-history rows of epochs `first..=last` and their bits in the epoch index
+/// (`--proof-history window`); returns the rows removed.
+fn drop_trie_rows<const K: usize, const H: usize, const I: usize>(
+    txn: &WriteTransaction,
+    rows_def: TableDefinition<'_, &'static [u8; H], &'static [u8]>,
+    index_def: TableDefinition<'_, &'static [u8; I], u64>,
+    first: u32,
+    last: u32,
+) -> StorageResult<u64> {
+    use crate::storage::history::epochs::{epoch_bit, index_key, row_entity, row_epoch, run_of};
+    let ((_, _), lo, hi) = <EpochRange as RowRange<H>>::bounds(&EpochRange(first, last));
+    let mut rows = txn.open_table(rows_def)?;
+    let mut named: std::collections::BTreeMap<[u8; I], u64> = std::collections::BTreeMap::new();
+    let mut count = 0u64;
+    for item in rows.range::<&[u8; H]>(&lo..=&hi)? {
+        let (k, _) = item?;
+        let k = k.value();
+        let (epoch, key) = (row_epoch(k), row_entity::<K, H>(k));
+        *named.entry(index_key::<K, I>(&key, run_of(epoch))).or_default() |= epoch_bit(epoch);
+        count += 1;
+    }
+    rows.retain_in::<&[u8; H], _>(&lo..=&hi, |_, _| false)?;
+    let mut index = txn.open_table(index_def)?;
+    for (key, bits) in named {
+        let left = index.get(&key)?.map(|v| v.value() & !bits);
+        match left {
+            Some(0) => {
+                index.remove(&key)?;
+            }
+            Some(left) => {
+                index.insert(&key, left)?;
+            }
+            None => {}
+        }
+    }
+    Ok(count)
 }
 
 /// A segment's level: how many times [`MERGE_FAN_IN`] its span is.

@@ -93,6 +93,57 @@ impl Kind {
     }
 }
 
+/// Which trie history a datadir keeps, chosen at init (`--proof-history`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProofHistory {
+    /// Trie nodes at every block, frozen with the rest of the history: `eth_getProof` at any
+    /// block.
+    #[default]
+    All,
+    /// Trie nodes only for the unwind window: dropped, not frozen, as their epochs leave it.
+    /// `eth_getProof` below the window answers an error naming this choice.
+    Window,
+}
+
+impl ProofHistory {
+    /// The name `--proof-history` takes and the datadir records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Window => "window",
+        }
+    }
+
+    /// The choice called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "all" => Some(Self::All),
+            "window" => Some(Self::Window),
+            _ => None,
+        }
+    }
+
+    /// The choice recorded in `meta` (absent: [`ProofHistory::All`]).
+    pub fn read(
+        meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
+    ) -> StorageResult<Self> {
+        match meta.get(super::tables::meta::PROOF_HISTORY)? {
+            None => Ok(Self::All),
+            Some(v) => {
+                std::str::from_utf8(v.value()).ok().and_then(Self::from_name).ok_or_else(|| {
+                    StorageError::Corrupt { table: "meta", detail: "unknown proof history".into() }
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ProofHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One live segment file, as the manifest names it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
@@ -245,6 +296,17 @@ impl Store {
         Ok(s)
     }
 
+    /// The segments a snapshot with `manifest` reads (under `proof_history`).
+    pub fn view_with(
+        self: &Arc<Self>,
+        manifest: &Manifest,
+        proof_history: ProofHistory,
+    ) -> StorageResult<Segments> {
+        let mut s = self.view(manifest)?;
+        s.proof_history = proof_history;
+        Ok(s)
+    }
+
     /// The segments a snapshot with `manifest` reads.
     pub fn view(self: &Arc<Self>, manifest: &Manifest) -> StorageResult<Segments> {
         let mut by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>> = HashMap::new();
@@ -258,6 +320,7 @@ impl Store {
             store: self.clone(),
             frozen_to: manifest.frozen_to,
             blocks_frozen_to: manifest.blocks_frozen_to,
+            proof_history: ProofHistory::All,
             by_kind,
         })
     }
@@ -305,18 +368,33 @@ pub struct Segments {
     pub frozen_to: u32,
     /// Block data of epochs below this one is read here.
     pub blocks_frozen_to: u32,
+    /// Whether trie history below `frozen_to` was dropped rather than frozen.
+    pub proof_history: ProofHistory,
     by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>,
 }
 
 impl Segments {
     /// No segments (a snapshot of a datadir that froze nothing).
     pub fn none(store: Arc<Store>) -> Self {
-        Self { store, frozen_to: 0, blocks_frozen_to: 0, by_kind: HashMap::new() }
+        Self {
+            store,
+            frozen_to: 0,
+            blocks_frozen_to: 0,
+            proof_history: ProofHistory::All,
+            by_kind: HashMap::new(),
+        }
     }
 
     /// Whether history rows of `epoch` are read here.
     pub fn holds(&self, epoch: u32) -> bool {
         epoch < self.frozen_to
+    }
+
+    /// The first block whose trie nodes are kept, when trie history below the window was
+    /// dropped (`None`: every block's is kept).
+    pub fn proofs_from(&self, epochs: super::Epochs) -> Option<u64> {
+        (self.proof_history == ProofHistory::Window && self.frozen_to > 0)
+            .then(|| u64::from(self.frozen_to) * epochs.len)
     }
 
     /// Whether block data of `epoch`'s blocks is read here.
