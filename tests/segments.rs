@@ -321,7 +321,7 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
     assert!(m.files.iter().any(|e| e.kind == Kind::StorageHistory), "{m:?}");
     loupe::trie::verify_history(&window.begin_read().unwrap()).unwrap();
     let from = u64::from(m.frozen_to) * 4;
-    let node = support::Node::serve(window.clone(), spec.clone(), |_| {});
+    let node = support::Node::serve(window, spec.clone(), |_| {});
     let address = "0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2";
     let err =
         node.call("eth_getProof", json!([address, [], format!("{:#x}", from - 1)])).unwrap_err();
@@ -363,7 +363,7 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
     let strip = |v: Vec<(String, Value)>| -> Vec<(String, Value)> {
         v.into_iter().filter(|(q, _)| !q.starts_with("eth_getProof")).collect()
     };
-    let a = strip(answers(&support::Node::serve(all, spec.clone(), |_| {}), head));
+    let a = strip(answers(&support::Node::serve(all, spec, |_| {}), head));
     let b = strip(answers(&node, head));
     assert_same(&a, &b, "without trie history");
 }
