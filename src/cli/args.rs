@@ -13,12 +13,19 @@ pub struct DatadirArgs {
     #[arg(long = "db.cache-mb", value_name = "MIB", default_value_t = 256,
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub cache_mb: u64,
+    /// Free space to keep on the datadir's file system, in MiB: below it, writes stop with an
+    /// error that says the disk is full (an import then resumes when re-run with space freed; a
+    /// follower retries and serves what it has meanwhile).
+    #[arg(long = "db.min-free-mb", value_name = "MIB", default_value_t = 64)]
+    pub min_free_mb: u64,
 }
 
 impl DatadirArgs {
-    /// Opens the database with the page cache asked for.
+    /// Opens the database with the page cache and the free-space reserve asked for.
     pub fn open(&self) -> crate::storage::StorageResult<crate::storage::Database> {
-        crate::storage::Database::open_with_cache(&self.datadir, self.cache_bytes())
+        let db = crate::storage::Database::open_with_cache(&self.datadir, self.cache_bytes())?;
+        db.set_min_free(self.min_free_mb.saturating_mul(1024 * 1024));
+        Ok(db)
     }
 
     /// `--db.cache-mb` in bytes.

@@ -78,6 +78,14 @@ pub enum FollowError {
 impl FollowError {
     /// Worth retrying (the upstream may recover); every other error stops following.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Upstream { .. })
+        match self {
+            Self::Upstream { .. } => true,
+            // Retried until space is freed; the node serves what it has meanwhile.
+            Self::Storage(e) => e.is_disk_full(),
+            Self::Import(e) => {
+                matches!(e.root(), ImportError::Storage(s) if s.is_disk_full())
+            }
+            _ => false,
+        }
     }
 }

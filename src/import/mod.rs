@@ -224,8 +224,9 @@ pub fn import_files_with(
     if let Some(Err(e)) = group.take().map(|g| g.commit(true)) {
         result = result.and(Err(e));
     }
-    let w = db.begin_write()?;
-    w.commit(true)?;
+    if let Err(e) = db.make_durable() {
+        result = result.and(Err(e.into()));
+    }
     progress.finish();
     result?;
     summary.head = db.begin_read()?.head()?.unwrap_or(0);

@@ -154,7 +154,7 @@ impl Database {
     /// bytes.
     pub fn release_free_pages(self) -> StorageResult<(u64, u64)> {
         let io = |path: &Path, error| StorageError::Io { path: path.display().to_string(), error };
-        let Self { mut db, path, snapshot, cache, segments } = self;
+        let Self { mut db, path, snapshot, cache, segments, min_free: _ } = self;
         // The shared read snapshot holds a read transaction.
         drop((snapshot, cache, segments));
         let before = disk_bytes(&path).map_err(|e| io(&path, e))?;

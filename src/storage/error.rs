@@ -18,7 +18,7 @@ pub enum StorageError {
     },
     /// redb failed (I/O, corruption, or a transaction problem).
     #[error("database: {0}")]
-    Db(#[from] redb::Error),
+    Db(redb::Error),
     /// A stored record did not decode; the file is corrupt or from another version.
     #[error("corrupt record in table {table}: {detail}")]
     Corrupt {
@@ -114,6 +114,17 @@ pub enum StorageError {
 impl revm::database::DBErrorMarker for StorageError {}
 
 impl StorageError {
+    /// A redb error, with a full disk told apart ([`StorageError::DiskFull`]; redb then refuses
+    /// every further operation of the handle with "Previous I/O error occurred").
+    fn from_redb(e: redb::Error) -> Self {
+        match e {
+            redb::Error::Io(error) if error.kind() == std::io::ErrorKind::StorageFull => {
+                Self::DiskFull { path: "the database file (loupe.redb)".into(), error }
+            }
+            other => Self::Db(other),
+        }
+    }
+
     /// An I/O error on `path`: [`StorageError::DiskFull`] when the disk is full, else
     /// [`StorageError::SegmentIo`].
     pub fn io(path: &std::path::Path, error: std::io::Error) -> Self {
@@ -138,9 +149,15 @@ impl StorageError {
 macro_rules! from_redb {
     ($($t:ty),*) => {$(
         impl From<$t> for StorageError {
-            fn from(e: $t) -> Self { Self::Db(e.into()) }
+            fn from(e: $t) -> Self { Self::from_redb(e.into()) }
         }
     )*};
+}
+
+impl From<redb::Error> for StorageError {
+    fn from(e: redb::Error) -> Self {
+        Self::from_redb(e)
+    }
 }
 from_redb!(
     redb::DatabaseError,

@@ -81,6 +81,32 @@ pub struct Database {
     segments: std::sync::Arc<segments::Store>,
     /// The shared snapshot and the commit generation it was taken at.
     snapshot: std::sync::RwLock<(u64, std::sync::Arc<snapshot::Snapshot>)>,
+    /// Free bytes the datadir's file system must keep: a write transaction is refused below
+    /// it ([`StorageError::DiskFull`]), before redb could run out of space mid-commit.
+    min_free: std::sync::atomic::AtomicU64,
+}
+
+/// [`Database::set_min_free`]'s default: 64 MiB.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Free bytes of the file system holding `path` (for an unprivileged user), if the platform
+/// tells them.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `c` is a valid NUL-terminated path and `stat` is a plain struct that
+        // statvfs fills in; nothing else is touched.
+        let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(c.as_ptr(), &mut stat) };
+        (rc == 0).then(|| u64::from(stat.f_bavail).saturating_mul(stat.f_frsize))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 impl Database {
@@ -132,7 +158,14 @@ impl Database {
         w.commit(true)?;
         let snap = std::sync::Arc::new(snapshot::Snapshot::open(db.begin_read()?, &segments)?);
         let generation = cache.generation();
-        Ok(Self { db, path, cache, segments, snapshot: std::sync::RwLock::new((generation, snap)) })
+        Ok(Self {
+            db,
+            path,
+            cache,
+            segments,
+            snapshot: std::sync::RwLock::new((generation, snap)),
+            min_free: std::sync::atomic::AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
+        })
     }
 
     /// The database file (inside its datadir).
@@ -161,9 +194,42 @@ impl Database {
         Ok(Reader::new(snap, self.cache.clone()))
     }
 
+    /// Makes every commit so far durable: an empty durable commit, allowed even when the disk
+    /// is short of its reserve (it writes a few pages).
+    pub fn make_durable(&self) -> StorageResult<()> {
+        Writer::new(self.db.begin_write()?, self.cache.clone(), self.segments.clone()).commit(true)
+    }
+
+    /// Keeps `bytes` free on the datadir's file system: a write transaction that would start
+    /// with less is refused ([`Database::begin_write`]).
+    pub fn set_min_free(&self, bytes: u64) {
+        self.min_free.store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// [`StorageError::DiskFull`] naming the datadir when its file system has less free space
+    /// than [`Database::set_min_free`] keeps.
+    pub fn check_free_space(&self) -> StorageResult<()> {
+        let reserve = self.min_free.load(std::sync::atomic::Ordering::Relaxed);
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        match free_bytes(dir) {
+            Some(free) if free < reserve => Err(StorageError::DiskFull {
+                path: dir.display().to_string(),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!(
+                        "{free} bytes free, under the {reserve} kept in reserve (--db.min-free-mb)"
+                    ),
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Starts the (single) write transaction. Nothing is visible to readers until
-    /// [`Writer::commit`].
+    /// [`Writer::commit`]. Refused with [`StorageError::DiskFull`] when the datadir's file
+    /// system is short of its reserve.
     pub fn begin_write(&self) -> StorageResult<Writer> {
+        self.check_free_space()?;
         Ok(Writer::new(self.db.begin_write()?, self.cache.clone(), self.segments.clone()))
     }
 }

@@ -50,7 +50,7 @@ pub enum TrieError {
 macro_rules! from_redb {
     ($($t:ty),*) => {$(
         impl From<$t> for TrieError {
-            fn from(e: $t) -> Self { Self::Storage(StorageError::Db(e.into())) }
+            fn from(e: $t) -> Self { Self::Storage(StorageError::from(redb::Error::from(e))) }
         }
     )*};
 }

@@ -402,6 +402,13 @@ fn merge_due(
         {
             return Ok(());
         }
+        // A merge needs the room of its parts on disk until they are removed.
+        if crate::storage::free_bytes(store.dir())
+            .is_some_and(|free| free < bytes.saturating_mul(2))
+        {
+            tracing::warn!(target: "storage", kind = kind.name(), first, last, bytes, "not enough free disk space to merge segments; they stay as they are");
+            return Ok(());
+        }
         let parts: Vec<Entry> = tail.iter().map(|&i| manifest.files[i].clone()).collect();
         let merged = merge(store, pending, kind, &parts)?;
         manifest.files.retain(|e| !parts.contains(e));
