@@ -100,7 +100,10 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
         // statvfs fills in; nothing else is touched.
         let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::statvfs(c.as_ptr(), &mut stat) };
-        (rc == 0).then(|| u64::from(stat.f_bavail).saturating_mul(stat.f_frsize))
+        // The field types differ between platforms (u32 on some).
+        #[allow(clippy::useless_conversion)]
+        let (avail, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+        (rc == 0).then(|| avail.saturating_mul(size))
     }
     #[cfg(not(unix))]
     {
@@ -210,7 +213,7 @@ impl Database {
     /// than [`Database::set_min_free`] keeps.
     pub fn check_free_space(&self) -> StorageResult<()> {
         let reserve = self.min_free.load(std::sync::atomic::Ordering::Relaxed);
-        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
         match free_bytes(dir) {
             Some(free) if free < reserve => Err(StorageError::DiskFull {
                 path: dir.display().to_string(),
