@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Import throughput, loupe against reth 2.5.1, on the same generated files, back to back.
 # Usage: RETH=/path/to/reth benches/import_vs_reth.sh ACCOUNTS BLOCKS [SEED]
+# LOUPE_PROOF_HISTORY=window initialises loupe's datadir without trie history below the unwind
+# window (default: all).
 # (reth: ../shared/peers, README there.) Prints wall time, Mgas/s, blocks/s, peak RSS and
 # datadir size for each node. loupe's figure includes init (the streamed genesis) separately.
 set -euo pipefail
@@ -24,7 +26,7 @@ measure() { # name, command...: prints "name seconds peak-KiB", also kept in $WO
 # Datadirs get their own names: WORK may also hold the binaries (a reth binary named `reth`).
 L_DIR="$WORK/loupe-datadir"; R_DIR="$WORK/reth-datadir"
 rm -rf "$L_DIR" "$R_DIR"
-read -r _ li lirss < <(measure init "$BIN" init --datadir "$L_DIR" --genesis "$GEN/genesis.json")
+read -r _ li lirss < <(measure init "$BIN" init --datadir "$L_DIR" --genesis "$GEN/genesis.json" --proof-history "${LOUPE_PROOF_HISTORY:-all}")
 read -r _ lt lrss < <(measure import "$BIN" import --datadir "$L_DIR" "$GEN/chain.rlp")
 gas=$(grep -o '[0-9.]* Mgas)' "$WORK/import.out" | tr -dc '0-9.')
 read -r _ ri rirss < <(measure rinit "$RETH" init --chain "$GEN/genesis.json" --datadir "$R_DIR")
