@@ -109,12 +109,12 @@ fn case(size: &str, filler: usize, reserve_mb: &str) {
 /// The reserve stops the writes before redb runs out: nothing of redb's is damaged.
 #[test]
 fn the_free_space_reserve_stops_an_import_that_resumes_when_space_is_freed() {
-    case("2048k", 768 * 1024, "1");
+    case("3072k", 1792 * 1024, "1");
 }
 
 /// Without a reserve redb itself runs out of space in the middle of a commit; the datadir
 /// falls back to its last commit, all of them durable here.
 #[test]
 fn running_out_of_space_mid_commit_is_named_and_the_import_resumes() {
-    case("1024k", 512 * 1024, "0");
+    case("1536k", 1152 * 1024, "0");
 }

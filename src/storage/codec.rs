@@ -658,6 +658,20 @@ fn receipts_list(bytes: &[u8]) -> Result<Option<Cow<'_, [u8]>>, alloy_rlp::Error
     }
 }
 
+/// A receipts row in its plain layout ([`RECEIPTS_WITHOUT_BLOOMS`] and the list), its zstd
+/// frame undone where it has one; a row of the oldest layout as it is.
+pub(crate) fn plain_receipts_row(row: &[u8]) -> Result<Cow<'_, [u8]>, alloy_rlp::Error> {
+    match (row.first(), receipts_list(row)?) {
+        (Some(&RECEIPTS_ZSTD), Some(list)) => {
+            let mut out = Vec::with_capacity(list.len() + 1);
+            out.push(RECEIPTS_WITHOUT_BLOOMS);
+            out.extend_from_slice(&list);
+            Ok(Cow::Owned(out))
+        }
+        _ => Ok(Cow::Borrowed(row)),
+    }
+}
+
 /// The payload of each receipt in the RLP list of receipts without blooms.
 fn receipt_items(
     mut list: &[u8],

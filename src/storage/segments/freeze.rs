@@ -11,6 +11,38 @@ use crate::storage::history::epochs::{Epochs, history_epochs};
 use crate::storage::tables::{self, meta};
 use crate::storage::{StorageError, StorageResult};
 
+/// Rows a dictionary is trained on.
+const DICT_SAMPLES: usize = 4096;
+/// A trained dictionary's size.
+const DICT_BYTES: usize = 64 * 1024;
+
+/// Whether `kind`'s rows are compressed with a dictionary trained on them: transactions and
+/// receipts, whose rows share much across blocks (addresses, selectors, log topics) but little
+/// within one small block of rows.
+fn trains(kind: Kind) -> bool {
+    matches!(kind, Kind::Transactions | Kind::Receipts)
+}
+
+/// A dictionary for `kind` from its first rows (empty when the kind takes none, or there are
+/// too few rows to train on).
+fn dictionary_from(kind: Kind, samples: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
+    if !trains(kind) {
+        return Vec::new();
+    }
+    let samples: Vec<Vec<u8>> = samples.take(DICT_SAMPLES).collect();
+    super::file::train_dictionary(&samples, DICT_BYTES)
+}
+
+/// A row as a segment keeps it: a receipts row plain (its own zstd frame undone: the segment's
+/// blocks are compressed with a dictionary, which does better across rows), any other as is.
+pub fn segment_value(kind: Kind, value: &[u8]) -> StorageResult<std::borrow::Cow<'_, [u8]>> {
+    if kind == Kind::Receipts {
+        return crate::storage::codec::plain_receipts_row(value)
+            .map_err(|e| StorageError::Corrupt { table: "receipts", detail: e.to_string() });
+    }
+    Ok(std::borrow::Cow::Borrowed(value))
+}
+
 /// Segments of one level merged at a time.
 pub(crate) const MERGE_FAN_IN: usize = 8;
 /// A merged segment covers at most this many epochs (512k blocks at the default epoch length,
@@ -105,6 +137,14 @@ fn freeze_rows<const H: usize>(
     let mut table = txn.open_table(def)?;
     let ((first, last), lo, hi) = range.bounds();
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let mut dictionary = Vec::new();
+    if trains(kind) {
+        let mut samples = Vec::new();
+        for item in table.range::<&[u8; H]>(&lo..=&hi)?.take(DICT_SAMPLES) {
+            samples.push(segment_value(kind, item?.1.value())?.into_owned());
+        }
+        dictionary = dictionary_from(kind, samples.into_iter());
+    }
     let mut writer: Option<SegmentWriter> = None;
     for item in table.range::<&[u8; H]>(&lo..=&hi)? {
         let (k, v) = item?;
@@ -112,10 +152,11 @@ fn freeze_rows<const H: usize>(
             Some(w) => w,
             None => {
                 pending.created(entry.file_name());
-                writer.insert(SegmentWriter::create(&store.path(&entry), Vec::new())?)
+                let dictionary = std::mem::take(&mut dictionary);
+                writer.insert(SegmentWriter::create(&store.path(&entry), dictionary)?)
             }
         };
-        w.push(k.value(), v.value())?;
+        w.push(k.value(), &segment_value(kind, v.value())?)?;
     }
     let Some(w) = writer else { return Ok(None) };
     let written = w.finish()?;
@@ -142,6 +183,14 @@ where
 {
     let mut table = txn.open_table(def)?;
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let mut dictionary = Vec::new();
+    if trains(kind) {
+        let mut samples = Vec::new();
+        for item in table.range(from..=to)?.take(DICT_SAMPLES) {
+            samples.push(segment_value(kind, &bytes(&item?.1.value()))?.into_owned());
+        }
+        dictionary = dictionary_from(kind, samples.into_iter());
+    }
     let mut writer: Option<SegmentWriter> = None;
     for item in table.range(from..=to)? {
         let (k, v) = item?;
@@ -149,10 +198,12 @@ where
             Some(w) => w,
             None => {
                 pending.created(entry.file_name());
-                writer.insert(SegmentWriter::create(&store.path(&entry), Vec::new())?)
+                let dictionary = std::mem::take(&mut dictionary);
+                writer.insert(SegmentWriter::create(&store.path(&entry), dictionary)?)
             }
         };
-        w.push(&k.value().to_be_bytes(), &bytes(&v.value()))?;
+        let value = bytes(&v.value());
+        w.push(&k.value().to_be_bytes(), &segment_value(kind, &value)?)?;
     }
     let Some(w) = writer else { return Ok(None) };
     let written = w.finish()?;
@@ -161,8 +212,9 @@ where
     Ok(Some(entry))
 }
 
-/// Freezes every closed epoch all of whose blocks are below the oldest block the datadir keeps
-/// change lists for (so none of them can be unwound), then merges segments that are due.
+/// Freezes every closed epoch all of whose blocks, and the next epoch's first, are below the
+/// oldest block the datadir keeps change lists for (so none of them can be unwound, and the
+/// epoch cannot be reopened), then merges segments that are due.
 /// Called wherever the head moves forward, after the move's epoch close and change pruning.
 pub(crate) fn freeze_due(
     txn: &WriteTransaction,
@@ -180,8 +232,12 @@ pub(crate) fn freeze_due(
     else {
         return Ok(());
     };
-    // Epoch e covers blocks e·len ..= (e+1)·len - 1: all of them below the floor iff e < floor / len.
-    let due = u32::try_from(floor / epochs.len.max(1)).unwrap_or(u32::MAX).min(epochs.of(head));
+    // Epoch e covers blocks e·len ..= (e+1)·len - 1, and unwinding block (e+1)·len, the first
+    // of the next, reopens it. It is frozen once that block too is below the floor (cannot be
+    // unwound): (e+1)·len < floor, that is e < (floor - 1) / len.
+    let due = u32::try_from(floor.saturating_sub(1) / epochs.len.max(1))
+        .unwrap_or(u32::MAX)
+        .min(epochs.of(head));
     let mut manifest = Manifest::read(&meta_table)?;
     if due <= manifest.frozen_to {
         return Ok(());
@@ -433,8 +489,29 @@ pub(crate) fn merge(
         _ => return Err(StorageError::Config("a merge of no segments".into())),
     };
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    // A merged file's dictionary is trained again, on rows from across its parts.
+    let mut dictionary = Vec::new();
+    if trains(kind) {
+        let per_part = DICT_SAMPLES / parts.len().max(1);
+        let mut samples = Vec::new();
+        for part in parts {
+            let s = store.segment(part)?;
+            let mut taken = 0;
+            for b in 0..s.block_count() {
+                let block = s.read_block(b)?;
+                for i in 0..block.len() {
+                    samples.push(block.row(i).1.to_vec());
+                    taken += 1;
+                }
+                if taken >= per_part {
+                    break;
+                }
+            }
+        }
+        dictionary = dictionary_from(kind, samples.into_iter());
+    }
     pending.created(entry.file_name());
-    let mut w = SegmentWriter::create(&store.path(&entry), Vec::new())?;
+    let mut w = SegmentWriter::create(&store.path(&entry), dictionary)?;
     for part in parts {
         let s = store.segment(part)?;
         for b in 0..s.block_count() {

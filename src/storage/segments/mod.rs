@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use file::{Block, BlockCache, BlockWeight};
 pub use file::{Segment, SegmentWriter, Written};
+pub use freeze::segment_value;
 
 use super::{StorageError, StorageResult};
 
