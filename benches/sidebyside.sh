@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Side by side (issue 14): the same request bodies against reth 2.5.1, loupe and a bare hyper
-# server that answers each body with loupe's recorded response to it and does nothing else (the
-# physical floor, examples/floor.rs), back to back per point,
-# at c=1, 8 and 64, on the execution-apis fixture chain. Prints a markdown table with ratios.
+# Side by side (issues 14 and 42): the same request bodies against reth 2.5.1 and loupe, back to
+# back per point (reth first), at c=1, 8 and 64, on the execution-apis fixture chain. For each
+# server and point: req/s, p50/p99 (wrk) and the server's own CPU per call, from its utime +
+# stime in /proc/PID/stat before and after the run (what a provider pays for; unlike req/s it
+# does not depend on wrk sharing the machine's cores). Then the in-process cost of each
+# trace_call (benches/trace_call.rs, criterion medians), and both servers' RSS after the run.
+# Prints markdown tables.
+#
 # Usage: benches/sidebyside.sh [DURATION_SECONDS]
 # reth: RETH=/path/to/reth, else ../shared/peers/reth-2.5.1-x86_64-linux-gnu.zst is unpacked
-# (zstd from Debian). Without it the table has loupe and the floor only, and says so.
+# (zstd from Debian); without it the table has loupe only, and says so.
+# LOUPE_BIN=/path/to/loupe measures that binary instead of building one; LOUPE_ARGS adds flags
+# to `loupe node`; NO_INPROCESS=1 skips the criterion run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DUR="${1:-10}"
+DUR="${1:-5}"
 FX="${LOUPE_FIXTURES:-$PWD/../shared/fixtures/execution-apis}"
 PEERS="${LOUPE_PEERS:-$PWD/../shared/peers}"
-P_RETH=18645 P_LOUPE=18646 P_FLOOR=18647
+P_RETH=18645 P_LOUPE=18646
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --locked --quiet
-cargo build --release --locked --quiet --example bench_calls --example floor
+cargo build --release --locked --quiet --example bench_calls
+LOUPE="${LOUPE_BIN:-}"
+if [ -z "$LOUPE" ]; then
+  cargo build --release --locked --quiet
+  LOUPE="${CARGO_TARGET_DIR:-target}/release/loupe"
+fi
+BENCH_CALLS="${CARGO_TARGET_DIR:-target}/release/examples/bench_calls"
 WORK=$(mktemp -d)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
@@ -28,8 +39,9 @@ fi
 
 wait_up() { for _ in $(seq 300); do curl -s "http://127.0.0.1:$1/" -o /dev/null && return 0; sleep 0.1; done; echo "port $1 never answered" >&2; exit 1; }
 
-target/release/loupe import --datadir "$WORK/loupe" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
-target/release/loupe node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn &
+"$LOUPE" import --datadir "$WORK/loupe" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
+# shellcheck disable=SC2086
+"$LOUPE" node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn ${LOUPE_ARGS:-} &
 PIDS+=($!); LOUPE_PID=$!
 if [ -n "$RETH" ]; then
   "$RETH" init --chain "$FX/genesis.json" --datadir "$WORK/reth-data" >/dev/null 2>&1
@@ -47,11 +59,25 @@ URL="http://127.0.0.1:$P_LOUPE/"
 source benches/common/wrk.sh
 post() { curl -s -H 'Content-Type: application/json' -d "$2" "http://127.0.0.1:$1/"; }
 
-rps() { # $1 port, $2 bodies, $3 concurrency: requests per second (non-2xx or errors fail)
-  local t=$(( $3 < 2 ? 1 : 2 ))
-  local out; out=$(wrk -t"$t" -c"$3" -d"${DUR}s" -s "$(lua "$2")" "http://127.0.0.1:$1/")
-  if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx answers on port $1: $out" >&2; exit 1; fi
-  awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out"
+# CPU time (user + system, clock ticks) of process $1 so far: fields 14 and 15 of its stat,
+# counted after the command name's closing parenthesis.
+ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+HZ=$(getconf CLK_TCK)
+
+# $1 pid, $2 port, $3 bodies, $4 concurrency: "req/s p50 p99 µs-CPU-per-call" (non-2xx fails).
+point() {
+  local t=$(( $4 < 2 ? 1 : 2 ))
+  local before after out
+  before=$(ticks "$1")
+  out=$(wrk -t"$t" -c"$4" -d"${DUR}s" --latency -s "$(lua "$3")" "http://127.0.0.1:$2/")
+  after=$(ticks "$1")
+  if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx answers on port $2: $out" >&2; exit 1; fi
+  awk -v a="$before" -v b="$after" -v hz="$HZ" '
+    /requests in/ {n = $1}
+    /Requests\/sec/ {r = $2}
+    $1 == "50%" {p50 = $2}
+    $1 == "99%" {p99 = $2}
+    END {printf "%.0f %s %s %.1f\n", r, p50, p99, (b - a) / hz * 1e6 / n}' <<<"$out"
 }
 
 # Every body must get a result (not an error) from every node before it is loaded.
@@ -65,43 +91,46 @@ check() { # $1 bodies file
 
 FUNDED=0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2
 echo '{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[]}' > "$WORK/web3_clientVersion.txt"
-lookup_bodies "$URL" "$(seq 1 54)" "$WORK/lookup.txt"
-ROWS=("web3_clientVersion" "lookup")
+lookup_bodies "$URL" "$(seq 1 54)" "$WORK/eth_getTransactionByBlockNumberAndIndex.txt"
+ROWS=("web3_clientVersion" "eth_getTransactionByBlockNumberAndIndex")
 for block in latest 0xa; do
   while IFS=$'\t' read -r name params; do
-    if [ "$block" != latest ] && [ "$name" != storage ]; then continue; fi
+    case "$block $name" in "latest emit" | "latest nested_create" | "0xa emit") ;; *) continue;; esac
     printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":%s}\n' "$params" > "$WORK/trace_call $name @$block.txt"
     ROWS+=("trace_call $name @$block")
-  done < <(target/release/examples/bench_calls "$block" "$FUNDED")
+  done < <("$BENCH_CALLS" "$block" "$FUNDED")
 done
 
-# The floor answers every body with loupe's response to it (examples/floor.rs): the bytes a node
-# must send, without the work of producing them.
-for row in "${ROWS[@]}"; do
-  while IFS= read -r body; do
-    printf '%s\t%s\n' "$body" "$(post $P_LOUPE "$body")"
-  done < "$WORK/$row.txt"
-done > "$WORK/answers.tsv"
-target/release/examples/floor $P_FLOOR "$WORK/answers.tsv" &
-PIDS+=($!)
-wait_up $P_FLOOR
-
-echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); ${DUR} s per point, wrk on loopback${RETH:+; reth: $("$RETH" --version | head -1)}"
-[ -n "$RETH" ] || echo "reth not found (RETH unset, no $PEERS/reth-2.5.1-x86_64-linux-gnu.zst): loupe and the floor only"
+echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); ${DUR} s per point, wrk on loopback, reth then loupe per point${RETH:+; reth: $("$RETH" --version | head -1)}; loupe: $("$LOUPE" --version | head -1)${LOUPE_ARGS:+ $LOUPE_ARGS}"
+[ -n "$RETH" ] || echo "reth not found (RETH unset, no $PEERS/reth-2.5.1-x86_64-linux-gnu.zst): loupe only"
 echo
-echo "| request | c | reth req/s | loupe req/s | loupe / reth | floor req/s | loupe / floor |"
-echo "|---|---|---|---|---|---|---|"
+echo "| request | c | reth req/s | loupe req/s | loupe / reth req/s | reth p50 / p99 | loupe p50 / p99 | reth µs CPU/call | loupe µs CPU/call | reth / loupe CPU |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
   file="$WORK/$row.txt"
   check "$file"
   for c in 1 8 64; do
-    r="—"; [ -n "$RETH" ] && r=$(rps $P_RETH "$file" "$c")
-    l=$(rps $P_LOUPE "$file" "$c")
-    f=$(rps $P_FLOOR "$file" "$c")
-    ratio="—"; [ -n "$RETH" ] && ratio=$(awk -v a="$l" -v b="$r" 'BEGIN{printf "**%.2f×**", a/b}')
-    floor=$(awk -v a="$l" -v b="$f" 'BEGIN{printf "%.0f%%", 100*a/b}')
-    echo "| $row | $c | $r | $l | $ratio | $f | $floor |"
+    r=(— — — —); [ -n "$RETH" ] && read -r -a r <<<"$(point "$RETH_PID" $P_RETH "$file" "$c")"
+    read -r -a l <<<"$(point "$LOUPE_PID" $P_LOUPE "$file" "$c")"
+    rate="—" cpu="—"
+    if [ -n "$RETH" ]; then
+      rate=$(awk -v a="${l[0]}" -v b="${r[0]}" 'BEGIN{printf "%.2f×", a/b}')
+      cpu=$(awk -v a="${r[3]}" -v b="${l[3]}" 'BEGIN{printf "**%.2f×**", a/b}')
+    fi
+    echo "| $row | $c | ${r[0]} | ${l[0]} | $rate | ${r[1]} / ${r[2]} | ${l[1]} / ${l[2]} | ${r[3]} | ${l[3]} | $cpu |"
   done
 done
 echo
 echo "RSS after the runs: loupe $(( $(ps -o rss= -p "$LOUPE_PID") / 1024 )) MiB${RETH:+, reth $(( $(ps -o rss= -p "${RETH_PID:-0}") / 1024 )) MiB}"
+
+[ -n "${NO_INPROCESS:-}" ] && exit 0
+# The in-process cost of the same calls: no HTTP, no pool (criterion medians).
+echo
+echo "| trace_call, in process (benches/trace_call.rs) | median |"
+echo "|---|---|"
+cargo bench --locked --quiet --bench trace_call -- --warm-up-time 1 --measurement-time 3 --noplot \
+  'trace_call/(emit/(latest|0xa)|nested_create/latest)$' 2>/dev/null |
+  awk '/^trace_call\// {name = $1}
+       /time:/ {for (i = 1; i <= NF; i++) if ($i == "time:") {v = $(i + 3); u = $(i + 4)}
+                if (u == "ns") v /= 1000; else if (u == "ms") v *= 1000
+                printf "| %s | %.2f µs |\n", name, v}'

@@ -25,7 +25,8 @@ fn bench(c: &mut Criterion) {
     let (spec, _) = loupe::import::init_genesis(&db, &genesis).expect("init");
     loupe::import::import_files(&db, &spec, &[format!("{fx}/chain.rlp")]).expect("import");
     let ctx = RpcContext::new(Arc::new(db), spec, RpcConfig::default());
-    for block in ["latest", "0x1e"] {
+    // Block 10 is the history read `benches/sidebyside.sh` loads; block 30 that of issue 4.
+    for block in ["latest", "0xa", "0x1e"] {
         for (name, params) in calls::params_from(block, calls::FUNDED) {
             ctx.trace_call_direct(&params).expect("trace_call works");
             c.bench_function(&format!("trace_call/{name}/{block}"), |b| {

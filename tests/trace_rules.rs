@@ -432,6 +432,127 @@ fn burst_beyond_pool_and_queue_is_refused_fast() {
     }
 }
 
+/// A short trace_call runs on the server's thread within `inline_budget`; one that does not fit
+/// runs again on the EVM pool. Either way the answer is the one the pool alone gives, byte for
+/// byte: each call below is sent to a node with the default budget and to one with no inline
+/// execution (`inline_budget` zero). The calls cover what stays inline (a transfer, the emit
+/// contract now and at block 10, a create nested 5 frames deep, a revert, state and block
+/// overrides) and what leaves it (a precompile call, memory past 16 KiB, an infinite loop under
+/// the deadline, 200 nested frames), plus errors raised before execution.
+#[test]
+fn inline_calls_answer_as_the_pool_does() {
+    let tweak = |cfg: &mut loupe::rpc::RpcConfig| {
+        cfg.call_timeout = Duration::from_millis(300);
+        cfg.gas_cap = u64::MAX / 2;
+    };
+    let Some(inline) = Node::start(tweak) else { return };
+    let pooled = Node::start(|cfg| {
+        tweak(cfg);
+        cfg.inline_budget = Duration::ZERO;
+    })
+    .unwrap();
+    assert!(!loupe::rpc::RpcConfig::default().inline_budget.is_zero(), "inline is on by default");
+    let x = address!("900000000000000000000000000000000000000b");
+    let both = json!(["trace", "stateDiff"]);
+    // Init code nested 5 deep: PUSH2 len DUP1 PUSH2 17 PUSH1 0 CODECOPY PUSH1 0 PUSH1 0 CREATE
+    // POP STOP, then the next level's init code; the innermost is STOP.
+    let mut create = String::from("00");
+    for _ in 1..5 {
+        create = format!("61{:04x}8061001160003960006000f05000{create}", create.len() / 2);
+    }
+    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL STOP: the identity precompile.
+    let precompile = "0x60206000600060045afa00";
+    // PUSH1 1 PUSH2 0x8000 MSTORE8 STOP: memory past 32 KiB.
+    let big_memory = "0x60016180005300";
+    // CALLDATALOAD(0)=n; if n==0 stop; mem[0]=n-1; CALL(gas, self, 0, 0, 32, 0, 0).
+    let recursive = "0x6000358015601d576001900360005260006000602060006000305af1505b00";
+    let cases = [
+        json!([{"from": a(FUNDED), "to": a(x), "value": "0x1"}, both, "latest"]),
+        json!([{"from": a(FUNDED), "to": a(EMIT), "input": "0x12345678"}, both, "latest"]),
+        json!([{"from": a(FUNDED), "to": a(EMIT), "input": "0x12345678"}, both, "0xa"]),
+        json!([{"from": a(FUNDED), "input": format!("0x{create}")}, both, "latest"]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": "0x60006000fd"}}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": RET42}}, {"number": "0x99"}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": precompile}}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": big_memory}}]),
+        json!([{"from": a(FUNDED), "to": a(x), "input": word(200)}, ["trace"], "latest", {a(x): {"code": recursive}}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": LOOP}}]),
+        json!([{"from": a(FUNDED), "to": a(x), "gas": "0x5207"}, both, "latest"]),
+        json!([{"from": a(x), "to": a(FUNDED), "value": "0x1", "gasPrice": "0x1"}, both, "latest"]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "0x99999"]),
+    ];
+    for params in cases {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "trace_call", "params": params});
+        let (got, want) = (inline.post_raw(body.to_string()), pooled.post_raw(body.to_string()));
+        assert_eq!(got, want, "{params}");
+    }
+}
+
+/// A call that could run inline still needs a place in the EVM pool: with the one worker busy
+/// and no queue, a short trace_call is refused at once with -32005, as it was before inline
+/// execution; once the place is free it is answered.
+#[test]
+fn a_full_pool_refuses_short_calls_too() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.workers = 1;
+        cfg.queue = 0;
+        cfg.call_timeout = Duration::from_secs(1);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    let x = address!("900000000000000000000000000000000000000c");
+    let slow =
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let short = json!([{"from": a(FUNDED), "to": a(EMIT), "input": "0x01"}, ["trace"], "latest"]);
+    std::thread::scope(|s| {
+        let held = s.spawn(|| node.call("trace_call", slow.clone()));
+        std::thread::sleep(Duration::from_millis(300));
+        let e = node.call("trace_call", short.clone()).unwrap_err();
+        assert_eq!(e["code"], -32005, "{e}");
+        assert_eq!(e["message"], "too many tracing requests");
+        assert_eq!(held.join().unwrap().unwrap_err()["message"], "execution timeout after 1s");
+    });
+    assert_eq!(trace(&node, short)["trace"][0]["action"]["to"], a(EMIT));
+}
+
+/// A call longer than the inline budget runs on the EVM pool, never on the server's threads:
+/// with one worker and one queue place, a second infinite loop waits in the queue for the
+/// first (it ends after both deadlines, near 2 s, not after one), and while both run the
+/// server still answers a point read at once.
+#[test]
+fn a_long_call_goes_to_the_pool() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.workers = 1;
+        cfg.queue = 1;
+        cfg.call_timeout = Duration::from_secs(1);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    let x = address!("900000000000000000000000000000000000000d");
+    let slow =
+        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| node.call("trace_call", slow.clone()));
+        std::thread::sleep(Duration::from_millis(200));
+        let second = s.spawn(|| {
+            let r = node.call("trace_call", slow.clone());
+            (t0.elapsed(), r)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let asked = Instant::now();
+        assert_eq!(node.call("eth_blockNumber", json!([])).unwrap(), "0x36");
+        let read = asked.elapsed();
+        assert!(read < Duration::from_millis(250), "a point read took {read:?} beside two loops");
+        assert_eq!(first.join().unwrap().unwrap_err()["message"], "execution timeout after 1s");
+        let (ended, r) = second.join().unwrap();
+        assert_eq!(r.unwrap_err()["message"], "execution timeout after 1s");
+        assert!(ended >= Duration::from_millis(1900), "the second loop ended at {ended:?}");
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // eth_call
 // ---------------------------------------------------------------------------------------------

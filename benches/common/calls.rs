@@ -24,9 +24,27 @@ pub(crate) fn storage_writer_code() -> String {
 pub(crate) const RECURSIVE_CODE: &str =
     "0x6000358015601d57600190036000526000600060206000600030 5af1505b00";
 
-/// `trace_call` params for the three benchmark calls from `funded` (a funded sender of the
-/// chain; [`FUNDED`] on the fixture chain), with `["trace","stateDiff"]` at `block`.
-pub(crate) fn params_from(block: &str, funded: &str) -> [(&'static str, String); 3] {
+/// The fixture chain's emit contract (genesis alloc): stores a counter under the hash of its
+/// call data, bumps the counter and logs it (`tests/trace_golden.rs` disassembles it).
+pub(crate) const EMIT: &str = "0x7dcd17433742f4c0ca53122ab541d0ba67fc27df";
+
+/// Init code that creates a contract whose init code creates one, `depth` frames in all
+/// (the innermost deploys empty code): each level is `PUSH2 len DUP1 PUSH2 17 PUSH1 0 CODECOPY
+/// PUSH1 0 PUSH1 0 CREATE POP STOP` (17 bytes) followed by the next level's init code.
+pub(crate) fn nested_create_code(depth: u32) -> String {
+    let mut code = String::from("00");
+    for _ in 1..depth {
+        let len = code.len() / 2;
+        code = format!("61{len:04x}8061001160003960006000f05000{code}");
+    }
+    format!("0x{code}")
+}
+
+/// `trace_call` params for the benchmark calls from `funded` (a funded sender of the chain;
+/// [`FUNDED`] on the fixture chain), with `["trace","stateDiff"]` at `block`: a transfer, 20
+/// storage writes, 16 nested calls, the emit contract (two slots and a log) and a create
+/// nested 5 frames deep.
+pub(crate) fn params_from(block: &str, funded: &str) -> [(&'static str, String); 5] {
     let recursive = RECURSIVE_CODE.replace(' ', "");
     [
         (
@@ -47,6 +65,19 @@ pub(crate) fn params_from(block: &str, funded: &str) -> [(&'static str, String);
             format!(
                 r#"[{{"from":"{funded}","to":"{RECURSIVE}","input":"0x{:064x}"}},["trace","stateDiff"],"{block}",{{"{RECURSIVE}":{{"code":"{recursive}"}}}}]"#,
                 16
+            ),
+        ),
+        (
+            "emit",
+            format!(
+                r#"[{{"from":"{funded}","to":"{EMIT}","input":"0x12345678"}},["trace","stateDiff"],"{block}"]"#
+            ),
+        ),
+        (
+            "nested_create",
+            format!(
+                r#"[{{"from":"{funded}","input":"{}"}},["trace","stateDiff"],"{block}"]"#,
+                nested_create_code(5)
             ),
         ),
     ]

@@ -148,6 +148,10 @@ pub struct RpcArgs {
     /// Execution deadline of one eth_call / trace_call, in seconds.
     #[arg(long = "rpc.evm-timeout", default_value_t = 5.0)]
     pub evm_timeout: f64,
+    /// How long a short trace_call may run on the HTTP thread that parsed it, in µs, before it
+    /// goes to the EVM workers instead (0: every call goes to them).
+    #[arg(long = "rpc.inline-budget-us", default_value_t = crate::rpc::INLINE_BUDGET_US)]
+    pub inline_budget_us: u64,
     /// EVM worker threads for eth_call / trace_call (default: CPU cores).
     #[arg(long = "rpc.trace-workers")]
     pub trace_workers: Option<usize>,
@@ -244,6 +248,7 @@ impl RpcArgs {
             cors: self.corsdomain.clone(),
             gas_cap: self.gas_cap,
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
+            inline_budget: std::time::Duration::from_micros(self.inline_budget_us),
             queue: self.trace_queue,
             read_queue: self.read_queue,
             tx_cache_bytes: self.tx_cache_mb.saturating_mul(1024 * 1024),

@@ -11,16 +11,17 @@ use alloy_evm::overrides::{apply_block_overrides, apply_state_overrides};
 use alloy_evm::rpc::TryIntoTxEnv;
 use alloy_evm::{EthEvmFactory, Evm, EvmEnv, EvmFactory};
 use alloy_primitives::map::AddressSet;
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, Bytes, U256};
 use alloy_rpc_types_eth::state::StateOverride;
 use alloy_rpc_types_eth::{BlockOverrides, TransactionRequest};
 use revm::context::TxEnv;
 use revm::context::result::{EVMError, InvalidTransaction, ResultAndState};
 use revm::context::{ContextTr, JournalTr};
 use revm::database::{DatabaseRef, State, WrapDatabaseRef};
+use revm::interpreter::interpreter_types::{Jumps, StackTr};
 use revm::interpreter::{
-    CallInputs, CallOutcome, CreateInputs, CreateOutcome, InstructionResult, Interpreter,
-    InterpreterTypes,
+    CallInputs, CallOutcome, CreateInputs, CreateOutcome, Gas, InstructionResult, Interpreter,
+    InterpreterResult, InterpreterTypes,
 };
 use revm::{Database, Inspector};
 
@@ -190,11 +191,55 @@ where
     I: for<'a> Inspector<alloy_evm::eth::EthEvmContext<&'a mut State<WrapDatabaseRef<DB>>>>,
 {
     let mut deadline = Deadline::new(timeout);
+    let result = execute_with(call, inspector, &mut deadline);
+    if deadline.expired() {
+        return Err(CallError::Timeout(timeout));
+    }
+    result
+}
+
+/// Executes a prepared call with `inspector` if it finishes within `budget` ([`Deadline::inline`]:
+/// the clock read every 16 steps and at every frame, no precompile, no memory access past
+/// [`INLINE_MEMORY`]); `Ok(None)` when it does not, and then `inspector` holds a partial run to
+/// be discarded. The state's cache holds only values read, never the call's changes, so the
+/// same `call` can run again under [`execute_call`]. Nothing is committed.
+pub fn execute_call_within<DB, I>(
+    call: &mut PreparedCall<DB>,
+    inspector: I,
+    budget: Duration,
+) -> Result<Option<ResultAndState>, CallError>
+where
+    DB: DatabaseRef + std::fmt::Debug,
+    DB::Error: std::fmt::Display + Send + Sync + 'static,
+    I: for<'a> Inspector<alloy_evm::eth::EthEvmContext<&'a mut State<WrapDatabaseRef<DB>>>>,
+{
+    if !call.precompile_moves.is_empty() {
+        // A moved precompile answers at any address: the budget could not tell it apart.
+        return Ok(None);
+    }
+    let mut deadline = Deadline::inline(budget);
+    let result = execute_with(call, inspector, &mut deadline);
+    if deadline.expired() {
+        return Ok(None);
+    }
+    result.map(Some)
+}
+
+fn execute_with<DB, I>(
+    call: &mut PreparedCall<DB>,
+    inspector: I,
+    deadline: &mut Deadline,
+) -> Result<ResultAndState, CallError>
+where
+    DB: DatabaseRef + std::fmt::Debug,
+    DB::Error: std::fmt::Display + Send + Sync + 'static,
+    I: for<'a> Inspector<alloy_evm::eth::EthEvmContext<&'a mut State<WrapDatabaseRef<DB>>>>,
+{
     let result = {
         let mut evm = EthEvmFactory::default().create_evm_with_inspector(
             &mut call.state,
             call.env.clone(),
-            ((&mut deadline, WarmPrecompiles::default()), inspector),
+            ((deadline, WarmPrecompiles::default()), inspector),
         );
         // `movePrecompileToAddress`: the precompile answers at its new address; the old one is
         // an ordinary account (with the code an override gave it).
@@ -202,9 +247,6 @@ where
             .map_err(CallError::InvalidRequest)?;
         evm.transact(call.tx.clone())
     };
-    if deadline.expired() {
-        return Err(CallError::Timeout(timeout));
-    }
     result.map_err(|e| match e {
         EVMError::Transaction(InvalidTransaction::CallGasCostMoreThanGasLimit {
             initial_gas,
@@ -224,20 +266,95 @@ where
     })
 }
 
+/// Highest memory byte (exclusive) a call run inline may touch: past it the call goes to the
+/// worker pool. One instruction's work over memory (KECCAK256, a copy, a log, call data) is
+/// then at most 16 KiB, some 40 µs of hashing at worst, so one instruction cannot overrun the
+/// inline budget by more than that.
+pub const INLINE_MEMORY: u64 = 16 * 1024;
+
+/// Bytes of memory read or written by one instruction at or above which [`Deadline::inline`] reads the clock
+/// before and after it, instead of every 16 steps.
+const INLINE_HEAVY: u64 = 512;
+
+/// The memory instruction `op` would touch with `stack` (top last): the highest byte
+/// (exclusive) and the bytes it reads or writes, both 0 for an instruction that touches none.
+/// Saturates: a range past `u64::MAX` reads as `u64::MAX`. A missing operand reads as 0 (the
+/// instruction then fails with a stack underflow, touching nothing).
+fn memory_use(op: u8, stack: &[U256]) -> (u64, u64) {
+    let at = |i: usize| stack.len().checked_sub(i + 1).map_or(U256::ZERO, |j| stack[j]);
+    let span = |offset: usize, size: usize| {
+        let size = at(size);
+        if size.is_zero() {
+            (0, 0)
+        } else {
+            (at(offset).saturating_add(size).saturating_to::<u64>(), size.saturating_to::<u64>())
+        }
+    };
+    let both = |(r1, n1): (u64, u64), (r2, n2): (u64, u64)| (r1.max(r2), n1.saturating_add(n2));
+    let word =
+        |offset: usize, len: u64| (at(offset).saturating_to::<u64>().saturating_add(len), len);
+    match op {
+        // KECCAK256, LOG0-4, RETURN, REVERT: (offset, size).
+        0x20 | 0xa0..=0xa4 | 0xf3 | 0xfd => span(0, 1),
+        // CALLDATACOPY, CODECOPY, RETURNDATACOPY: (dest, offset, size).
+        0x37 | 0x39 | 0x3e => span(0, 2),
+        // EXTCODECOPY: (address, dest, offset, size).
+        0x3c => span(1, 3),
+        // MCOPY: (dest, source, size).
+        0x5e => both(span(0, 2), span(1, 2)),
+        // MLOAD, MSTORE; MSTORE8.
+        0x51 | 0x52 => word(0, 32),
+        0x53 => word(0, 1),
+        // CREATE, CREATE2: (value, offset, size, [salt]).
+        0xf0 | 0xf5 => span(1, 2),
+        // CALL, CALLCODE: (gas, address, value, argsOffset, argsSize, retOffset, retSize).
+        0xf1 | 0xf2 => both(span(3, 4), span(5, 6)),
+        // DELEGATECALL, STATICCALL: (gas, address, argsOffset, argsSize, retOffset, retSize).
+        0xf4 | 0xfa => both(span(2, 3), span(4, 5)),
+        _ => (0, 0),
+    }
+}
+
+/// Whether a call to `address` may reach a precompile: every precompile of every fork sits
+/// below `0x10000` (`0x01`-`0x11`, `0x100`). Precompiles run in one step each, some for
+/// milliseconds (KZG, pairings, big `modexp`), so a call run inline never runs one.
+fn low_address(address: &Address) -> bool {
+    address.0[..18].iter().all(|b| *b == 0)
+}
+
 /// Stops execution once a deadline passes: checks the clock every 1024 steps, then halts every
 /// frame still running so the whole call unwinds quickly. Shared by calls and block replays
 /// (`super::replay`), combined with the caller's inspector as a tuple inspector.
+///
+/// [`Deadline::inline`] is the budget of a call run on a server thread (`execute_call_within`):
+/// the clock every 16 steps, at every frame and around every instruction over
+/// [`INLINE_HEAVY`] bytes of memory; a precompile call or memory past [`INLINE_MEMORY`] ends
+/// the run at once, as an expired deadline.
 #[derive(Debug)]
 pub(crate) struct Deadline {
     until: Instant,
     steps: u32,
     expired: bool,
+    /// Steps between two reads of the clock, minus one (a power of two, minus one).
+    every: u32,
+    inline: bool,
 }
 
 impl Deadline {
     /// A deadline `timeout` from now.
     pub(crate) fn new(timeout: Duration) -> Self {
-        Self { until: Instant::now() + timeout, steps: 0, expired: false }
+        Self {
+            until: Instant::now() + timeout,
+            steps: 0,
+            expired: false,
+            every: 1023,
+            inline: false,
+        }
+    }
+
+    /// The budget of a call run inline, `budget` from now.
+    pub(crate) fn inline(budget: Duration) -> Self {
+        Self { until: Instant::now() + budget, steps: 0, expired: false, every: 15, inline: true }
     }
 
     /// Whether execution was halted because the deadline passed.
@@ -253,18 +370,63 @@ impl Deadline {
         }
         self.expired
     }
+
+    /// For an inline budget, at the start of a frame: whether the run must stop here.
+    fn frame_over_budget(&mut self, to: Option<&Address>) -> bool {
+        if !self.inline {
+            return false;
+        }
+        if to.is_some_and(low_address) || Instant::now() >= self.until {
+            self.expired = true;
+        }
+        self.expired
+    }
 }
 
 impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Deadline {
     fn step(&mut self, interp: &mut Interpreter<INTR>, _context: &mut CTX) {
         if !self.expired {
+            if self.inline {
+                let (reach, bytes) = memory_use(interp.bytecode.opcode(), interp.stack.data());
+                if reach > INLINE_MEMORY {
+                    self.expired = true;
+                    interp.halt(InstructionResult::OutOfGas);
+                    return;
+                }
+                if bytes >= INLINE_HEAVY {
+                    // Read the clock now and at the next step: this one may take a while.
+                    self.steps |= self.every;
+                    if Instant::now() < self.until {
+                        return;
+                    }
+                    self.expired = true;
+                    interp.halt(InstructionResult::OutOfGas);
+                    return;
+                }
+            }
             self.steps = self.steps.wrapping_add(1);
-            if !self.steps.is_multiple_of(1024) || Instant::now() < self.until {
+            if self.steps & self.every != 0 || Instant::now() < self.until {
                 return;
             }
             self.expired = true;
         }
         interp.halt(InstructionResult::OutOfGas);
+    }
+
+    fn call(&mut self, _context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
+        if !self.frame_over_budget(Some(&inputs.bytecode_address)) {
+            return None;
+        }
+        let result = InterpreterResult::new(InstructionResult::OutOfGas, Bytes::new(), Gas::new(0));
+        Some(CallOutcome::new(result, inputs.return_memory_offset.clone()))
+    }
+
+    fn create(&mut self, _context: &mut CTX, _inputs: &mut CreateInputs) -> Option<CreateOutcome> {
+        if !self.frame_over_budget(None) {
+            return None;
+        }
+        let result = InterpreterResult::new(InstructionResult::OutOfGas, Bytes::new(), Gas::new(0));
+        Some(CreateOutcome::new(result, None))
     }
 }
 
@@ -345,5 +507,56 @@ impl WarmPrecompiles {
         {
             context.journal_mut().warm_precompiles(set);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack with `top` on top (the operands listed top first, as the Yellow Paper lists them).
+    fn stack(top_first: &[u64]) -> Vec<U256> {
+        top_first.iter().rev().map(|v| U256::from(*v)).collect()
+    }
+
+    #[test]
+    fn memory_use_reads_each_instructions_operands() {
+        // KECCAK256(offset 64, size 32): bytes 64..96.
+        assert_eq!(memory_use(0x20, &stack(&[64, 32])), (96, 32));
+        // Zero size touches nothing, whatever the offset.
+        assert_eq!(memory_use(0x20, &stack(&[u64::MAX, 0])), (0, 0));
+        // CALLDATACOPY(dest 100, offset 0, size 28).
+        assert_eq!(memory_use(0x37, &stack(&[100, 0, 28])), (128, 28));
+        // EXTCODECOPY(address, dest 10, offset 0, size 5).
+        assert_eq!(memory_use(0x3c, &stack(&[0xdead, 10, 0, 5])), (15, 5));
+        // MCOPY(dest 0, source 1000, size 24): reads and writes.
+        assert_eq!(memory_use(0x5e, &stack(&[0, 1000, 24])), (1024, 48));
+        // MSTORE at 0x8000; MSTORE8 at 7.
+        assert_eq!(memory_use(0x52, &stack(&[0x8000, 1])), (0x8020, 32));
+        assert_eq!(memory_use(0x53, &stack(&[7, 1])), (8, 1));
+        // LOG2(offset 0, size 32, topics).
+        assert_eq!(memory_use(0xa2, &stack(&[0, 32, 1, 2])), (32, 32));
+        // CREATE2(value, offset 0, size 100, salt).
+        assert_eq!(memory_use(0xf5, &stack(&[0, 0, 100, 9])), (100, 100));
+        // CALL(gas, to, value, args 0..4, ret 64..96).
+        assert_eq!(memory_use(0xf1, &stack(&[1, 2, 0, 0, 4, 64, 32])), (96, 36));
+        // STATICCALL(gas, to, args 0..0, ret 0..20000).
+        assert_eq!(memory_use(0xfa, &stack(&[1, 2, 0, 0, 0, 20000])), (20000, 20000));
+        // RETURN past 2^64 saturates.
+        let huge = vec![U256::MAX, U256::MAX];
+        assert_eq!(memory_use(0xf3, &huge), (u64::MAX, u64::MAX));
+        // A missing operand reads as zero; ADD touches no memory.
+        assert_eq!(memory_use(0x20, &stack(&[5])), (0, 0));
+        assert_eq!(memory_use(0x01, &stack(&[1, 2])), (0, 0));
+    }
+
+    #[test]
+    fn low_addresses_cover_every_precompile() {
+        for p in (1u16..=0x11).chain([0x100]) {
+            let mut a = [0u8; 20];
+            a[18..].copy_from_slice(&p.to_be_bytes());
+            assert!(low_address(&Address::from(a)), "{p:#x}");
+        }
+        assert!(!low_address(&"0x00000000000000000000000000000000000c0ffe".parse().unwrap()));
     }
 }

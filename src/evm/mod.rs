@@ -10,8 +10,9 @@ mod replay;
 mod transfers;
 
 pub use call::{
-    CallError, CallRequest, PrecompileMove, PreparedCall, WarmPrecompiles, execute_call,
-    move_precompiles, precompile_moves_of, prepare_call, prepare_call_on,
+    CallError, CallRequest, INLINE_MEMORY, PrecompileMove, PreparedCall, WarmPrecompiles,
+    execute_call, execute_call_within, move_precompiles, precompile_moves_of, prepare_call,
+    prepare_call_on,
 };
 pub use env::block_env;
 pub use error::EvmError;

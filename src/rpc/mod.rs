@@ -50,6 +50,9 @@ pub struct RpcConfig {
     pub gas_cap: u64,
     /// Deadline of one EVM call.
     pub call_timeout: Duration,
+    /// How long a short `trace_call` may run on the server's thread that parsed it before it
+    /// goes to the EVM pool instead (`--rpc.inline-budget-us`); zero: every call goes to the pool.
+    pub inline_budget: Duration,
     /// EVM worker threads.
     pub workers: usize,
     /// Calls that may wait for a worker before new ones are refused with -32005.
@@ -110,6 +113,7 @@ impl Default for RpcConfig {
             cors: None,
             gas_cap: 50_000_000,
             call_timeout: Duration::from_secs(5),
+            inline_budget: Duration::from_micros(INLINE_BUDGET_US),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             queue: 64,
             read_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -135,6 +139,9 @@ impl Default for RpcConfig {
         }
     }
 }
+
+/// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`).
+pub const INLINE_BUDGET_US: u64 = 100;
 
 /// Shared state of all handlers.
 #[derive(Debug)]

@@ -94,6 +94,11 @@ impl WorkerPool {
         report(self.kind, &self.admission, self.workers, self.places);
     }
 
+    /// Whether no call is in flight: every worker idle, none queued.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.admission.available_permits() == self.places
+    }
+
     /// Workers with no call to run right now (a call may use them to split its work).
     pub(crate) fn idle_workers(&self) -> usize {
         let in_flight = self.places.saturating_sub(self.admission.available_permits());
@@ -105,11 +110,30 @@ impl WorkerPool {
         &self,
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
-        let Ok(admitted) = self.admission.clone().try_acquire_owned() else {
-            metrics::counter!(self.kind.metric_names()[2]).increment(1);
-            return Err(self.kind.busy());
-        };
-        self.run_admitted(admitted, f).await
+        let admitted = self.admit()?;
+        self.run_admitted(admitted.0, f).await
+    }
+
+    /// A place in the pool, or the kind's busy error when every place is taken. A call run
+    /// inline on a server thread holds one while it runs ([`Admitted`]), so a full pool refuses
+    /// it as it refuses any other, and the calls the pool admits bound those in flight either way.
+    pub(crate) fn admit(&self) -> RpcResult<Admitted> {
+        match self.admission.clone().try_acquire_owned() {
+            Ok(admitted) => Ok(Admitted(admitted)),
+            Err(_) => {
+                metrics::counter!(self.kind.metric_names()[2]).increment(1);
+                Err(self.kind.busy())
+            }
+        }
+    }
+
+    /// Runs `f` on a worker thread in the place `admitted` holds.
+    pub(crate) async fn run_in<T: Send + 'static>(
+        &self,
+        admitted: Admitted,
+        f: impl FnOnce() -> RpcResult<T> + Send + 'static,
+    ) -> RpcResult<T> {
+        self.run_admitted(admitted.0, f).await
     }
 
     /// Runs `f` on a worker thread, waiting for a place when the queue is full: for work a
@@ -155,6 +179,10 @@ impl WorkerPool {
         rx.await.map_err(|_| RpcError::Internal("a worker dropped the call".into()))?
     }
 }
+
+/// A place in a [`WorkerPool`] ([`WorkerPool::admit`]), given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Admitted(tokio::sync::OwnedSemaphorePermit);
 
 /// The busy-worker and queue-depth gauges of `kind` from the admitted calls.
 fn report(kind: PoolKind, admission: &Semaphore, workers: usize, places: usize) {

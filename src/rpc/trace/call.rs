@@ -18,11 +18,12 @@ use alloy_primitives::{Bytes, KECCAK256_EMPTY, U64};
 use alloy_rpc_types_trace::parity::{AccountDiff, Delta, TraceResults, TraceType};
 use jsonrpsee::types::Params;
 use revm::DatabaseRef;
+use revm::context::result::ResultAndState;
 use revm::primitives::hardfork::SpecId;
 use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
-use crate::evm::{CallRequest, execute_call, prepare_call_on};
+use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call_on};
 use crate::rpc::eth::call::{call_object, call_request};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -34,10 +35,54 @@ const MAX_CALL_MANY: usize = 1000;
 
 impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
+    ///
+    /// A short call arriving at an idle pool runs on the server's thread that parsed it, within
+    /// `--rpc.inline-budget-us` ([`execute_call_within`], [`Self::inline_budget`]); one that
+    /// does not finish within it runs again on the EVM pool,
+    /// from the state already read, and so does the building of a large trace. Either way the
+    /// call holds a place in the pool while it runs, so a full pool refuses it (-32005).
     pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let inline = self.inline_budget(&p);
         let (req, types, block) = self.trace_call_params(&p)?;
-        let ctx = self.clone();
-        self.pool.run(move || ctx.trace_call_blocking(req, &types, block)).await
+        let Some(budget) = inline else {
+            let ctx = self.clone();
+            return self.pool.run(move || ctx.trace_call_blocking(req, &types, block)).await;
+        };
+        let admitted = self.pool.admit()?;
+        let mut call = self.prepared_call(req, block)?;
+        let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
+        match execute_call_within(&mut call, &mut tracer, budget)? {
+            Some(res) if small_trace(&tracer, &res) => trace_answer(&call, tracer, &res, &types),
+            Some(res) => {
+                let answer = move || trace_answer(&call, tracer, &res, &types);
+                self.pool.run_in(admitted, answer).await
+            }
+            None => {
+                let timeout = self.config.call_timeout;
+                let again = move || {
+                    let mut tracer =
+                        TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
+                    let res = execute_call(&mut call, &mut tracer, timeout)?;
+                    trace_answer(&call, tracer, &res, &types)
+                };
+                self.pool.run_in(admitted, again).await
+            }
+        }
+    }
+
+    /// The budget of a call run inline, if this one may be: inline execution is on
+    /// (`--rpc.inline-budget-us` not 0), its parameters are at most [`INLINE_PARAMS`] bytes,
+    /// which bounds what preparing it costs (state overrides' code is analysed as it is loaded),
+    /// and the EVM pool has no call in flight. An idle pool's workers sleep: handing a call over
+    /// would wake one, and its answer would wake the server's thread again, most of what a short
+    /// call costs with one client. Under load the workers are awake, and running the calls there
+    /// costs the server less CPU per call than running them on its own threads (BENCHMARKS.md,
+    /// issue 42).
+    pub(crate) fn inline_budget(&self, p: &Params<'_>) -> Option<std::time::Duration> {
+        let budget = self.config.inline_budget;
+        let small = p.as_str().is_none_or(|text| text.len() <= INLINE_PARAMS);
+        (small && !budget.is_zero() && self.pool.is_idle())
+            .then(|| budget.min(self.config.call_timeout))
     }
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
@@ -190,13 +235,46 @@ impl RpcContext {
         let mut call = self.prepared_call(req, block)?;
         let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(types));
         let res = execute_call(&mut call, &mut tracer, self.config.call_timeout)?;
-        let results = tracer
-            .into_parity_builder()
-            .into_trace_results_with_state(&res, types, &call.state)
-            .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
-        let spec = call.env.cfg_env.spec;
-        trace_results(&normalize(results, &res.state, &call.state, spec)?)
+        trace_answer(&call, tracer, &res, types)
     }
+}
+
+/// Largest `trace_call` parameters, in bytes of JSON, that may run inline.
+const INLINE_PARAMS: usize = 16 * 1024;
+
+/// Most frames, bytes of call data, output and log data, and changed storage slots of a trace
+/// whose answer is built inline; a larger one is built on the EVM pool. Building costs about
+/// as much per frame, byte and slot as running them did, and these bound it to a few µs.
+const INLINE_FRAMES: usize = 64;
+const INLINE_TRACE_BYTES: usize = 16 * 1024;
+const INLINE_SLOTS: usize = 256;
+
+/// Whether the answer of a call that ran inline may be built inline too.
+fn small_trace(tracer: &TracingInspector, res: &ResultAndState) -> bool {
+    let nodes = tracer.traces().nodes();
+    let bytes: usize = nodes
+        .iter()
+        .map(|n| {
+            let logs: usize = n.logs.iter().map(|l| l.raw_log.data.len()).sum();
+            n.trace.data.len() + n.trace.output.len() + logs
+        })
+        .sum();
+    let slots: usize = res.state.values().map(|a| a.storage.len()).sum();
+    nodes.len() <= INLINE_FRAMES && bytes <= INLINE_TRACE_BYTES && slots <= INLINE_SLOTS
+}
+
+/// The Parity-shape answer of a traced call: revm-inspectors' results, [`normalize`]d, as JSON.
+fn trace_answer<DB: DatabaseRef>(
+    call: &PreparedCall<DB>,
+    tracer: TracingInspector,
+    res: &ResultAndState,
+    types: &HashSet<TraceType>,
+) -> RpcResult<Raw> {
+    let results = tracer
+        .into_parity_builder()
+        .into_trace_results_with_state(res, types, &call.state)
+        .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
+    trace_results(&normalize(results, &res.state, &call.state, call.env.cfg_env.spec)?)
 }
 
 /// The one place where revm-inspectors' output is adjusted to `behaviour.md` §3.3.
