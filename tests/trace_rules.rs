@@ -445,13 +445,17 @@ fn inline_calls_answer_as_the_pool_does() {
         cfg.call_timeout = Duration::from_millis(300);
         cfg.gas_cap = u64::MAX / 2;
     };
-    let Some(inline) = Node::start(tweak) else { return };
+    let Some(inline) = Node::start(|cfg| {
+        tweak(cfg);
+        cfg.inline_budget = Duration::from_micros(100);
+    }) else {
+        return;
+    };
     let pooled = Node::start(|cfg| {
         tweak(cfg);
         cfg.inline_budget = Duration::ZERO;
     })
     .unwrap();
-    assert!(!loupe::rpc::RpcConfig::default().inline_budget.is_zero(), "inline is on by default");
     let x = address!("900000000000000000000000000000000000000b");
     let both = json!(["trace", "stateDiff"]);
     // Init code nested 5 deep: PUSH2 len DUP1 PUSH2 17 PUSH1 0 CODECOPY PUSH1 0 PUSH1 0 CREATE
@@ -494,6 +498,7 @@ fn inline_calls_answer_as_the_pool_does() {
 #[test]
 fn a_full_pool_refuses_short_calls_too() {
     let Some(node) = Node::start(|cfg| {
+        cfg.inline_budget = Duration::from_micros(100);
         cfg.workers = 1;
         cfg.queue = 0;
         cfg.call_timeout = Duration::from_secs(1);
@@ -523,6 +528,7 @@ fn a_full_pool_refuses_short_calls_too() {
 #[test]
 fn a_long_call_goes_to_the_pool() {
     let Some(node) = Node::start(|cfg| {
+        cfg.inline_budget = Duration::from_micros(100);
         cfg.workers = 1;
         cfg.queue = 1;
         cfg.call_timeout = Duration::from_secs(1);

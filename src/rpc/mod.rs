@@ -140,8 +140,11 @@ impl Default for RpcConfig {
     }
 }
 
-/// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`).
-pub const INLINE_BUDGET_US: u64 = 100;
+/// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`): off. With one
+/// client a call run inline costs the server about a quarter less CPU, but with eight clients on
+/// two cores calls still ran inline often and cost more than on the pool (BENCHMARKS.md, issue
+/// 42); an operator serving one client at a time may turn it on (100 µs measured).
+pub const INLINE_BUDGET_US: u64 = 0;
 
 /// Shared state of all handlers.
 #[derive(Debug)]
@@ -169,6 +172,9 @@ pub struct RpcContext {
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
+    /// Requests (HTTP bodies and WebSocket messages) being answered right now
+    /// (`server::dispatch::handle`): a `trace_call` runs inline only when it is alone.
+    requests_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
@@ -218,6 +224,7 @@ impl RpcContext {
             block_cache,
             tips_cache: fees::TipsCache::default(),
             test_holds: methods::TestHolds::default(),
+            requests_in_flight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
@@ -310,3 +317,26 @@ pub async fn start(
 /// Messages buffered per WebSocket connection before the server stops reading its requests
 /// (jsonrpsee's back-pressure); subscriptions give up after `ws::SEND_TIMEOUT` on top.
 const WS_BUFFER: u32 = 256;
+
+/// One request counted in [`RpcContext::requests_in_flight`] while it lives.
+#[derive(Debug)]
+pub(crate) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl RpcContext {
+    /// Counts a request being answered until the guard is dropped.
+    pub(crate) fn request_started(&self) -> InFlight<'_> {
+        self.requests_in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(&self.requests_in_flight)
+    }
+
+    /// Whether the request being answered is the only one.
+    pub(crate) fn alone(&self) -> bool {
+        self.requests_in_flight.load(std::sync::atomic::Ordering::Relaxed) <= 1
+    }
+}

@@ -73,15 +73,16 @@ impl RpcContext {
     /// The budget of a call run inline, if this one may be: inline execution is on
     /// (`--rpc.inline-budget-us` not 0), its parameters are at most [`INLINE_PARAMS`] bytes,
     /// which bounds what preparing it costs (state overrides' code is analysed as it is loaded),
-    /// and the EVM pool has no call in flight. An idle pool's workers sleep: handing a call over
-    /// would wake one, and its answer would wake the server's thread again, most of what a short
-    /// call costs with one client. Under load the workers are awake, and running the calls there
-    /// costs the server less CPU per call than running them on its own threads (BENCHMARKS.md,
-    /// issue 42).
+    /// the EVM pool has no call in flight, and the server answers no other request. An idle
+    /// pool's workers sleep: handing a call over would wake one, and its answer would wake the
+    /// server's thread again, most of what a short call costs with one client. With more than
+    /// one client the workers stay awake, and running the calls there costs the server less CPU
+    /// per call than running them on its own threads (BENCHMARKS.md, issue 42: with the pool's
+    /// idleness alone as the test, calls at c=8 ran inline often and cost 1.2–1.6× the CPU).
     pub(crate) fn inline_budget(&self, p: &Params<'_>) -> Option<std::time::Duration> {
         let budget = self.config.inline_budget;
         let small = p.as_str().is_none_or(|text| text.len() <= INLINE_PARAMS);
-        (small && !budget.is_zero() && self.pool.is_idle())
+        (small && !budget.is_zero() && self.alone() && self.pool.is_idle())
             .then(|| budget.min(self.config.call_timeout))
     }
 
