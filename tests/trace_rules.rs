@@ -492,23 +492,31 @@ fn inline_calls_answer_as_the_pool_does() {
     }
 }
 
+/// A node with inline calls on (100 µs), one EVM worker and `queue` places to wait in, a
+/// deadline of 1 s and no gas cap to speak of.
+fn one_inline_worker(queue: usize) -> Option<Node> {
+    Node::start(|cfg| {
+        cfg.inline_budget = Duration::from_micros(100);
+        cfg.workers = 1;
+        cfg.queue = queue;
+        cfg.call_timeout = Duration::from_secs(1);
+        cfg.gas_cap = u64::MAX / 2;
+    })
+}
+
+/// `trace_call` params of an infinite loop at `x` (a state override), which only the deadline
+/// ends.
+fn endless_call(x: Address) -> Value {
+    json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}])
+}
+
 /// A call that could run inline still needs a place in the EVM pool: with the one worker busy
 /// and no queue, a short trace_call is refused at once with -32005, as it was before inline
 /// execution; once the place is free it is answered.
 #[test]
 fn a_full_pool_refuses_short_calls_too() {
-    let Some(node) = Node::start(|cfg| {
-        cfg.inline_budget = Duration::from_micros(100);
-        cfg.workers = 1;
-        cfg.queue = 0;
-        cfg.call_timeout = Duration::from_secs(1);
-        cfg.gas_cap = u64::MAX / 2;
-    }) else {
-        return;
-    };
-    let x = address!("900000000000000000000000000000000000000c");
-    let slow =
-        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let Some(node) = one_inline_worker(0) else { return };
+    let slow = endless_call(address!("900000000000000000000000000000000000000c"));
     let short = json!([{"from": a(FUNDED), "to": a(EMIT), "input": "0x01"}, ["trace"], "latest"]);
     std::thread::scope(|s| {
         let held = s.spawn(|| node.call("trace_call", slow.clone()));
@@ -527,18 +535,8 @@ fn a_full_pool_refuses_short_calls_too() {
 /// server still answers a point read at once.
 #[test]
 fn a_long_call_goes_to_the_pool() {
-    let Some(node) = Node::start(|cfg| {
-        cfg.inline_budget = Duration::from_micros(100);
-        cfg.workers = 1;
-        cfg.queue = 1;
-        cfg.call_timeout = Duration::from_secs(1);
-        cfg.gas_cap = u64::MAX / 2;
-    }) else {
-        return;
-    };
-    let x = address!("900000000000000000000000000000000000000d");
-    let slow =
-        json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": LOOP}}]);
+    let Some(node) = one_inline_worker(1) else { return };
+    let slow = endless_call(address!("900000000000000000000000000000000000000d"));
     let t0 = Instant::now();
     std::thread::scope(|s| {
         let first = s.spawn(|| node.call("trace_call", slow.clone()));
