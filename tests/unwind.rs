@@ -139,11 +139,7 @@ fn blocks_with_changes(dir: &Path) -> std::collections::BTreeSet<u64> {
     tables[&name]
         .iter()
         .map(|(k, _)| {
-            let bytes: Vec<u8> = k
-                .trim_matches(|c| c == '[' || c == ']')
-                .split(", ")
-                .map(|b| b.parse().unwrap())
-                .collect();
+            let bytes = common::tables::debug_bytes(k);
             u64::from_be_bytes(bytes[..8].try_into().unwrap())
         })
         .collect()

@@ -81,6 +81,15 @@ pub fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
     (out, codes)
 }
 
+/// The bytes of a dumped key or value (`[1, 2, 3]`, as `{:?}` prints bytes).
+pub fn debug_bytes(text: &str) -> Vec<u8> {
+    text.trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .filter(|b| !b.is_empty())
+        .map(|b| b.parse().expect("a byte"))
+        .collect()
+}
+
 /// Puts the rows of `dir`'s frozen segments back among the rows of the tables they were taken
 /// from, in key order, and drops the manifest: a datadir compares equal to one that froze
 /// less, or later, when it holds the same rows. Receipts rows are compared in the form a
@@ -123,12 +132,7 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
     let receipts = table_of(Kind::Receipts);
     if let Some(rows) = out.get_mut(&receipts) {
         for (_, v) in rows.iter_mut() {
-            let bytes: Vec<u8> = v
-                .trim_matches(|c| c == '[' || c == ']')
-                .split(", ")
-                .filter(|b| !b.is_empty())
-                .map(|b| b.parse().expect("a byte"))
-                .collect();
+            let bytes = debug_bytes(v);
             let plain = segment_value(Kind::Receipts, &bytes).expect("a receipts row");
             *v = format!("{:?}", plain.as_ref());
         }
@@ -155,11 +159,7 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
             let raw = if by_number(kind) {
                 row.0.parse::<u64>().expect("a block number").to_be_bytes().to_vec()
             } else {
-                row.0
-                    .trim_matches(|c| c == '[' || c == ']')
-                    .split(", ")
-                    .map(|b| b.parse().expect("a byte"))
-                    .collect()
+                debug_bytes(&row.0)
             };
             all.push((raw, row));
         }
