@@ -3,6 +3,8 @@
 # trace+stateDiff) of one account at each listed block, wrk on loopback: p50 latency at c=1 and
 # req/s at c=8. For comparing history layouts on datadirs of the same chain.
 # Usage: DATADIR=dir ACCOUNT=0x… BLOCKS="latest 0x7d0 0x12c" benches/history_reads.sh [SECONDS]
+# FROM=0x… sends the trace_call from that account instead (ACCOUNT may be a contract, whose
+# storage the proofs then cover, and hold no ether).
 # LOUPE_BIN=path uses that binary instead of target/release/loupe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +21,13 @@ for _ in $(seq 100); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done
 # shellcheck source=benches/common/wrk.sh
 source benches/common/wrk.sh
 A="$ACCOUNT"
+F="${FROM:-$ACCOUNT}"
 echo "| block | method | p50 µs at c=1 | req/s at c=8 |"
 echo "|---|---|---|---|"
 for b in $BLOCKS; do
   printf '{"jsonrpc":"2.0","id":1,"method":"eth_getProof","params":["%s",["0x0","0x1"],"%s"]}\n' "$A" "$b" >"$WORK/proof"
   printf '{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["%s","%s"]}\n' "$A" "$b" >"$WORK/balance"
-  printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":[{"from":"%s","to":"0x00000000000000000000000000000000000000aa","value":"0x1"},["trace","stateDiff"],"%s"]}\n' "$A" "$b" >"$WORK/trace"
+  printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":[{"from":"%s","to":"0x00000000000000000000000000000000000000aa","value":"0x1"},["trace","stateDiff"],"%s"]}\n' "$F" "$b" >"$WORK/trace"
   for m in proof balance trace; do
     curl -s -H 'Content-Type: application/json' -d @"$WORK/$m" "$URL" | grep -q '"result"' \
       || { echo "$m at $b did not answer with a result" >&2; exit 1; }

@@ -209,17 +209,25 @@ impl Drop for Released {
 
 /// Every worker receives from the one queue and parks on its own when it is empty, so a job
 /// wakes at most one sleeping worker, and a worker taking a job wakes nobody.
+///
+/// A worker polls for [`SPIN`] before it parks only while jobs arrive that close together: when
+/// the last one came later than that, polling would only have burnt the core (with one client,
+/// the next call comes a round trip later, and the poll cost about 7 % of a trace_call's CPU;
+/// BENCHMARKS.md, issue 42). The first job that comes within [`SPIN`] of the worker turning
+/// idle switches polling back on.
 fn worker(rx: &Receiver<Job>) {
+    let mut spin = SPIN;
     loop {
-        let started = Instant::now();
+        let idle_since = Instant::now();
         let job = loop {
             match rx.try_recv() {
                 Ok(job) => break Some(job),
                 Err(TryRecvError::Disconnected) => break None,
-                Err(TryRecvError::Empty) if started.elapsed() < SPIN => std::hint::spin_loop(),
+                Err(TryRecvError::Empty) if idle_since.elapsed() < spin => std::hint::spin_loop(),
                 Err(TryRecvError::Empty) => break rx.recv().ok(),
             }
         };
+        spin = if idle_since.elapsed() <= SPIN { SPIN } else { Duration::ZERO };
         match job {
             Some(job) => job(),
             None => return,
