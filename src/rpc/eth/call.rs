@@ -2,12 +2,15 @@
 
 use std::sync::Arc;
 
-use alloy_primitives::Bytes;
-use alloy_rpc_types_eth::TransactionRequest;
+use alloy_eips::eip2930::AccessList;
+use alloy_eips::eip7702::SignedAuthorization;
+use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
+use alloy_rpc_types_eth::{TransactionInput, TransactionRequest};
 use alloy_sol_types::{Panic, Revert, SolError};
 use jsonrpsee::types::Params;
 use revm::context::result::{ExecutionResult, HaltReason};
 use revm::inspector::NoOpInspector;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
@@ -60,7 +63,78 @@ pub(crate) fn call_object(a: &Args, i: usize) -> RpcResult<TransactionRequest> {
             "invalid argument {i} (transaction): unknown field {unknown:?}"
         )));
     }
-    a.req(i, "transaction")
+    // An object the plain fields do not take is parsed again the long way, whose error names
+    // the problem as it always has.
+    match CallFields::deserialize(v) {
+        Ok(fields) => Ok(fields.into()),
+        Err(_) => a.req(i, "transaction"),
+    }
+}
+
+/// A call object's fields, as [`TransactionRequest`] reads them but without its flattened
+/// `input` and blob sidecar. serde's `flatten` buffers every field and then tries each sidecar
+/// form on them, a few µs of a trace_call's CPU (BENCHMARKS.md, issue 42); a call object never
+/// carries a sidecar ([`CALL_FIELDS`]). Same field names, same number forms (`quantity::opt`
+/// where `TransactionRequest` has it), so both give the same request
+/// (`tests::plain_fields_parse_as_transaction_request_does`).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallFields {
+    #[serde(default)]
+    from: Option<Address>,
+    #[serde(default)]
+    to: Option<TxKind>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    gas_price: Option<u128>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    max_fee_per_gas: Option<u128>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    max_priority_fee_per_gas: Option<u128>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    max_fee_per_blob_gas: Option<u128>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    gas: Option<u64>,
+    #[serde(default)]
+    value: Option<U256>,
+    #[serde(default)]
+    input: Option<Bytes>,
+    #[serde(default)]
+    data: Option<Bytes>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    nonce: Option<u64>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    chain_id: Option<u64>,
+    #[serde(default)]
+    access_list: Option<AccessList>,
+    #[serde(default, rename = "type", with = "alloy_serde::quantity::opt")]
+    transaction_type: Option<u8>,
+    #[serde(default)]
+    blob_versioned_hashes: Option<Vec<B256>>,
+    #[serde(default)]
+    authorization_list: Option<Vec<SignedAuthorization>>,
+}
+
+impl From<CallFields> for TransactionRequest {
+    fn from(f: CallFields) -> Self {
+        Self {
+            from: f.from,
+            to: f.to,
+            gas_price: f.gas_price,
+            max_fee_per_gas: f.max_fee_per_gas,
+            max_priority_fee_per_gas: f.max_priority_fee_per_gas,
+            max_fee_per_blob_gas: f.max_fee_per_blob_gas,
+            gas: f.gas,
+            value: f.value,
+            input: TransactionInput { input: f.input, data: f.data },
+            nonce: f.nonce,
+            chain_id: f.chain_id,
+            access_list: f.access_list,
+            transaction_type: f.transaction_type,
+            blob_versioned_hashes: f.blob_versioned_hashes,
+            sidecar: None,
+            authorization_list: f.authorization_list,
+        }
+    }
 }
 
 impl From<CallError> for RpcError {
@@ -154,5 +228,73 @@ impl RpcContext {
             }),
             ExecutionResult::Halt { reason, .. } => Err(RpcError::Execution(halt_message(&reason))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Call objects of the execution-apis cases (eth_call, eth_estimateGas,
+    /// eth_createAccessList) and hand-written ones in every form the fields take.
+    fn samples() -> (Vec<Value>, usize) {
+        let fx = std::env::var("LOUPE_FIXTURES").unwrap_or_else(|_| {
+            format!("{}/../shared/fixtures/execution-apis", env!("CARGO_MANIFEST_DIR"))
+        });
+        let mut out = Vec::new();
+        for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+            let dir = std::fs::read_dir(format!("{fx}/{method}")).expect("fixture directory");
+            for entry in dir {
+                let text = std::fs::read_to_string(entry.expect("entry").path()).expect("case");
+                for line in text.lines().filter_map(|l| l.strip_prefix(">> ")) {
+                    let req: Value = serde_json::from_str(line).expect("request");
+                    out.push(req["params"][0].clone());
+                }
+            }
+        }
+        let from_fixtures = out.len();
+        let a = "0x0000000000000000000000000000000000000aaa";
+        let hand = [
+            serde_json::json!({}),
+            serde_json::json!({"to": null, "from": null, "gas": null, "value": null}),
+            serde_json::json!({"to": a, "value": 7, "gas": 21000, "nonce": 3, "gasPrice": 9}),
+            serde_json::json!({"to": a, "value": "0x10", "gas": "0x5208", "type": "0x2",
+                "chainId": "0x1", "maxFeePerGas": "0x3b9aca00", "maxPriorityFeePerGas": "0x1"}),
+            serde_json::json!({"input": "0x01", "data": "0x02"}),
+            serde_json::json!({"data": "0xabcdef"}),
+            serde_json::json!({"to": a, "accessList": [{"address": a, "storageKeys":
+                ["0x0000000000000000000000000000000000000000000000000000000000000001"]}]}),
+            serde_json::json!({"to": a, "maxFeePerBlobGas": "0x1", "blobVersionedHashes":
+                ["0x0100000000000000000000000000000000000000000000000000000000000001"]}),
+            serde_json::json!({"to": a, "authorizationList": [{"chainId": "0x1", "address": a,
+                "nonce": "0x0", "yParity": "0x1", "r": "0x1", "s": "0x2"}]}),
+            // Refused both ways: the long way's error is the one answered.
+            serde_json::json!({"gas": "0x01"}),
+            serde_json::json!({"gas": "12"}),
+            serde_json::json!({"value": -1}),
+            serde_json::json!({"to": "0x12"}),
+            serde_json::json!({"type": "0x100"}),
+            serde_json::json!({"input": 5}),
+        ];
+        out.extend(hand);
+        (out, from_fixtures)
+    }
+
+    #[test]
+    fn plain_fields_parse_as_transaction_request_does() {
+        let (samples, from_fixtures) = samples();
+        assert!(from_fixtures >= 10, "only {from_fixtures} call objects in the fixtures");
+        let mut plain = 0;
+        for v in &samples {
+            let long = TransactionRequest::deserialize(v);
+            // A refusal here leaves the answer to the long way, whatever it says.
+            if let Ok(fields) = CallFields::deserialize(v) {
+                plain += 1;
+                let long = long.unwrap_or_else(|e| panic!("{v}: only the plain way takes it: {e}"));
+                assert_eq!(<TransactionRequest as From<CallFields>>::from(fields), long, "{v}");
+            }
+        }
+        // Every fixture object and the nine valid hand-written ones take the plain way.
+        assert!(plain >= from_fixtures + 9, "{plain} of {} parsed the plain way", samples.len());
     }
 }
