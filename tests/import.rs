@@ -293,6 +293,74 @@ fn bad_block_inside_a_group_keeps_the_blocks_before_it() {
     assert_recovers(dir.path(), db, &fx, 19, Some(altered_hash));
 }
 
+/// A fresh datadir without trie history below the unwind window, where a bulk import checks
+/// the state root once per commit group by default.
+fn fresh_window(fx: &Fixture) -> (TempDir, Database, ChainSpec) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir.path()).expect("open fresh db");
+    let options = loupe::import::InitOptions {
+        proof_history: Some(loupe::storage::ProofHistory::Window),
+        ..Default::default()
+    };
+    let (spec, _) = loupe::import::init_with(
+        &db,
+        loupe::import::GenesisSource::Json(&fx.genesis_text),
+        options,
+    )
+    .expect("init genesis");
+    (dir, db, spec)
+}
+
+#[test]
+fn a_group_whose_state_root_fails_is_imported_again_block_by_block() {
+    let Some(fx) = Fixture::load() else { return };
+    let (dir, db, spec) = fresh_window(&fx);
+    // The chain diverges at block 20: its state root and every later one differ from what the
+    // blocks compute (as after a block that executes differently), and the parent hashes are
+    // linked again, so that every other check passes and only the state roots tell.
+    let mut bytes = fx.chain_bytes[..fx.block(20).start].to_vec();
+    let mut parent = fx.hash(19);
+    let mut hash20 = B256::ZERO;
+    for n in 20..=30 {
+        let mut block = fx.block(n).block.clone();
+        block.header.parent_hash = parent;
+        block.header.state_root.0[7] ^= 0x01;
+        parent = block.header.hash_slow();
+        if n == 20 {
+            hash20 = parent;
+        }
+        block.encode(&mut bytes);
+    }
+    let path = write_file(dir.path(), "diverged.rlp", &[&bytes]);
+    // Groups of 16: 1-16 (1-8 are pre-Byzantium, each with its own root; 9-16 one root at
+    // 16), then 17-30 with one root check at 30, which fails.
+    let options = ImportOptions { batch: 16, sync_every: 16, ..Default::default() };
+    let err = import_files_with(&db, &spec, &[&path], options).expect_err("the roots differ");
+    let msg = message(&err);
+    assert!(
+        matches!(err.root(), ImportError::Mismatch { number: 20, what: "state root", hash, .. } if *hash == hash20),
+        "the first bad block is named, not the group's last: {err:?}"
+    );
+    assert!(msg.contains("#20"), "{msg}");
+    let reader = db.begin_read().expect("begin_read");
+    assert_eq!(reader.group_root_at().expect("meta"), Some(16), "the first group's root");
+    drop(reader);
+    // 17-19 are kept, each with its own root; the correct chain then imports in groups.
+    assert_recovers(dir.path(), db, &fx, 19, Some(hash20));
+}
+
+#[test]
+fn group_state_roots_need_a_datadir_without_trie_history() {
+    let Some(fx) = Fixture::load() else { return };
+    let (_dir, db, spec) = fresh(&fx);
+    let options =
+        ImportOptions { state_root: loupe::import::StateRootCheck::Group, ..Default::default() };
+    let err = import_files_with(&db, &spec, &[&fx.chain_path()], options).expect_err("refused");
+    let msg = message(&err);
+    assert!(msg.contains("--proof-history window"), "{msg}");
+    assert_eq!(head(&db), 0, "nothing imported");
+}
+
 // (e) Bad inputs.
 
 #[test]

@@ -13,21 +13,23 @@ use std::path::Path;
 use std::sync::Arc;
 
 use loupe::chain::ChainSpec;
-use loupe::import::{ImportOptions, import_files_with};
+use loupe::import::{ImportOptions, StateRootCheck, import_files_with};
 use loupe::storage::{Database, Epochs};
 use serde_json::{Value, json};
 
 /// The fixture chain in `dir`, epochs of 4 blocks, with `depth` as the unwind window from the
 /// start (`None`: the default, 1,024 blocks, which freezes nothing on this chain).
 fn import(dir: &Path, depth: Option<u64>) -> Option<(Arc<Database>, ChainSpec)> {
-    import_keeping(dir, depth, loupe::storage::ProofHistory::All)
+    import_keeping(dir, depth, loupe::storage::ProofHistory::All, StateRootCheck::Block)
 }
 
-/// [`import`] into a datadir initialised to keep `proofs`.
+/// [`import`] into a datadir initialised to keep `proofs`, checking state roots as `roots`
+/// says.
 fn import_keeping(
     dir: &Path,
     depth: Option<u64>,
     proofs: loupe::storage::ProofHistory,
+    roots: StateRootCheck,
 ) -> Option<(Arc<Database>, ChainSpec)> {
     let fx = support::fixtures()?;
     let db = Database::open_with_epochs(dir, Epochs { len: 4 }).unwrap();
@@ -42,7 +44,8 @@ fn import_keeping(
         w.commit(true).unwrap();
     }
     // Groups of 3 blocks: freezes land inside groups and at their commits.
-    let options = ImportOptions { batch: 3, sync_every: 6, ..Default::default() };
+    let options =
+        ImportOptions { batch: 3, sync_every: 6, state_root: roots, ..Default::default() };
     import_files_with(&db, &spec, &[fx.join("chain.rlp")], options).unwrap();
     Some((Arc::new(db), spec))
 }
@@ -306,9 +309,13 @@ fn sigkill_while_segments_are_written_and_merged_leaves_a_verifiable_datadir() {
 fn without_trie_history_proofs_below_the_window_name_the_choice() {
     let dir = tempfile::tempdir().unwrap();
     let Some((all, spec)) = import(&dir.path().join("all"), Some(4)) else { return };
-    let (window, _) =
-        import_keeping(&dir.path().join("window"), Some(4), loupe::storage::ProofHistory::Window)
-            .unwrap();
+    let (window, _) = import_keeping(
+        &dir.path().join("window"),
+        Some(4),
+        loupe::storage::ProofHistory::Window,
+        StateRootCheck::Block,
+    )
+    .unwrap();
     let head = window.begin_read().unwrap().head().unwrap().unwrap();
     let m = manifest(&window);
     use loupe::storage::segments::Kind;
@@ -333,31 +340,7 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
         "{message}"
     );
     for n in from..=head {
-        let proof = node.call("eth_getProof", json!([address, [], format!("{n:#x}")])).unwrap();
-        let root: alloy_primitives::B256 = node
-            .call("eth_getBlockByNumber", json!([format!("{n:#x}"), false]))
-            .unwrap()["stateRoot"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let nodes: Vec<alloy_primitives::Bytes> =
-            serde_json::from_value(proof["accountProof"].clone()).unwrap();
-        let key = alloy_trie::Nibbles::unpack(alloy_primitives::keccak256(
-            address.parse::<alloy_primitives::Address>().unwrap(),
-        ));
-        let account = alloy_trie::TrieAccount {
-            nonce: u64::from_str_radix(
-                proof["nonce"].as_str().unwrap().trim_start_matches("0x"),
-                16,
-            )
-            .unwrap(),
-            balance: proof["balance"].as_str().unwrap().parse().unwrap(),
-            storage_root: proof["storageHash"].as_str().unwrap().parse().unwrap(),
-            code_hash: proof["codeHash"].as_str().unwrap().parse().unwrap(),
-        };
-        alloy_trie::proof::verify_proof(root, key, Some(alloy_rlp::encode(account)), &nodes)
-            .unwrap();
+        assert_proof_verifies(&node, address, n);
     }
     // Everything else reads as in the datadir that keeps it all (proofs left out).
     let strip = |v: Vec<(String, Value)>| -> Vec<(String, Value)> {
@@ -366,4 +349,78 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
     let a = strip(answers(&support::Node::serve(all, spec, |_| {}), head));
     let b = strip(answers(&node, head));
     assert_same(&a, &b, "without trie history");
+}
+
+/// Checks an `eth_getProof` answer of `address` at block `n` against that block's state root.
+fn assert_proof_verifies(node: &support::Node, address: &str, n: u64) {
+    let proof = node.call("eth_getProof", json!([address, [], format!("{n:#x}")])).unwrap();
+    let root: alloy_primitives::B256 =
+        node.call("eth_getBlockByNumber", json!([format!("{n:#x}"), false])).unwrap()["stateRoot"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+    let nodes: Vec<alloy_primitives::Bytes> =
+        serde_json::from_value(proof["accountProof"].clone()).unwrap();
+    let key = alloy_trie::Nibbles::unpack(alloy_primitives::keccak256(
+        address.parse::<alloy_primitives::Address>().unwrap(),
+    ));
+    let account = alloy_trie::TrieAccount {
+        nonce: u64::from_str_radix(proof["nonce"].as_str().unwrap().trim_start_matches("0x"), 16)
+            .unwrap(),
+        balance: proof["balance"].as_str().unwrap().parse().unwrap(),
+        storage_root: proof["storageHash"].as_str().unwrap().parse().unwrap(),
+        code_hash: proof["codeHash"].as_str().unwrap().parse().unwrap(),
+    };
+    alloy_trie::proof::verify_proof(root, key, Some(alloy_rlp::encode(account)), &nodes).unwrap();
+}
+
+/// A bulk import that checks the state root once per commit group (the default in a datadir
+/// without trie history): every read but the proofs equals the datadir that checked and kept
+/// every block's trie, the head's trie verifies against its header and proves, a proof inside
+/// the last group names the choice, and unwinding into it is refused rather than wrong.
+#[test]
+fn group_state_roots_store_the_same_chain_and_keep_proofs_from_the_last_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((all, spec)) = import(&dir.path().join("all"), Some(4)) else { return };
+    let (grouped, _) = import_keeping(
+        &dir.path().join("grouped"),
+        Some(4),
+        loupe::storage::ProofHistory::Window,
+        StateRootCheck::Auto,
+    )
+    .unwrap();
+    let reader = grouped.begin_read().unwrap();
+    let head = reader.head().unwrap().unwrap();
+    // The last group ends at the head: its root was checked there, once for the group.
+    assert_eq!(reader.group_root_at().unwrap(), Some(head));
+    assert_eq!(all.begin_read().unwrap().group_root_at().unwrap(), None);
+    // The stored trie is the head's, rebuilt from the state and checked against its header.
+    loupe::trie::verify(&reader).unwrap();
+    loupe::trie::verify_history(&reader).unwrap();
+    drop(reader);
+    // Unwinding a block whose trie was settled for a group is refused and changes nothing.
+    let mut w = grouped.begin_write().unwrap();
+    let err = w.unwind_head().unwrap_err().to_string();
+    assert!(err.contains("--state-root group") && err.contains(&format!("block {head}")), "{err}");
+    drop(w);
+    assert_eq!(grouped.begin_read().unwrap().head().unwrap(), Some(head));
+
+    let node = support::Node::serve(grouped, spec.clone(), |_| {});
+    let address = "0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2";
+    assert_proof_verifies(&node, address, head);
+    let err =
+        node.call("eth_getProof", json!([address, [], format!("{:#x}", head - 1)])).unwrap_err();
+    assert_eq!(err["code"], json!(-32000), "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("--state-root group") && message.contains(&format!("from block {head}")),
+        "{message}"
+    );
+    let strip = |v: Vec<(String, Value)>| -> Vec<(String, Value)> {
+        v.into_iter().filter(|(q, _)| !q.starts_with("eth_getProof")).collect()
+    };
+    let a = strip(answers(&support::Node::serve(all, spec, |_| {}), head));
+    let b = strip(answers(&node, head));
+    assert_same(&a, &b, "state roots per group");
 }

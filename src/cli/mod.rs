@@ -775,6 +775,13 @@ pub struct ImportCmd {
     /// crash the head is still a whole block. 1 commits every block.
     #[arg(long = "import.batch", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
     pub batch: u64,
+    /// How often the state root is computed and checked: `block` (every block), `group` (once
+    /// per commit group, at its last block: faster, but proofs and unwinding then reach back
+    /// only to the last group's end; needs `--proof-history window`), or `auto` (`group` in a
+    /// `--proof-history window` datadir, else `block`). Every other check is made at every
+    /// block either way.
+    #[arg(long = "state-root", value_name = "auto|block|group", default_value = "auto")]
+    pub state_root: String,
 }
 
 impl Cli {
@@ -827,10 +834,14 @@ impl ImportCmd {
         let stop = stop_on_signal()?;
         let db = self.datadir.open()?;
         let spec = self.chain.spec(&db)?;
+        let Some(state_root) = crate::import::StateRootCheck::from_name(&self.state_root) else {
+            eyre::bail!("--state-root {:?}: expected auto, block or group", self.state_root);
+        };
         let options = crate::import::ImportOptions {
             sync_every: self.sync_every.max(1),
             batch: self.batch.max(1),
             stop: Some(stop),
+            state_root,
         };
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");

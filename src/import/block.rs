@@ -14,7 +14,7 @@ use super::header::check_block;
 use crate::chain::ChainSpec;
 use crate::evm::{BlockOutcome, EvmError, execute_block};
 use crate::storage::{Database, Writer};
-use crate::trie::{RootMode, update_state_root};
+use crate::trie::{PendingRoot, RootMode, update_state_root};
 use revm::database::DatabaseRef;
 
 /// A block's outcome from the execution thread ([`super::ahead`]), used instead of executing it
@@ -30,7 +30,7 @@ pub enum BlockStatus {
     AlreadyStored,
 }
 
-fn check<T: PartialEq + std::fmt::Display>(
+pub(super) fn check<T: PartialEq + std::fmt::Display>(
     number: u64,
     hash: B256,
     what: &'static str,
@@ -74,7 +74,7 @@ pub fn import_block(
     }
     let writer = db.begin_write()?;
     let prepared = Prepared::new(block, Senders::AllCores);
-    store_on_snapshot(&reader, &writer, spec, block, &prepared, None)?;
+    store_on_snapshot(&reader, &writer, spec, block, &prepared, None, None)?;
     // A file's chain is taken as final.
     writer.set_markers(number, number, number)?;
     let started = std::time::Instant::now();
@@ -117,10 +117,11 @@ pub fn import_block_uncommitted(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    store_uncommitted(db, writer, spec, block, &Prepared::new(block, Senders::AllCores), None)
+    store_uncommitted(db, writer, spec, block, &Prepared::new(block, Senders::AllCores), None, None)
 }
 
-/// [`import_block_uncommitted`] with the block's [`Prepared`] part already done.
+/// [`import_block_uncommitted`] with the block's [`Prepared`] part already done. With
+/// `pending`, the state root is not computed: the block's changes are added to it instead.
 pub(super) fn store_uncommitted(
     db: &Database,
     writer: &Writer,
@@ -128,6 +129,7 @@ pub(super) fn store_uncommitted(
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
+    pending: Option<&mut PendingRoot>,
 ) -> Result<B256, ImportError> {
     let hash = prepared.hash;
     let reader = db.begin_read()?;
@@ -139,7 +141,7 @@ pub(super) fn store_uncommitted(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    store_on_snapshot(&reader, writer, spec, block, prepared, ahead)?;
+    store_on_snapshot(&reader, writer, spec, block, prepared, ahead, pending)?;
     Ok(hash)
 }
 
@@ -150,12 +152,14 @@ fn store_on_snapshot(
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
+    pending: Option<&mut PendingRoot>,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, prepared.hash, &parent, reader)?;
-    store_block(writer, spec, block, prepared, parent_hash, reader.state_at(head)?, ahead)
+    let state = reader.state_at(head)?;
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending)
 }
 
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
@@ -167,16 +171,18 @@ pub fn import_block_pending(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores), None)
+    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores), None, None)
 }
 
-/// [`import_block_pending`] with the block's [`Prepared`] part already done.
+/// [`import_block_pending`] with the block's [`Prepared`] part already done; `pending` as for
+/// [`store_uncommitted`].
 pub(super) fn store_pending(
     writer: &Writer,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
+    pending: Option<&mut PendingRoot>,
 ) -> Result<B256, ImportError> {
     let number = block.header.number;
     let hash = prepared.hash;
@@ -187,7 +193,8 @@ pub(super) fn store_pending(
     let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, hash, &parent, writer)?;
-    store_block(writer, spec, block, prepared, parent_hash, writer.pending_state()?, ahead)?;
+    let state = writer.pending_state()?;
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending)?;
     Ok(hash)
 }
 
@@ -201,7 +208,10 @@ struct Timings {
 }
 
 /// Every check of a block against its parent, then execution, the state root and the block's
-/// rows, all written through `writer`. The head marker moves to the block.
+/// rows, all written through `writer`. The head marker moves to the block. With `pending` the
+/// state root is left to the commit group's end ([`crate::trie::settle_state_root`]): the
+/// block's changes are gathered there, and every other check is made here.
+#[allow(clippy::too_many_arguments)]
 fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     writer: &Writer,
     spec: &ChainSpec,
@@ -210,6 +220,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     parent_hash: B256,
     parent_state: DB,
     ahead: Option<Ahead>,
+    pending: Option<&mut PendingRoot>,
 ) -> Result<(), ImportError>
 where
     DB::Error: std::fmt::Display,
@@ -297,8 +308,13 @@ where
         )?;
     }
     let before_root = started.elapsed();
-    let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
-    check(number, hash, "state root", header.state_root, root)?;
+    match pending {
+        Some(pending) => pending.add(&outcome.changes),
+        None => {
+            let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
+            check(number, hash, "state root", header.state_root, root)?;
+        }
+    }
     timings.root = started.elapsed() - before_root;
 
     let before_block = started.elapsed();

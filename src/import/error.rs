@@ -185,6 +185,13 @@ pub enum ImportError {
         /// The choice asked for.
         asked: crate::storage::ProofHistory,
     },
+    /// `--state-root group` on a datadir that keeps trie history at every block, which a
+    /// root checked once per group would leave without the blocks inside each group.
+    #[error(
+        "--state-root group needs a datadir initialised with --proof-history window: this one \
+         keeps proofs at every block, so every block's state root is computed"
+    )]
+    GroupRootNeedsWindow,
     /// Import into a datadir that has no genesis yet.
     #[error("datadir is not initialised: run `loupe init --chain NAME|FILE` or pass --chain")]
     NotInitialised,

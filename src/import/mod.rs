@@ -105,6 +105,54 @@ pub struct ImportOptions {
     /// whole or not at all, so a crash still leaves a last whole block as the head; a block
     /// that fails a check is reported after the group's blocks before it are committed.
     pub batch: u64,
+    /// How often the state root is computed and checked.
+    pub state_root: StateRootCheck,
+}
+
+/// How often a bulk import computes and checks the state root ([`ImportOptions::state_root`],
+/// `loupe import --state-root`). Every other check (parent hash, transactions, receipts and
+/// withdrawals roots, gas, bloom, requests, blob gas) is made at every block either way, and a
+/// follower checks every block's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateRootCheck {
+    /// [`Self::Group`] in a datadir that keeps trie history for the unwind window only
+    /// (`--proof-history window`), [`Self::Block`] in one that keeps it at every block.
+    #[default]
+    Auto,
+    /// Every block's root, with its trie nodes stored: proofs and unwinding at every block.
+    Block,
+    /// One root per commit group, at its last block, as reth's pipeline does: the trie work of
+    /// keys changed again within the group is done once. A group whose root differs from its
+    /// last header's is dropped and imported again block by block, which names the first bad
+    /// block and keeps the ones before it. Proofs and unwinding then reach back to the last
+    /// group's end and no further. Only in a `--proof-history window` datadir.
+    Group,
+}
+
+impl StateRootCheck {
+    /// The name `--state-root` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Block => "block",
+            Self::Group => "group",
+        }
+    }
+
+    /// The choice called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Auto, Self::Block, Self::Group].into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether roots are checked per group in a datadir keeping `proofs`.
+    fn per_group(self, proofs: crate::storage::ProofHistory) -> Result<bool, ImportError> {
+        use crate::storage::ProofHistory::{All, Window};
+        match (self, proofs) {
+            (Self::Block, _) | (Self::Auto, All) => Ok(false),
+            (Self::Group | Self::Auto, Window) => Ok(true),
+            (Self::Group, All) => Err(ImportError::GroupRootNeedsWindow),
+        }
+    }
 }
 
 /// How often a follower's catch-up makes a commit durable (`--follow.sync-every`; see
@@ -121,7 +169,12 @@ pub const DEFAULT_BATCH: u64 = 512;
 impl ImportOptions {
     /// The default commit grouping, never stopped early.
     pub fn new() -> Self {
-        Self { stop: None, sync_every: DEFAULT_BATCH, batch: DEFAULT_BATCH }
+        Self {
+            stop: None,
+            sync_every: DEFAULT_BATCH,
+            batch: DEFAULT_BATCH,
+            state_root: StateRootCheck::Auto,
+        }
     }
 }
 
@@ -165,6 +218,7 @@ pub fn import_files_with(
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let paths = paths.as_slice();
     let chain_id = spec.chain_id();
+    let per_group = options.state_root.per_group(db.begin_read()?.proof_history()?)?;
     let mut result = std::thread::scope(|scope| {
         // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
         // recovery run a few blocks ahead of execution: they do not need the parent's state.
@@ -215,13 +269,13 @@ pub fn import_files_with(
                 &mut group,
                 &mut summary,
                 &mut progress,
-                &options,
+                (&options, per_group),
             )?;
         }
         Ok::<(), ImportError>(())
     });
     // Whatever happened, make what was committed durable, the open group's blocks included.
-    if let Some(Err(e)) = group.take().map(|g| g.commit(true)) {
+    if let Some(Err(e)) = group.take().map(|g| g.commit(db, spec, true)) {
         result = result.and(Err(e));
     }
     if let Err(e) = db.make_durable() {
@@ -316,7 +370,7 @@ impl FileImport<'_> {
         group: &mut Option<Group>,
         summary: &mut ImportSummary,
         progress: &mut Progress,
-        options: &ImportOptions,
+        (options, per_group): (&ImportOptions, bool),
     ) -> Result<(), ImportError> {
         let (offset, block, prepared) = match next {
             Ok(next) => next,
@@ -337,7 +391,7 @@ impl FileImport<'_> {
         // A block that does not extend the open group (a file starting over) is checked
         // against what is committed.
         if let Some(g) = group.take_if(|g| g.head() + 1 != number) {
-            g.commit(false)?;
+            g.commit(db, spec, false)?;
         }
         // Every `sync_every`th block is committed durably; a crash leaves the last durable
         // block as the head, never half a block (behaviour.md §4).
@@ -354,14 +408,14 @@ impl FileImport<'_> {
                     summary.skipped += 1;
                     return Ok(());
                 }
-                Group { writer: db.begin_write()?, blocks: Vec::new() }
+                Group::new(db, per_group)?
             }
         };
         let was_ahead = matches!(ahead, Some(Ok(_)));
         let g = g.add(db, spec, block, prepared, ahead).map_err(|e| e.at_offset(offset))?;
         summary.executed_ahead += u64::from(was_ahead);
         if g.blocks.len() >= options.batch.max(1) as usize || durable {
-            g.commit(durable)?;
+            g.commit(db, spec, durable)?;
         } else {
             *group = Some(g);
         }
@@ -379,9 +433,18 @@ struct Group {
     writer: crate::storage::Writer,
     /// The blocks `writer` holds, in order, kept to store them again if a later one fails.
     blocks: Vec<(alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared)>,
+    /// With [`StateRootCheck::Group`]: what the blocks since the last root changed.
+    pending: Option<crate::trie::PendingRoot>,
 }
 
 impl Group {
+    /// An empty group on a new write transaction, checking the state root once at its end
+    /// when `per_group`.
+    fn new(db: &Database, per_group: bool) -> Result<Self, ImportError> {
+        let pending = per_group.then(crate::trie::PendingRoot::default);
+        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), pending })
+    }
+
     /// The last block the group holds.
     fn head(&self) -> u64 {
         self.blocks.last().map_or(0, |(b, _)| b.header.number)
@@ -389,8 +452,9 @@ impl Group {
 
     /// Imports `block` into the group's transaction: the first on the committed state, the
     /// next ones on the state the group holds. When `block` fails a check the transaction is
-    /// dropped, the group's earlier blocks are stored again and committed durably, and the
-    /// error is returned: nothing of the bad block is stored, every block before it is.
+    /// dropped, the group's earlier blocks are stored again, each with its own state root, and
+    /// committed durably, and the error of the first block that fails is returned: nothing of
+    /// a bad block is stored, every block before it is.
     fn add(
         mut self,
         db: &Database,
@@ -399,31 +463,91 @@ impl Group {
         prepared: Prepared,
         ahead: Option<block::Ahead>,
     ) -> Result<Self, ImportError> {
-        let stored = if self.blocks.is_empty() {
-            block::store_uncommitted(db, &self.writer, spec, &block, &prepared, ahead)
-        } else {
-            block::store_pending(&self.writer, spec, &block, &prepared, ahead)
-        };
         let number = block.header.number;
-        match stored.and_then(|_| Ok(self.writer.set_markers(number, number, number)?)) {
+        match self.store(db, spec, &block, &prepared, ahead) {
             Ok(()) => {
                 self.blocks.push((block, prepared));
                 Ok(self)
             }
             Err(e) => {
                 drop(self.writer);
-                let mut again = Self { writer: db.begin_write()?, blocks: Vec::new() };
+                let mut again = Self::new(db, false)?;
                 for (b, p) in self.blocks {
                     again = again.add(db, spec, b, p, None)?;
                 }
-                again.commit(true)?;
+                again.commit(db, spec, true)?;
+                tracing::debug!(target: "import", number, "block refused: {e}");
                 Err(e)
             }
         }
     }
 
-    /// Commits the group's blocks.
-    fn commit(self, durable: bool) -> Result<(), ImportError> {
+    fn store(
+        &mut self,
+        db: &Database,
+        spec: &ChainSpec,
+        block: &alloy_consensus::Block<alloy_consensus::TxEnvelope>,
+        prepared: &Prepared,
+        ahead: Option<block::Ahead>,
+    ) -> Result<(), ImportError> {
+        let number = block.header.number;
+        // A pre-Byzantium block computes a root after each transaction on the stored trie,
+        // which must be the parent's: the group's root is settled first, and this block's is
+        // computed on its own.
+        let pending =
+            if alloy_hardforks::EthereumHardforks::is_byzantium_active_at_block(spec, number) {
+                self.pending.as_mut()
+            } else {
+                self.settle()?;
+                None
+            };
+        if self.blocks.is_empty() {
+            block::store_uncommitted(db, &self.writer, spec, block, prepared, ahead, pending)?;
+        } else {
+            block::store_pending(&self.writer, spec, block, prepared, ahead, pending)?;
+        }
+        Ok(self.writer.set_markers(number, number, number)?)
+    }
+
+    /// Computes the state root of the blocks gathered since the last one, once, at the
+    /// group's last block, and checks it against that block's header.
+    fn settle(&mut self) -> Result<(), ImportError> {
+        let Some(pending) = self.pending.as_mut().filter(|p| !p.is_empty()) else {
+            return Ok(());
+        };
+        let Some((last, prepared)) = self.blocks.last() else { return Ok(()) };
+        let (number, blocks) = (last.header.number, pending.blocks());
+        let started = Instant::now();
+        let root = crate::trie::settle_state_root(&self.writer, number, pending)?;
+        block::check(number, prepared.hash(), "state root", last.header.state_root, root)?;
+        if blocks > 1 {
+            self.writer.set_group_root_at(number)?;
+        }
+        let root_us = started.elapsed().as_micros() as u64;
+        tracing::debug!(target: "import", number, blocks, root_us, "group state root checked");
+        Ok(())
+    }
+
+    /// Commits the group's blocks, after checking the state root it left pending. A group
+    /// whose root is wrong is imported again block by block, which stores the blocks before
+    /// the first bad one and returns its error.
+    fn commit(mut self, db: &Database, spec: &ChainSpec, durable: bool) -> Result<(), ImportError> {
+        if let Err(e) = self.settle() {
+            tracing::warn!(
+                target: "import",
+                first = self.blocks.first().map(|(b, _)| b.header.number),
+                last = self.head(),
+                "a commit group failed its state root check ({e}); importing it again block by block"
+            );
+            drop(self.writer);
+            let mut again = Self::new(db, false)?;
+            for (b, p) in self.blocks {
+                again = again.add(db, spec, b, p, None)?;
+            }
+            // Every block passed its own root check: the group's error was not in the chain.
+            tracing::warn!(target: "import", "every block of the group passed on its own");
+            return again.commit(db, spec, durable);
+        }
         let started = Instant::now();
         self.writer.commit(durable)?;
         let commit_us = started.elapsed().as_micros() as u64;

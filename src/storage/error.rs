@@ -52,6 +52,17 @@ pub enum StorageError {
         /// Blocks kept behind the head (`meta::UNWIND_DEPTH`).
         depth: u64,
     },
+    /// A block imported in a commit group whose state root was checked once, at its last
+    /// block, cannot be unwound: the trie is not kept at the blocks before that one.
+    #[error(
+        "cannot unwind block {block}: blocks up to {root_at} were imported with one state root per commit group (`loupe import --state-root group`), so the trie is kept from block {root_at} on and nothing at or below it can be unwound"
+    )]
+    UnwindGrouped {
+        /// The block asked to be unwound.
+        block: u64,
+        /// The last block whose root was checked for a whole group.
+        root_at: u64,
+    },
     /// A storage setting is out of range (the history epoch length).
     #[error("invalid storage setting: {0}")]
     Config(String),

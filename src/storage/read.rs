@@ -106,6 +106,16 @@ impl Reader {
         self.snap.trie.segments.proofs_from(self.snap.trie.epochs)
     }
 
+    /// The last block whose state root a bulk import checked for a whole commit group
+    /// ([`meta::GROUP_ROOT_AT`]): no proofs below it (`None`: every block's root was stored).
+    pub fn group_root_at(&self) -> StorageResult<Option<u64>> {
+        self.snap
+            .meta
+            .get(meta::GROUP_ROOT_AT)?
+            .map(|v| super::codec::u64_value("meta", v.value()))
+            .transpose()
+    }
+
     /// The header policy's name recorded at init (`None` for a datadir made before it was).
     pub fn header_policy(&self) -> StorageResult<Option<String>> {
         match self.snap.meta.get(meta::HEADER_POLICY)? {

@@ -213,6 +213,11 @@ pub mod meta {
     /// Which trie history the datadir keeps (`all` or `window`, `storage::ProofHistory`),
     /// chosen at init. Absent: `all`.
     pub const PROOF_HISTORY: &str = "proof_history";
+    /// The last block whose state root a bulk import checked once for its whole commit group
+    /// (u64 BE; `loupe import --state-root group`): the trie history is exact at it and at
+    /// every later block, not at the blocks before it in its group, so proofs and unwinding
+    /// stop there. Absent: every block's root was checked and stored.
+    pub const GROUP_ROOT_AT: &str = "group_root_at";
     /// The segment manifest (JSON, `storage::segments::Manifest`): the live segment files and
     /// the first epoch whose history rows are still in the B-tree. Absent: nothing frozen.
     pub const SEGMENTS: &str = "segments";

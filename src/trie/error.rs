@@ -45,6 +45,19 @@ pub enum TrieError {
         /// The oldest block with proofs.
         from: u64,
     },
+    /// The block was imported in a commit group whose state root was checked once, at the
+    /// group's last block, and is older than the last such block.
+    #[error(
+        "proofs at block {block} are not kept: blocks up to {from} were imported with one state \
+         root per commit group (`loupe import --state-root group`, the default in a \
+         `--proof-history window` datadir); proofs from block {from} on"
+    )]
+    ProofsGrouped {
+        /// The block asked for.
+        block: u64,
+        /// The oldest block with proofs.
+        from: u64,
+    },
 }
 
 macro_rules! from_redb {

@@ -20,5 +20,5 @@ mod walk;
 pub use error::TrieError;
 pub use overlay::overlay_state_root;
 pub use proof::{AccountProof, StorageProof, prove_account};
-pub use root::{RootMode, build_state_root, update_state_root};
+pub use root::{PendingRoot, RootMode, build_state_root, settle_state_root, update_state_root};
 pub use verify::{VerifyReport, verify, verify_history};

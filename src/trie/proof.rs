@@ -51,6 +51,9 @@ pub fn prove_account(
     if let Some(from) = reader.proofs_from().filter(|from| block < *from) {
         return Err(TrieError::ProofsNotKept { block, from });
     }
+    if let Some(from) = reader.group_root_at()?.filter(|from| block < *from) {
+        return Err(TrieError::ProofsGrouped { block, from });
+    }
     let t = reader.trie_tables();
     let at = history::at(t, block);
     let hashed_address = keccak256(address);

@@ -1,7 +1,7 @@
 //! [`update_state_root`]: the state root after a block, from the stored trie and the block's
 //! changes, written in the block's own write transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::MutexGuard;
 
 use alloy_primitives::{B256, keccak256};
@@ -57,6 +57,76 @@ fn touched(changes: &StateChangeset) -> Touched {
         entry.1.extend(change.storage.iter().map(|(slot, _)| keccak256(slot.to_be_bytes::<32>())));
     }
     t
+}
+
+/// What the blocks of a bulk import's commit group changed, gathered for one state root at the
+/// group's last block ([`settle_state_root`]) instead of one per block. Its size grows with the
+/// keys the group touches, which the group's length bounds.
+#[derive(Debug, Default)]
+pub struct PendingRoot {
+    blocks: u64,
+    accounts: HashSet<B256>,
+    deleted: HashSet<B256>,
+    /// Per account: its storage was wiped (or the account deleted) in one of the blocks, and
+    /// the slots written.
+    storage: HashMap<B256, (bool, HashSet<B256>)>,
+}
+
+impl PendingRoot {
+    /// Adds one block's changes, which the storage writer has applied to the hashed state.
+    pub fn add(&mut self, changes: &StateChangeset) {
+        self.blocks += 1;
+        let t = touched(changes);
+        self.accounts.extend(t.accounts);
+        for (account, (wiped, slots)) in t.storage {
+            let entry = self.storage.entry(account).or_default();
+            entry.0 |= wiped;
+            entry.1.extend(slots);
+        }
+        for account in t.deleted {
+            // Storage written before the deletion is gone with it: if the account comes back
+            // later in the group, its storage trie is built again from its leaves.
+            self.storage.entry(account).or_default().0 = true;
+            self.deleted.insert(account);
+        }
+    }
+
+    /// Whether no block has been added since the last settle.
+    pub fn is_empty(&self) -> bool {
+        self.blocks == 0
+    }
+
+    /// Blocks added since the last settle.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn take(&mut self) -> Touched {
+        let p = std::mem::take(self);
+        let mut storage = BTreeMap::new();
+        for (account, (wiped, slots)) in p.storage {
+            let slots = if wiped { Vec::new() } else { slots.into_iter().collect() };
+            storage.insert(account, (wiped, slots));
+        }
+        Touched {
+            accounts: p.accounts.into_iter().collect(),
+            storage,
+            deleted: p.deleted.into_iter().collect(),
+        }
+    }
+}
+
+/// The state root after `block`, the last of the blocks gathered in `pending`, computed once
+/// for all of them and stored like [`update_state_root`]'s [`RootMode::Store`]: the trie
+/// history and change lists of every node the group changed are recorded under `block`, so the
+/// trie is exact at `block` and not at the blocks before it in the group. `pending` is left
+/// empty. Cost grows with the keys the group touched, not with the state size.
+pub fn settle_state_root(
+    writer: &Writer,
+    block: u64,
+    pending: &mut PendingRoot,
+) -> Result<B256, TrieError> {
+    update_touched(writer, block, pending.take(), RootMode::Store)
 }
 
 /// The trie's current nodes in one write transaction, with the changes it holds
@@ -178,8 +248,16 @@ pub fn update_state_root(
     changes: &StateChangeset,
     mode: RootMode,
 ) -> Result<B256, TrieError> {
+    update_touched(writer, block, touched(changes), mode)
+}
+
+fn update_touched(
+    writer: &Writer,
+    block: u64,
+    touched: Touched,
+    mode: RootMode,
+) -> Result<B256, TrieError> {
     let txn = writer.transaction();
-    let touched = touched(changes);
     let epochs = history_epochs(txn)?;
     let mut trie = TrieTables::open(writer)?;
     let mut accounts = txn.open_table(tables::HASHED_ACCOUNTS)?;

@@ -165,7 +165,8 @@ impl From<crate::trie::TrieError> for RpcError {
         match e {
             crate::trie::TrieError::Storage(inner) => Self::Storage(inner),
             crate::trie::TrieError::UnknownBlock(_) => Self::HeaderNotFound,
-            e @ crate::trie::TrieError::ProofsNotKept { .. } => Self::ProofsNotKept(e.to_string()),
+            e @ (crate::trie::TrieError::ProofsNotKept { .. }
+            | crate::trie::TrieError::ProofsGrouped { .. }) => Self::ProofsNotKept(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

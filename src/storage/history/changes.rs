@@ -377,6 +377,9 @@ impl Writer {
         let txn = &self.txn;
         {
             let m = txn.open_table(tables::META)?;
+            if let Some(root_at) = meta_u64(&m, meta::GROUP_ROOT_AT)?.filter(|g| head <= *g) {
+                return Err(StorageError::UnwindGrouped { block: head, root_at });
+            }
             if let Some(floor) = meta_u64(&m, meta::CHANGES_FROM)?.filter(|f| head < *f) {
                 return Err(StorageError::UnwindTooDeep {
                     block: head,
