@@ -224,9 +224,9 @@ pub fn import_files_with(
         // recovery run a few blocks ahead of execution: they do not need the parent's state.
         // Execution runs on the next thread, ahead of the writer, on the committed state plus
         // the blocks it executed since (`ahead`), across file boundaries. This thread verifies
-        // the roots and stores. Each bounded channel keeps at most PREPARE_AHEAD blocks in
-        // memory; when this thread stops reading (the end, an error, a stop), the senders
-        // fail and the other threads end.
+        // the roots and stores. The bounded channels keep at most PREPARE_AHEAD prepared and
+        // EXECUTE_AHEAD executed blocks in memory; when this thread stops reading (the end, an
+        // error, a stop), the senders fail and the other threads end.
         let thread_error = |error| ImportError::Thread { error };
         let stored = db.begin_read()?.head()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
@@ -236,7 +236,7 @@ pub fn import_files_with(
                 prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
             })
             .map_err(thread_error)?;
-        let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
+        let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
         std::thread::Builder::new()
             .name("loupe-execute".into())
             .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx))
@@ -290,6 +290,13 @@ pub fn import_files_with(
 
 /// Blocks [`prepare_ahead`] keeps decoded and prepared ahead of execution.
 const PREPARE_AHEAD: usize = 4;
+
+/// Executed blocks waiting for the writer. The writer stalls for seconds at a group's end (its
+/// state root, the commit, an epoch frozen into segments); with room for 128 blocks the
+/// execution thread goes on meanwhile. On the 1,000-block chain over 200k accounts that took
+/// 10–17 % off the import against room for 4, for 15–20 MiB more peak memory (BENCHMARKS.md,
+/// "State roots per commit group").
+const EXECUTE_AHEAD: usize = 128;
 
 /// A decoded block with its [`Prepared`] part, or what was wrong with the file there.
 type Next =
