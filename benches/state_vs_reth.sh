@@ -6,7 +6,9 @@
 # 10M-account state), where an init per run would take minutes.
 # Usage: RETH=<reth 2.5.1 binary> benches/state_vs_reth.sh GEN_DIR [RUNS] [WORK_DIR]
 # LOUPE_BIN=path uses that binary instead of target/release/loupe. reth: ../shared/peers (README
-# there). Without RETH only loupe runs.
+# there). Without RETH only loupe runs. LOUPE_PROOF_HISTORY=window initialises loupe's datadir
+# without trie history below the unwind window (default: all), where `loupe import` checks the
+# state root once per commit group.
 set -euo pipefail
 GEN=${1:?usage: benches/state_vs_reth.sh GEN_DIR [RUNS] [WORK_DIR]}
 RUNS=${2:-2}
@@ -22,7 +24,7 @@ timed() { # label, command...: one line "label: wall user sys peak-MiB"
   read -r wall user sys rss <"$WORK/time"
   echo "$label: ${wall} s wall (${user} user, ${sys} sys), peak RSS $((rss / 1024)) MiB"
 }
-[ -d "$WORK/loupe-init" ] || timed "loupe init" "$BIN" init --datadir "$WORK/loupe-init" --genesis "$GEN/genesis.json"
+[ -d "$WORK/loupe-init" ] || timed "loupe init" "$BIN" init --datadir "$WORK/loupe-init" --genesis "$GEN/genesis.json" --proof-history "${LOUPE_PROOF_HISTORY:-all}"
 if [ -n "${RETH:-}" ] && [ ! -d "$WORK/reth-init" ]; then
   timed "reth init" "$RETH" init --chain "$GEN/genesis.json" --datadir "$WORK/reth-init"
 fi
