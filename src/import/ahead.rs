@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use alloy_consensus::{Block, TxEnvelope};
 use alloy_hardforks::EthereumHardforks;
@@ -29,8 +30,8 @@ use crate::evm::execute_block;
 use crate::storage::{Database, StateAt, StorageError};
 
 /// Blocks executed ahead of the last commit that the overlay may hold. The writer commits every
-/// `--import.batch` blocks (128 by default), so this is only reached with a larger batch; the
-/// thread then waits for the next commit, executing nothing, so memory stays bounded.
+/// `--import.batch` blocks (512 by default), so this is only reached with a larger batch; the
+/// blocks after it go through unexecuted until the next commit, so memory stays bounded.
 const MAX_AHEAD: u64 = 1024;
 
 /// What the execution thread hands the writer for each item it read: the index of the file,
@@ -215,13 +216,100 @@ impl Ahead<'_> {
     }
 }
 
+/// Bytes of executed blocks that may wait for the writer (see [`Budget`]).
+pub(super) const EXECUTE_AHEAD_BYTES: usize = 256 << 20;
+
+/// A bound in bytes on the executed blocks waiting for the writer, beside the channel's bound in
+/// blocks: 128 blocks of 30M gas full of large logs would otherwise hold about half a GiB of
+/// receipts. The execution thread takes an item's [`weight`] before it sends the item and waits
+/// while the budget is spent (one item always passes, however large); the writer gives it back
+/// once the item is stored. When the writer ends, [`Budget::close`] wakes the execution thread,
+/// which then stops.
+#[derive(Debug)]
+pub(super) struct Budget {
+    limit: usize,
+    /// Bytes taken and not yet given back, and whether the writer has ended.
+    state: Mutex<(usize, bool)>,
+    given: Condvar,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes.
+    pub(super) fn new(limit: usize) -> Self {
+        Self { limit, state: Mutex::new((0, false)), given: Condvar::new() }
+    }
+
+    /// Waits until `bytes` fit (or nothing is taken), then takes them. False once the writer
+    /// has ended.
+    fn take(&self, bytes: usize) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while !state.1 && state.0 > 0 && state.0 + bytes > self.limit {
+            state = self.given.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        state.0 += bytes;
+        !state.1
+    }
+
+    /// Gives back what [`Budget::take`] took for one item.
+    pub(super) fn give(&self, bytes: usize) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = state.0.saturating_sub(bytes);
+        self.given.notify_all();
+    }
+
+    /// The writer has ended: no item will be given back.
+    pub(super) fn close(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.given.notify_all();
+    }
+}
+
+/// An estimate of the memory an executed item holds until the writer stores it: its
+/// transactions as encoded, and its outcome's receipts (logs, topics and bloom) and state
+/// changes. Both threads compute it from the same item, so what is taken is what is given back.
+pub(super) fn weight(item: &FileItem, outcome: Option<&Outcome>) -> usize {
+    use alloy_eips::eip2718::Encodable2718;
+    let block = match item {
+        FileItem::Block(next) => match next.as_ref() {
+            Ok((_, block, _)) => {
+                block.body.transactions.iter().map(|tx| tx.encode_2718_len() + 64).sum::<usize>()
+            }
+            Err(_) => 0,
+        },
+        _ => 0,
+    };
+    let outcome = match outcome {
+        Some(Ok(o)) => {
+            let receipts: usize = o
+                .receipts
+                .iter()
+                .map(|r| {
+                    let logs: usize = r
+                        .logs()
+                        .iter()
+                        .map(|l| l.data.data.len() + 32 * l.topics().len() + 64)
+                        .sum();
+                    logs + 320
+                })
+                .sum();
+            let storage: usize = o.changes.storage.iter().map(|s| 64 + 64 * s.storage.len()).sum();
+            let code: usize = o.changes.contracts.iter().map(|(_, c)| 64 + c.len()).sum();
+            receipts + 96 * o.changes.accounts.len() + storage + code
+        }
+        _ => 0,
+    };
+    256 + block + outcome
+}
+
 /// Executes the blocks `rx` delivers, each on top of the one before, and hands each to `tx`
-/// with its outcome, until `rx` ends or the writer stops receiving.
+/// with its outcome, until `rx` ends or the writer stops receiving. Each item takes its
+/// [`weight`] from `budget` before it is sent.
 pub(super) fn execute_ahead(
     db: &Database,
     spec: &ChainSpec,
     rx: Receiver<Item>,
     tx: &SyncSender<ExecutedItem>,
+    budget: &Budget,
 ) {
     let mut ahead = Ahead { db, spec, base: None, overlay: Overlay::default(), last: None };
     for (index, item) in rx {
@@ -232,7 +320,8 @@ pub(super) fn execute_ahead(
             },
             _ => None,
         };
-        if tx.send((index, item, outcome)).is_err() {
+        if !budget.take(weight(&item, outcome.as_ref())) || tx.send((index, item, outcome)).is_err()
+        {
             return;
         }
     }
@@ -251,6 +340,49 @@ mod tests {
         "difficulty":"0x0","gasLimit":"0x1c9c380","baseFeePerGas":"0x7","alloc":{
         "0x0101010101010101010101010101010101010101":{"balance":"0x9","code":"0x6001",
         "storage":{"0x01":"0x05"}}}}"#;
+
+    #[test]
+    fn the_budget_holds_the_sender_until_the_writer_gives_back_or_ends() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        let budget = Budget::new(100);
+        let sent = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // One item always passes, however large; the next waits for it to be given back.
+                for bytes in [150, 60, 60, 30] {
+                    if !budget.take(bytes) {
+                        return;
+                    }
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            let settled = |n: usize| {
+                for _ in 0..200 {
+                    if sent.load(Ordering::SeqCst) >= n {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                sent.load(Ordering::SeqCst)
+            };
+            assert_eq!(settled(1), 1, "150 bytes pass alone, 60 more would exceed 100");
+            budget.give(150);
+            assert_eq!(settled(2), 2, "60 pass; 60 more would make 120");
+            budget.give(60);
+            assert_eq!(settled(4), 4, "60 and then 30 fit in 100");
+        });
+        // A writer that ended wakes a waiting sender, which then stops.
+        let budget = Budget::new(10);
+        assert!(budget.take(10));
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| budget.take(5));
+            std::thread::sleep(Duration::from_millis(50));
+            budget.close();
+            assert!(!waiting.join().unwrap());
+        });
+    }
 
     #[test]
     fn the_overlay_shadows_the_snapshot_for_every_kind_of_read() {

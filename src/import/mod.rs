@@ -219,14 +219,16 @@ pub fn import_files_with(
     let paths = paths.as_slice();
     let chain_id = spec.chain_id();
     let per_group = options.state_root.per_group(db.begin_read()?.proof_history()?)?;
+    let budget = ahead::Budget::new(ahead::EXECUTE_AHEAD_BYTES);
     let mut result = std::thread::scope(|scope| {
         // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
         // recovery run a few blocks ahead of execution: they do not need the parent's state.
         // Execution runs on the next thread, ahead of the writer, on the committed state plus
         // the blocks it executed since (`ahead`), across file boundaries. This thread verifies
         // the roots and stores. The bounded channels keep at most PREPARE_AHEAD prepared and
-        // EXECUTE_AHEAD executed blocks in memory; when this thread stops reading (the end, an
-        // error, a stop), the senders fail and the other threads end.
+        // EXECUTE_AHEAD executed blocks (and no more than EXECUTE_AHEAD_BYTES of the latter) in
+        // memory; when this thread stops reading (the end, an error, a stop), the senders fail,
+        // the budget closes and the other threads end.
         let thread_error = |error| ImportError::Thread { error };
         let stored = db.begin_read()?.head()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
@@ -237,12 +239,16 @@ pub fn import_files_with(
             })
             .map_err(thread_error)?;
         let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
+        let budget = &budget;
         std::thread::Builder::new()
             .name("loupe-execute".into())
-            .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx))
+            .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx, budget))
             .map_err(thread_error)?;
+        // However this loop ends, the execution thread must not wait on the budget forever.
+        let _closed = CloseOnDrop(budget);
         let mut file: Option<FileImport<'_>> = None;
         for (index, item, executed) in executed_rx {
+            let weight = ahead::weight(&item, executed.as_ref());
             if stopped() {
                 summary.interrupted = true;
                 break;
@@ -271,6 +277,7 @@ pub fn import_files_with(
                 &mut progress,
                 (&options, per_group),
             )?;
+            budget.give(weight);
         }
         Ok::<(), ImportError>(())
     });
@@ -288,6 +295,15 @@ pub fn import_files_with(
     Ok(summary)
 }
 
+/// Closes the execution budget when the writer's loop ends, however it ends.
+struct CloseOnDrop<'b>(&'b ahead::Budget);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 /// Blocks [`prepare_ahead`] keeps decoded and prepared ahead of execution.
 const PREPARE_AHEAD: usize = 4;
 
@@ -295,7 +311,7 @@ const PREPARE_AHEAD: usize = 4;
 /// state root, the commit, an epoch frozen into segments); with room for 128 blocks the
 /// execution thread goes on meanwhile. On the 1,000-block chain over 200k accounts that took
 /// 10–17 % off the import against room for 4, for 15–20 MiB more peak memory (BENCHMARKS.md,
-/// "State roots per commit group").
+/// "State roots per commit group"). [`ahead::EXECUTE_AHEAD_BYTES`] bounds them in bytes too.
 const EXECUTE_AHEAD: usize = 128;
 
 /// A decoded block with its [`Prepared`] part, or what was wrong with the file there.
@@ -477,12 +493,7 @@ impl Group {
                 Ok(self)
             }
             Err(e) => {
-                drop(self.writer);
-                let mut again = Self::new(db, false)?;
-                for (b, p) in self.blocks {
-                    again = again.add(db, spec, b, p, None)?;
-                }
-                again.commit(db, spec, true)?;
+                self.again_block_by_block(db, spec)?.commit(db, spec, true)?;
                 tracing::debug!(target: "import", number, "block refused: {e}");
                 Err(e)
             }
@@ -535,6 +546,17 @@ impl Group {
         Ok(())
     }
 
+    /// Drops the group's write transaction and executes its blocks again on a new one, each
+    /// block checked against its own state root: the first bad block's error is returned.
+    fn again_block_by_block(self, db: &Database, spec: &ChainSpec) -> Result<Self, ImportError> {
+        drop(self.writer);
+        let mut again = Self::new(db, false)?;
+        for (b, p) in self.blocks {
+            again = again.add(db, spec, b, p, None)?;
+        }
+        Ok(again)
+    }
+
     /// Commits the group's blocks, after checking the state root it left pending. A group
     /// whose root is wrong is imported again block by block, which stores the blocks before
     /// the first bad one and returns its error.
@@ -546,11 +568,7 @@ impl Group {
                 last = self.head(),
                 "a commit group failed its state root check ({e}); importing it again block by block"
             );
-            drop(self.writer);
-            let mut again = Self::new(db, false)?;
-            for (b, p) in self.blocks {
-                again = again.add(db, spec, b, p, None)?;
-            }
+            let again = self.again_block_by_block(db, spec)?;
             // Every block passed its own root check: the group's error was not in the chain.
             tracing::warn!(target: "import", "every block of the group passed on its own");
             return again.commit(db, spec, durable);
