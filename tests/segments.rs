@@ -132,6 +132,19 @@ fn answers(node: &support::Node, head: u64) -> Vec<(String, Value)> {
     }
     call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": format!("{head:#x}")}]));
     call("trace_filter", json!([{"fromBlock": "0x0", "toBlock": format!("{head:#x}")}]));
+    // By address: these read the trace-address index, frozen with the blocks. Over the whole
+    // chain and over a middle range (whose ends fall inside frozen files), from and to.
+    let (third, two_thirds) = (format!("{:#x}", head / 3), format!("{:#x}", 2 * head / 3));
+    // (A few addresses: each call replays every block that touched one.)
+    for a in contracts.iter().take(3).chain(addresses.iter().take(3)) {
+        for field in ["fromAddress", "toAddress"] {
+            call("trace_filter", json!([{"fromBlock": "0x0", "toBlock": latest, field: [a]}]));
+        }
+        call(
+            "trace_filter",
+            json!([{"fromBlock": third, "toBlock": two_thirds, "fromAddress": [a]}]),
+        );
+    }
     out
 }
 
@@ -166,6 +179,19 @@ fn every_read_at_every_block_is_the_same_with_history_frozen_and_merged() {
         if let Some(first) = first {
             assert!(u32::from_be_bytes(first.try_into().unwrap()) >= m.frozen_to);
         }
+        // Nor a trace-index row of a frozen block; and the index's files were merged too.
+        let t = w.transaction().open_table(loupe::storage::tables::TRACE_ADDRESSES).unwrap();
+        let frozen_blocks = u64::from(m.trace_frozen_to) * 4;
+        assert_eq!(m.trace_frozen_to, m.blocks_frozen_to);
+        for row in t.iter().unwrap() {
+            let key = *row.unwrap().0.value();
+            let block = u64::from_be_bytes(key[20..].try_into().unwrap());
+            assert!(block >= frozen_blocks, "block {block} is frozen, its trace row is not");
+        }
+        let trace = |e: &&loupe::storage::segments::Entry| {
+            e.kind == loupe::storage::segments::Kind::TraceAddresses
+        };
+        assert!(m.files.iter().filter(trace).any(|e| e.last - e.first + 1 >= 8), "{m:?}");
     }
     loupe::trie::verify(&frozen.begin_read().unwrap()).unwrap();
     let rows = loupe::trie::verify_history(&frozen.begin_read().unwrap()).unwrap();
@@ -261,8 +287,16 @@ fn sigkill_while_segments_are_written_and_merged_leaves_a_verifiable_datadir() {
             break;
         }
         let mut child = run("150");
-        // Up to 2 s: start-up, a few blocks, and the pauses in each segment.
-        let delay = 100 + splitmix64(i) % 1900;
+        // Wait for this run's first segment (start-up and the blocks before it take longer on a
+        // loaded machine), then kill at a random moment among the pauses in each segment.
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60)
+            && !std::fs::read_to_string(&log).unwrap_or_default().contains("segment written")
+            && child.try_wait().ok().flatten().is_none()
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let delay = splitmix64(i) % 1500;
         std::thread::sleep(std::time::Duration::from_millis(delay));
         let _ = child.kill();
         let _ = child.wait();
@@ -293,7 +327,11 @@ fn sigkill_while_segments_are_written_and_merged_leaves_a_verifiable_datadir() {
                 .collect();
         assert_eq!(named, present, "iteration {i}: the folder holds exactly the manifest's files");
     }
-    assert!(landed >= 20, "only {landed} kills landed while a segment was being written");
+    assert!(
+        landed >= 20,
+        "only {landed} kills landed while a segment was being written; the last run's log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let status = run("0").wait().unwrap();
     assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
     let db = Database::open(&datadir).unwrap();

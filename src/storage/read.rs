@@ -362,16 +362,38 @@ impl Reader {
     }
 
     /// The indexed blocks in `from..=to` whose execution touched `address`, in order. Cost
-    /// grows with the number of such blocks, not with the range.
+    /// grows with the number of such blocks (and of the frozen files the range covers), not
+    /// with the range.
     pub fn blocks_touching(
         &self,
         address: &Address,
         from: u64,
         to: u64,
     ) -> StorageResult<Vec<u64>> {
+        if from > to {
+            return Ok(Vec::new());
+        }
         let lo = super::codec::address_block_key(address, from);
         let hi = super::codec::address_block_key(address, to);
         let mut out = Vec::new();
+        let block_of = |k: &[u8]| {
+            let mut n = [0u8; 8];
+            n.copy_from_slice(&k[20..28]);
+            u64::from_be_bytes(n)
+        };
+        // The frozen blocks first (their epochs are below every indexed one in the B-tree), file
+        // after file in epoch order.
+        let epochs = &self.snap.trie.epochs;
+        let segments = &self.snap.trie.segments;
+        if segments.trace_frozen_to > 0 && epochs.of(from) < segments.trace_frozen_to {
+            let span = epochs.of(from)..=epochs.of(to).min(segments.trace_frozen_to - 1);
+            segments.scan_files(Kind::TraceAddresses, span, &lo, &hi, |k, _| {
+                if k.len() == 28 {
+                    out.push(block_of(k));
+                }
+                Ok(())
+            })?;
+        }
         for item in self.snap.trace_addresses.range::<&[u8; 28]>(&lo..=&hi)? {
             let (k, _) = item?;
             let mut n = [0u8; 8];

@@ -115,6 +115,7 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
             Kind::Bodies => tables::BODIES.name(),
             Kind::Transactions => tables::TRANSACTIONS.name(),
             Kind::Receipts => tables::RECEIPTS.name(),
+            Kind::TraceAddresses => tables::TRACE_ADDRESSES.name(),
         }
         .to_string()
     };
@@ -146,7 +147,13 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
                 let block = segment.read_block(b).expect("reading a segment block");
                 for r in 0..block.len() {
                     let (k, v) = block.row(r);
-                    frozen.push((k.to_vec(), (key_text(kind, k), format!("{v:?}"))));
+                    // The index's values are `()` in the table and empty in a segment.
+                    let v = if kind == Kind::TraceAddresses && v.is_empty() {
+                        "()".to_string()
+                    } else {
+                        format!("{v:?}")
+                    };
+                    frozen.push((k.to_vec(), (key_text(kind, k), v)));
                 }
             }
         }

@@ -212,6 +212,49 @@ where
     Ok(Some(entry))
 }
 
+/// Moves the trace-address index rows of blocks `from..=to` into a new segment, in the
+/// table's (address) order; the entry, `None` if there were none. The table's keys are address
+/// first, so the blocks' rows are found by one pass over it: it holds only the blocks not yet
+/// frozen (the unwind window and the open epochs), so the pass costs what the window holds,
+/// not what the chain does.
+fn freeze_trace_rows(
+    txn: &WriteTransaction,
+    store: &Store,
+    pending: &Pending,
+    (first, last): (u32, u32),
+    (from, to): (u64, u64),
+) -> StorageResult<Option<Entry>> {
+    let kind = Kind::TraceAddresses;
+    let mut table = txn.open_table(tables::TRACE_ADDRESSES)?;
+    let block_of = |k: &[u8; 28]| {
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&k[20..]);
+        u64::from_be_bytes(n)
+    };
+    let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let mut writer: Option<SegmentWriter> = None;
+    for item in table.iter()? {
+        let (k, _) = item?;
+        let k = k.value();
+        if !(from..=to).contains(&block_of(k)) {
+            continue;
+        }
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                pending.created(entry.file_name());
+                writer.insert(SegmentWriter::create(&store.path(&entry), Vec::new())?)
+            }
+        };
+        w.push(k, &[])?;
+    }
+    let Some(w) = writer else { return Ok(None) };
+    let written = w.finish()?;
+    (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
+    table.retain(|k, ()| !(from..=to).contains(&block_of(k)))?;
+    Ok(Some(entry))
+}
+
 /// Freezes every closed epoch all of whose blocks, and the next epoch's first, are below the
 /// oldest block the datadir keeps change lists for (so none of them can be unwound, and the
 /// epoch cannot be reopened), then merges segments that are due.
@@ -371,6 +414,17 @@ pub(crate) fn freeze_due(
         }
         manifest.blocks_frozen_to = block_due;
     }
+    // The trace-address index of the same blocks (it trails the block data only in a datadir
+    // from before it was frozen, whose first freeze then takes all of it below `block_due`).
+    if block_due > manifest.trace_frozen_to {
+        let (first, last) = (manifest.trace_frozen_to, block_due - 1);
+        let blocks = (u64::from(first) * epochs.len, (u64::from(last) + 1) * epochs.len - 1);
+        if let Some(e) = freeze_trace_rows(txn, store, pending, (first, last), blocks)? {
+            rows += e.rows;
+            manifest.files.push(e);
+        }
+        manifest.trace_frozen_to = block_due;
+    }
     for kind in Kind::ALL {
         merge_due(store, pending, &mut manifest, kind)?;
     }
@@ -512,13 +566,17 @@ pub(crate) fn merge(
     }
     pending.created(entry.file_name());
     let mut w = SegmentWriter::create(&store.path(&entry), dictionary)?;
-    for part in parts {
-        let s = store.segment(part)?;
-        for b in 0..s.block_count() {
-            let block = s.read_block(b)?;
-            for i in 0..block.len() {
-                let (k, v) = block.row(i);
-                w.push(k, v)?;
+    if kind.is_address_first() {
+        merge_interleaved(store, parts, &mut w)?;
+    } else {
+        for part in parts {
+            let s = store.segment(part)?;
+            for b in 0..s.block_count() {
+                let block = s.read_block(b)?;
+                for i in 0..block.len() {
+                    let (k, v) = block.row(i);
+                    w.push(k, v)?;
+                }
             }
         }
     }
@@ -526,4 +584,57 @@ pub(crate) fn merge(
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
     tracing::debug!(target: "storage", kind = kind.name(), first, last, rows = entry.rows, "merged segments");
     Ok(entry)
+}
+
+/// Writes the rows of `parts` to `w` in key order, for a kind whose files each hold keys of any
+/// range: a merge of sorted runs, reading one decoded block of each part at a time (memory is
+/// the parts' count times a block, whatever their size). Keys never repeat across parts: each
+/// row names its block, and the parts' epochs are apart.
+fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> StorageResult<()> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    /// One part's read position: the file, its decoded block, the block's index and the row's.
+    struct Cursor {
+        segment: std::sync::Arc<super::Segment>,
+        block: super::file::Block,
+        b: usize,
+        i: usize,
+    }
+    impl Cursor {
+        /// Moves to the next row; false at the file's end.
+        fn advance(&mut self) -> StorageResult<bool> {
+            self.i += 1;
+            while self.i >= self.block.len() {
+                self.b += 1;
+                if self.b >= self.segment.block_count() {
+                    return Ok(false);
+                }
+                self.block = self.segment.read_block(self.b)?;
+                self.i = 0;
+            }
+            Ok(true)
+        }
+    }
+    let mut cursors = Vec::with_capacity(parts.len());
+    let mut heap = BinaryHeap::new();
+    for part in parts {
+        let segment = store.segment(part)?;
+        if segment.block_count() == 0 {
+            continue;
+        }
+        let block = segment.read_block(0)?;
+        if block.is_empty() {
+            continue;
+        }
+        heap.push(Reverse((block.row(0).0.to_vec(), cursors.len())));
+        cursors.push(Cursor { segment, block, b: 0, i: 0 });
+    }
+    while let Some(Reverse((key, c))) = heap.pop() {
+        let cursor = &mut cursors[c];
+        w.push(&key, cursor.block.row(cursor.i).1)?;
+        if cursor.advance()? {
+            heap.push(Reverse((cursor.block.row(cursor.i).0.to_vec(), c)));
+        }
+    }
+    Ok(())
 }

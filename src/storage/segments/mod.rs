@@ -29,8 +29,8 @@ pub const SEGMENTS_DIR: &str = "segments";
 /// Memory for decoded segment blocks, shared by every reader.
 const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// What a segment holds: the rows of one history table, or one table of block data (keyed by
-/// block number, big-endian, first).
+/// What a segment holds: the rows of one history table, one table of block data (keyed by
+/// block number, big-endian, first), or the trace-address index (keyed by address first).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -54,11 +54,16 @@ pub enum Kind {
     Transactions,
     /// `receipts`.
     Receipts,
+    /// `trace_addresses` (`address ++ block`), frozen with the block data of the same epochs
+    /// ([`Manifest::trace_frozen_to`]). Unlike the other kinds, a file's rows are in address
+    /// order, so a lookup reads every file whose epochs it covers, and a merge interleaves its
+    /// parts.
+    TraceAddresses,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::AccountHistory,
         Self::StorageHistory,
         Self::AccountTrieHistory,
@@ -68,7 +73,14 @@ impl Kind {
         Self::Bodies,
         Self::Transactions,
         Self::Receipts,
+        Self::TraceAddresses,
     ];
+
+    /// Whether its files are keyed by address first rather than by epoch or block: the rows
+    /// of one file are not one contiguous range of the table's keys.
+    pub const fn is_address_first(self) -> bool {
+        matches!(self, Self::TraceAddresses)
+    }
 
     /// Whether it holds block data (frozen behind [`Manifest::blocks_frozen_to`]).
     pub const fn is_block_data(self) -> bool {
@@ -90,6 +102,7 @@ impl Kind {
             Self::Bodies => "bodies",
             Self::Transactions => "transactions",
             Self::Receipts => "receipts",
+            Self::TraceAddresses => "trace-addresses",
         }
     }
 }
@@ -178,6 +191,10 @@ pub struct Manifest {
     /// kept apart so that the two may part).
     #[serde(default)]
     pub blocks_frozen_to: u32,
+    /// The trace-address index rows of the blocks of epochs below this one are in segments
+    /// (absent in a manifest written before they were frozen: none are).
+    #[serde(default)]
+    pub trace_frozen_to: u32,
     /// The files, by kind, in epoch order.
     pub files: Vec<Entry>,
 }
@@ -321,6 +338,7 @@ impl Store {
             store: self.clone(),
             frozen_to: manifest.frozen_to,
             blocks_frozen_to: manifest.blocks_frozen_to,
+            trace_frozen_to: manifest.trace_frozen_to,
             proof_history: ProofHistory::All,
             by_kind,
         })
@@ -369,6 +387,8 @@ pub struct Segments {
     pub frozen_to: u32,
     /// Block data of epochs below this one is read here.
     pub blocks_frozen_to: u32,
+    /// The trace-address index of the blocks of epochs below this one is read here.
+    pub trace_frozen_to: u32,
     /// Whether trie history below `frozen_to` was dropped rather than frozen.
     pub proof_history: ProofHistory,
     by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>,
@@ -381,6 +401,7 @@ impl Segments {
             store,
             frozen_to: 0,
             blocks_frozen_to: 0,
+            trace_frozen_to: 0,
             proof_history: ProofHistory::All,
             by_kind: HashMap::new(),
         }
@@ -422,6 +443,21 @@ impl Segments {
         mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
     ) -> StorageResult<()> {
         let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
+        self.scan_in(s, lo, hi, &mut f).map(|_| ())
+    }
+
+    /// Calls `f` with each row of the file `s` whose key is in `lo..=hi`, in key order, until
+    /// it returns `false`; whether it never did.
+    fn scan_in(
+        &self,
+        s: &Segment,
+        lo: &[u8],
+        hi: &[u8],
+        f: &mut impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
+    ) -> StorageResult<bool> {
+        if s.block_count() == 0 {
+            return Ok(true);
+        }
         let mut b = s.block_for(lo);
         let mut block = self.store.block(s, b)?;
         let mut i = block.seek(lo);
@@ -429,18 +465,41 @@ impl Segments {
             if i >= block.len() {
                 b += 1;
                 if b >= s.block_count() {
-                    return Ok(());
+                    return Ok(true);
                 }
                 block = self.store.block(s, b)?;
                 i = 0;
                 continue;
             }
             let (k, v) = block.row(i);
-            if k > hi || !f(k, v)? {
-                return Ok(());
+            if k > hi {
+                return Ok(true);
+            }
+            if !f(k, v)? {
+                return Ok(false);
             }
             i += 1;
         }
+    }
+
+    /// Calls `f` with each row of `kind` whose key is in `lo..=hi`, from every file that
+    /// covers an epoch of `epochs`, file after file in epoch order (for the address-first
+    /// kinds, whose every file may hold keys of any range).
+    pub fn scan_files(
+        &self,
+        kind: Kind,
+        epochs: std::ops::RangeInclusive<u32>,
+        lo: &[u8],
+        hi: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<()>,
+    ) -> StorageResult<()> {
+        for (first, last, s) in self.by_kind.get(&kind).into_iter().flatten() {
+            if *last < *epochs.start() || *first > *epochs.end() {
+                continue;
+            }
+            self.scan_in(s, lo, hi, &mut |k, v| f(k, v).map(|()| true))?;
+        }
+        Ok(())
     }
 
     /// The first row of `kind` in `lo..=hi` (both in `epoch`).
