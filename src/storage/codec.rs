@@ -283,6 +283,12 @@ pub(crate) fn address_block_key(address: &Address, block: u64) -> [u8; 28] {
     k
 }
 
+/// The block of an [`address_block_key`] (`None`: not 28 bytes long).
+pub(crate) fn block_of_address_key(key: &[u8]) -> Option<u64> {
+    let block: [u8; 8] = key.get(20..28)?.try_into().ok()?;
+    (key.len() == 28).then(|| u64::from_be_bytes(block))
+}
+
 /// What fee history and the tip oracle read of a stored transaction, walked in place in its
 /// row (`sender ++ EIP-2718 bytes`) without decoding the rest of it: building a whole
 /// `TxEnvelope` was 40 % of an `eth_feeHistory` (alloy has no partial decode).
@@ -1048,6 +1054,8 @@ mod tests {
     fn history_keys_sort_by_block_within_entity() {
         let a = Address::repeat_byte(1);
         assert!(address_block_key(&a, 2) < address_block_key(&a, 256));
+        assert_eq!(block_of_address_key(&address_block_key(&a, 256)), Some(256));
+        assert_eq!(block_of_address_key(&[0; 27]), None);
         let (h, s) = (B256::repeat_byte(1), B256::repeat_byte(5));
         let e = Epochs { len: 4 };
         assert!(hashed_account_history_key(e, &h, 2) < hashed_account_history_key(e, &h, 3));

@@ -376,11 +376,6 @@ impl Reader {
         let lo = super::codec::address_block_key(address, from);
         let hi = super::codec::address_block_key(address, to);
         let mut out = Vec::new();
-        let block_of = |k: &[u8]| {
-            let mut n = [0u8; 8];
-            n.copy_from_slice(&k[20..28]);
-            u64::from_be_bytes(n)
-        };
         // The frozen blocks first (their epochs are below every indexed one in the B-tree), file
         // after file in epoch order.
         let epochs = &self.snap.trie.epochs;
@@ -388,17 +383,13 @@ impl Reader {
         if segments.trace_frozen_to > 0 && epochs.of(from) < segments.trace_frozen_to {
             let span = epochs.of(from)..=epochs.of(to).min(segments.trace_frozen_to - 1);
             segments.scan_files(Kind::TraceAddresses, span, &lo, &hi, |k, _| {
-                if k.len() == 28 {
-                    out.push(block_of(k));
-                }
+                out.extend(super::codec::block_of_address_key(k));
                 Ok(())
             })?;
         }
         for item in self.snap.trace_addresses.range::<&[u8; 28]>(&lo..=&hi)? {
             let (k, _) = item?;
-            let mut n = [0u8; 8];
-            n.copy_from_slice(&k.value()[20..]);
-            out.push(u64::from_be_bytes(n));
+            out.extend(super::codec::block_of_address_key(k.value()));
         }
         Ok(out)
     }

@@ -226,17 +226,15 @@ fn freeze_trace_rows(
 ) -> StorageResult<Option<Entry>> {
     let kind = Kind::TraceAddresses;
     let mut table = txn.open_table(tables::TRACE_ADDRESSES)?;
-    let block_of = |k: &[u8; 28]| {
-        let mut n = [0u8; 8];
-        n.copy_from_slice(&k[20..]);
-        u64::from_be_bytes(n)
+    let frozen = |k: &[u8; 28]| {
+        crate::storage::codec::block_of_address_key(k).is_some_and(|b| (from..=to).contains(&b))
     };
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
     let mut writer: Option<SegmentWriter> = None;
     for item in table.iter()? {
         let (k, _) = item?;
         let k = k.value();
-        if !(from..=to).contains(&block_of(k)) {
+        if !frozen(k) {
             continue;
         }
         let w = match &mut writer {
@@ -251,7 +249,7 @@ fn freeze_trace_rows(
     let Some(w) = writer else { return Ok(None) };
     let written = w.finish()?;
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
-    table.retain(|k, ()| !(from..=to).contains(&block_of(k)))?;
+    table.retain(|k, ()| !frozen(k))?;
     Ok(Some(entry))
 }
 
