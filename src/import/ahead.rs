@@ -36,8 +36,8 @@ const MAX_AHEAD: u64 = 1024;
 
 /// What the execution thread hands the writer for each item it read: the index of the file,
 /// the block as read (or the file that did not open), and the block's execution outcome when it
-/// ran here (`None`: the writer executes it inline).
-pub(super) type ExecutedItem = (usize, FileItem, Option<Outcome>);
+/// ran here (`None`: the writer executes it inline), and the bytes it took from the [`Budget`].
+pub(super) type ExecutedItem = (usize, FileItem, Option<Outcome>, usize);
 
 /// Changes of the blocks executed since the snapshot's head, newest value per key, each tagged
 /// with the block that wrote it so that a newer snapshot can drop what it already holds.
@@ -266,8 +266,8 @@ impl Budget {
 
 /// An estimate of the memory an executed item holds until the writer stores it: its
 /// transactions as encoded, and its outcome's receipts (logs, topics and bloom) and state
-/// changes. Both threads compute it from the same item, so what is taken is what is given back.
-pub(super) fn weight(item: &FileItem, outcome: Option<&Outcome>) -> usize {
+/// changes. It travels with the item, so the writer gives back exactly what was taken.
+fn weight(item: &FileItem, outcome: Option<&Outcome>) -> usize {
     use alloy_eips::eip2718::Encodable2718;
     let block = match item {
         FileItem::Block(next) => match next.as_ref() {
@@ -320,8 +320,8 @@ pub(super) fn execute_ahead(
             },
             _ => None,
         };
-        if !budget.take(weight(&item, outcome.as_ref())) || tx.send((index, item, outcome)).is_err()
-        {
+        let weight = weight(&item, outcome.as_ref());
+        if !budget.take(weight) || tx.send((index, item, outcome, weight)).is_err() {
             return;
         }
     }

@@ -247,8 +247,7 @@ pub fn import_files_with(
         // However this loop ends, the execution thread must not wait on the budget forever.
         let _closed = CloseOnDrop(budget);
         let mut file: Option<FileImport<'_>> = None;
-        for (index, item, executed) in executed_rx {
-            let weight = ahead::weight(&item, executed.as_ref());
+        for (index, item, executed, weight) in executed_rx {
             if stopped() {
                 summary.interrupted = true;
                 break;
