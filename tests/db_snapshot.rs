@@ -175,7 +175,7 @@ fn import(gen_dir: &Path, data: &Path, batch: &str, extra: &[&str]) -> String {
 /// over every table, and free pages in the file.
 fn imported_datadir(tmp: &Path) -> std::path::PathBuf {
     let data = tmp.join("data");
-    import(&generated_chain(tmp), &data, "512", &[]);
+    import(&generated_chain(tmp), &data, "512", &["--import.compact", "off"]);
     data
 }
 
@@ -187,7 +187,7 @@ fn compacting_in_place_gives_back_the_free_pages_and_keeps_every_row() {
     let tmp = tempfile::tempdir().unwrap();
     let gen_dir = generated_chain(tmp.path());
     let (data, before) = (tmp.path().join("data"), tmp.path().join("before"));
-    import(&gen_dir, &data, "8", &[]);
+    import(&gen_dir, &data, "8", &["--import.compact", "off"]);
     let file = loupe::storage::DB_FILE;
     std::fs::create_dir_all(&before).unwrap();
     std::fs::copy(data.join(file), before.join(file)).unwrap();
@@ -209,6 +209,55 @@ fn compacting_in_place_gives_back_the_free_pages_and_keeps_every_row() {
     drop(held);
 }
 
+/// An import that ran to the end compacts its file: by default (disk space to spare) packed,
+/// as small as the same import's with `--import.compact off` after `loupe db compact`; with
+/// `--import.compact in-place`, as small as that import's after `loupe db compact --in-place`
+/// (the second path to each file). Every table holds the same rows. An import that stored
+/// nothing leaves the file alone.
+#[test]
+fn an_import_compacts_the_file_its_commits_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen_dir = generated_chain(tmp.path());
+    let dir = |name: &str| tmp.path().join(name);
+    let said = import(&gen_dir, &dir("auto"), "8", &[]);
+    assert!(said.contains("packed the file (every leaf full)"), "{said}");
+    let said = import(&gen_dir, &dir("in-place"), "8", &["--import.compact", "in-place"]);
+    assert!(said.contains("gave back the free pages the import's commits left"), "{said}");
+    for kept in ["kept", "kept-2"] {
+        let said = import(&gen_dir, &dir(kept), "8", &["--import.compact", "off"]);
+        assert!(!said.contains("packed") && !said.contains("gave back"), "{said}");
+    }
+    let size = |d: &Path| std::fs::metadata(d.join(loupe::storage::DB_FILE)).unwrap().len();
+    let kept_size = size(&dir("kept"));
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let compact = |args: &[&std::ffi::OsStr], d: &Path| {
+        let mut all = vec![os("db"), os("compact")];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[os("--datadir"), d.as_os_str()]);
+        let out = run(&all);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    compact(&[], &dir("kept"));
+    compact(&[os("--in-place")], &dir("kept-2"));
+    for (mine, later) in [("auto", "kept"), ("in-place", "kept-2")] {
+        let (now, then) = (size(&dir(mine)), size(&dir(later)));
+        assert!(now < kept_size * 9 / 10, "{mine}: {now} bytes against {kept_size} kept");
+        assert!(now <= then + then / 20, "{mine}: {now} bytes against {then} compacted later");
+        tables::assert_same_tables(&dir(mine), &dir(later), mine);
+    }
+    assert!(size(&dir("auto")) < size(&dir("in-place")), "packing leaves the smaller file");
+    let verify = run(&[os("verify"), os("--history"), os("--datadir"), dir("auto").as_os_str()]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    let before = size(&dir("auto"));
+    let again = import(&gen_dir, &dir("auto"), "8", &[]);
+    assert!(again.contains("nothing to import") && !again.contains("packed"), "{again}");
+    assert_eq!(
+        size(&dir("auto")),
+        before,
+        "an import that stored nothing leaves the file as it was"
+    );
+}
+
 /// SIGKILL at moments spread over `loupe db compact --in-place` (redb compacting the file
 /// where it is, calibrated by an uninterrupted run): after each kill the database opens, holds
 /// every row it held, and `verify` accepts it; a run to the end afterwards shrinks it.
@@ -217,7 +266,7 @@ fn a_kill_while_compacting_in_place_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let gen_dir = generated_chain(tmp.path());
     let original = tmp.path().join("original");
-    import(&gen_dir, &original, "8", &[]);
+    import(&gen_dir, &original, "8", &["--import.compact", "off"]);
     let file = loupe::storage::DB_FILE;
     let fresh = |dir: &Path| {
         let _ = std::fs::remove_dir_all(dir);

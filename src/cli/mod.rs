@@ -782,6 +782,14 @@ pub struct ImportCmd {
     /// block either way.
     #[arg(long = "state-root", value_name = "auto|block|group", default_value = "auto")]
     pub state_root: String,
+    /// What the import does with the database file when it has run to the end of its files and
+    /// stored a block: `packed` rewrites it with every B-tree leaf full, as `loupe db compact`
+    /// does (needs free disk space for the copy); `in-place` only gives back the pages its
+    /// commits freed, as `loupe db compact --in-place` does; `auto` packs when the file system
+    /// has room for a copy as large as the file, else gives back in place; `off` leaves the
+    /// free pages for later writes to reuse.
+    #[arg(long = "import.compact", value_enum, default_value_t = ImportCompact::Auto)]
+    pub compact: ImportCompact,
 }
 
 impl Cli {
@@ -845,8 +853,62 @@ impl ImportCmd {
         };
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
-        Ok(())
+        let packed = match self.compact {
+            _ if summary.imported == 0 || summary.interrupted => return Ok(()),
+            ImportCompact::Off => return Ok(()),
+            ImportCompact::Auto => None,
+            ImportCompact::Packed => Some(true),
+            ImportCompact::InPlace => Some(false),
+        };
+        compact_after_import(db, &self.datadir, packed)
     }
+}
+
+/// What `loupe import` does with the database file when it has run to the end of its files
+/// (`--import.compact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportCompact {
+    /// `packed` when the file system has room for a copy as large as the file, else `in-place`.
+    Auto,
+    /// Rewrite the file with every B-tree leaf full (`loupe db compact`).
+    Packed,
+    /// Give back only the pages the import's commits freed (`loupe db compact --in-place`).
+    InPlace,
+    /// Leave the free pages for later writes to reuse.
+    Off,
+}
+
+/// `loupe import --import.compact`: packs the file (`packed`: `Some(true)`), gives back its
+/// free pages in place (`Some(false)`), or picks by the disk space left (`None`). Every block
+/// is stored and durable by now: a failure here costs disk space, never a row, so it is
+/// reported as a warning and the import still counts as done.
+fn compact_after_import(db: Database, datadir: &DatadirArgs, packed: Option<bool>) -> Result<()> {
+    let file = datadir.datadir.join(crate::storage::DB_FILE);
+    let file_bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(u64::MAX);
+    let room = crate::storage::free_bytes(&datadir.datadir).unwrap_or(0);
+    let reserve = datadir.min_free_mb.saturating_mul(1024 * 1024);
+    let packed = packed.unwrap_or_else(|| room >= file_bytes.saturating_add(reserve));
+    let started = std::time::Instant::now();
+    let done = if packed {
+        db.compact().map(|c| (c.before, c.after, "packed the file (every leaf full)"))
+    } else {
+        db.release_free_pages()
+            .map(|(b, a)| (b, a, "gave back the free pages the import's commits left"))
+    };
+    match done {
+        Ok((before, after, what)) => println!(
+            "{what}: {:.1} -> {:.1} MiB on disk in {:.2}s",
+            mib(before),
+            mib(after),
+            started.elapsed().as_secs_f64()
+        ),
+        Err(e) => eprintln!(
+            "warning: the import is done, but compacting {} failed ({e}); every block is \
+             stored, and `loupe db compact` (or `--in-place`) compacts it later",
+            datadir.datadir.display()
+        ),
+    }
+    Ok(())
 }
 
 /// Installs the `tracing` subscriber (stderr; `RUST_LOG` or `--log.filter`).
