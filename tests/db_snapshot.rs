@@ -256,6 +256,25 @@ fn an_import_compacts_the_file_its_commits_left() {
         before,
         "an import that stored nothing leaves the file as it was"
     );
+    // A short import onto a datadir (the last 4 blocks after 76) does not at least double the
+    // file, so `auto` leaves it alone; the blocks are stored all the same.
+    let part = tmp.path().join("part.rlp");
+    let kept = dir("kept");
+    let out = run(&[
+        os("export"),
+        os("--datadir"),
+        kept.as_os_str(),
+        os("--to"),
+        os("76"),
+        part.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"));
+    c.args(["import", "--import.batch", "8", "--datadir"]).arg(dir("short"));
+    let out = c.arg("--genesis").arg(gen_dir.join("genesis.json")).arg(&part).output().unwrap();
+    assert!(out.status.success() && text(&out).contains("packed"), "{}", text(&out));
+    let said = import(&gen_dir, &dir("short"), "8", &[]);
+    assert!(said.contains("imported 4 blocks") && !said.contains("packed"), "{said}");
 }
 
 /// SIGKILL at moments spread over `loupe db compact --in-place` (redb compacting the file

@@ -785,8 +785,9 @@ pub struct ImportCmd {
     /// What the import does with the database file when it has run to the end of its files and
     /// stored a block: `packed` rewrites it with every B-tree leaf full, as `loupe db compact`
     /// does (needs free disk space for the copy); `in-place` only gives back the pages its
-    /// commits freed, as `loupe db compact --in-place` does; `auto` packs when the file system
-    /// has room for a copy as large as the file, else gives back in place; `off` leaves the
+    /// commits freed, as `loupe db compact --in-place` does; `auto`, when the import at least
+    /// doubled the file, packs when the file system has room for a copy as large as the file,
+    /// else gives back in place; `off` leaves the
     /// free pages for later writes to reuse.
     #[arg(long = "import.compact", value_enum, default_value_t = ImportCompact::Auto)]
     pub compact: ImportCompact,
@@ -851,17 +852,19 @@ impl ImportCmd {
             stop: Some(stop),
             state_root,
         };
+        let file_before = file_bytes(&self.datadir);
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
-        let packed = match self.compact {
-            _ if summary.imported == 0 || summary.interrupted => return Ok(()),
-            ImportCompact::Off => return Ok(()),
-            ImportCompact::Auto => None,
-            ImportCompact::Packed => Some(true),
-            ImportCompact::InPlace => Some(false),
-        };
-        compact_after_import(db, &self.datadir, packed)
+        if summary.imported == 0 || summary.interrupted || self.compact == ImportCompact::Off {
+            return Ok(());
+        }
+        compact_after_import(db, &self.datadir, self.compact, file_before)
     }
+}
+
+/// Length of a datadir's database file in bytes (0 when it cannot be read).
+fn file_bytes(datadir: &DatadirArgs) -> u64 {
+    std::fs::metadata(datadir.datadir.join(crate::storage::DB_FILE)).map_or(0, |m| m.len())
 }
 
 /// What `loupe import` does with the database file when it has run to the end of its files
@@ -878,16 +881,30 @@ pub enum ImportCompact {
     Off,
 }
 
-/// `loupe import --import.compact`: packs the file (`packed`: `Some(true)`), gives back its
-/// free pages in place (`Some(false)`), or picks by the disk space left (`None`). Every block
-/// is stored and durable by now: a failure here costs disk space, never a row, so it is
-/// reported as a warning and the import still counts as done.
-fn compact_after_import(db: Database, datadir: &DatadirArgs, packed: Option<bool>) -> Result<()> {
-    let file = datadir.datadir.join(crate::storage::DB_FILE);
-    let file_bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(u64::MAX);
-    let room = crate::storage::free_bytes(&datadir.datadir).unwrap_or(0);
-    let reserve = datadir.min_free_mb.saturating_mul(1024 * 1024);
-    let packed = packed.unwrap_or_else(|| room >= file_bytes.saturating_add(reserve));
+/// `loupe import --import.compact` (not `off`). `auto` compacts only a file the import at
+/// least doubled (`file_before`: its length when the import began), so that a short import onto
+/// a large datadir does not rewrite it all: the cost stays within a few times what the import
+/// wrote. Then it packs when the file system has room for a copy as large as the file, else
+/// gives back in place. Every block is stored and durable by now: a failure here costs disk
+/// space, never a row, so it is reported as a warning and the import still counts as done.
+fn compact_after_import(
+    db: Database,
+    datadir: &DatadirArgs,
+    choice: ImportCompact,
+    file_before: u64,
+) -> Result<()> {
+    let file_now = file_bytes(datadir);
+    let packed = match choice {
+        ImportCompact::Packed => true,
+        ImportCompact::InPlace => false,
+        ImportCompact::Off => return Ok(()),
+        ImportCompact::Auto if file_now < file_before.saturating_mul(2) => return Ok(()),
+        ImportCompact::Auto => {
+            let room = crate::storage::free_bytes(&datadir.datadir).unwrap_or(0);
+            let reserve = datadir.min_free_mb.saturating_mul(1024 * 1024);
+            room >= file_now.saturating_add(reserve)
+        }
+    };
     let started = std::time::Instant::now();
     let done = if packed {
         db.compact().map(|c| (c.before, c.after, "packed the file (every leaf full)"))
