@@ -301,6 +301,8 @@ pub struct Segment {
     file: File,
     blocks: Vec<BlockRef>,
     dictionary: Option<zstd::dict::DecoderDictionary<'static>>,
+    /// Where the dictionary's bytes are in the file: offset and length.
+    dictionary_at: (u64, usize),
     rows: u64,
     len: u64,
     /// Identifies the file in the block cache.
@@ -379,7 +381,26 @@ impl Segment {
             return Err(corrupt("block count differs from the index"));
         }
         let dictionary = (!dict.is_empty()).then(|| zstd::dict::DecoderDictionary::copy(dict));
-        Ok(Self { path: path.to_path_buf(), file, blocks: refs, dictionary, rows, len, id })
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            blocks: refs,
+            dictionary,
+            dictionary_at: (dict_offset, dict.len()),
+            rows,
+            len,
+            id,
+        })
+    }
+
+    /// The zstd dictionary the file's blocks are compressed with, as stored (empty: none), for a
+    /// newer segment of the same kind to compress with too.
+    pub fn dictionary_bytes(&self) -> StorageResult<Vec<u8>> {
+        let mut bytes = vec![0u8; self.dictionary_at.1];
+        self.file
+            .read_exact_at(&mut bytes, self.dictionary_at.0)
+            .map_err(|e| seg_io(&self.path, e))?;
+        Ok(bytes)
     }
 
     /// The file's path.
@@ -537,7 +558,7 @@ mod tests {
             } else {
                 Vec::new()
             };
-            let mut w = SegmentWriter::create(&path, dict).unwrap();
+            let mut w = SegmentWriter::create(&path, dict.clone()).unwrap();
             for (k, v) in &rows {
                 w.push(k, v).unwrap();
             }
@@ -547,6 +568,8 @@ mod tests {
             let s = Segment::open(&path, 1).unwrap();
             assert_eq!(s.checksum().unwrap(), written.crc);
             assert_eq!(s.bytes(), written.bytes);
+            assert_eq!(s.dictionary_bytes().unwrap(), dict, "the dictionary as written");
+            assert_eq!(dictionary, !dict.is_empty());
             let mut all = Vec::new();
             for b in 0..s.block_count() {
                 let block = s.read_block(b).unwrap();

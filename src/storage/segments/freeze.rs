@@ -33,6 +33,30 @@ fn dictionary_from(kind: Kind, samples: impl Iterator<Item = Vec<u8>>) -> Vec<u8
     super::file::train_dictionary(&samples, DICT_BYTES)
 }
 
+/// The dictionary a freeze of `kind` compresses with: the newest segment's of that kind when it
+/// has one, else one trained on `samples` (none for a kind that takes none). Training took
+/// about a second of the writer's time per kind and epoch, 15 % of an import's writer on the
+/// 10,000-block chain over 1M accounts (BENCHMARKS.md, session 36). Merges into level
+/// [`RETRAIN_LEVEL`] train their own on rows from across their parts, so a dictionary is at most
+/// that level's span older than the rows it compresses.
+fn freeze_dictionary(
+    store: &Store,
+    manifest: &Manifest,
+    kind: Kind,
+    samples: impl FnOnce() -> StorageResult<Vec<Vec<u8>>>,
+) -> StorageResult<Vec<u8>> {
+    if !trains(kind) {
+        return Ok(Vec::new());
+    }
+    if let Some(newest) = manifest.files.iter().filter(|e| e.kind == kind).max_by_key(|e| e.first) {
+        let dictionary = store.segment(newest)?.dictionary_bytes()?;
+        if !dictionary.is_empty() {
+            return Ok(dictionary);
+        }
+    }
+    Ok(dictionary_from(kind, samples()?.into_iter()))
+}
+
 /// A row as a segment keeps it: a receipts row plain (its own zstd frame undone: the segment's
 /// blocks are compressed with a dictionary, which does better across rows), any other as is.
 pub fn segment_value(kind: Kind, value: &[u8]) -> StorageResult<std::borrow::Cow<'_, [u8]>> {
@@ -42,6 +66,11 @@ pub fn segment_value(kind: Kind, value: &[u8]) -> StorageResult<std::borrow::Cow
     }
     Ok(std::borrow::Cow::Borrowed(value))
 }
+
+/// A merge into a segment of this level or above (64 epochs and more: 8,192 blocks at the
+/// default epoch length) trains a new dictionary; freezes and smaller merges take the newest
+/// one of their kind.
+const RETRAIN_LEVEL: u32 = 2;
 
 /// Segments of one level merged at a time.
 pub(crate) const MERGE_FAN_IN: usize = 8;
@@ -130,6 +159,7 @@ fn freeze_rows<const H: usize>(
     txn: &WriteTransaction,
     def: TableDefinition<'_, &'static [u8; H], &'static [u8]>,
     store: &Store,
+    manifest: &Manifest,
     pending: &Pending,
     kind: Kind,
     range: impl RowRange<H>,
@@ -137,14 +167,13 @@ fn freeze_rows<const H: usize>(
     let mut table = txn.open_table(def)?;
     let ((first, last), lo, hi) = range.bounds();
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
-    let mut dictionary = Vec::new();
-    if trains(kind) {
+    let mut dictionary = freeze_dictionary(store, manifest, kind, || {
         let mut samples = Vec::new();
         for item in table.range::<&[u8; H]>(&lo..=&hi)?.take(DICT_SAMPLES) {
             samples.push(segment_value(kind, item?.1.value())?.into_owned());
         }
-        dictionary = dictionary_from(kind, samples.into_iter());
-    }
+        Ok(samples)
+    })?;
     let mut writer: Option<SegmentWriter> = None;
     for item in table.range::<&[u8; H]>(&lo..=&hi)? {
         let (k, v) = item?;
@@ -172,6 +201,7 @@ fn freeze_block_rows<V>(
     txn: &WriteTransaction,
     def: TableDefinition<'_, u64, V>,
     store: &Store,
+    manifest: &Manifest,
     pending: &Pending,
     kind: Kind,
     (first, last): (u32, u32),
@@ -183,14 +213,13 @@ where
 {
     let mut table = txn.open_table(def)?;
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
-    let mut dictionary = Vec::new();
-    if trains(kind) {
+    let mut dictionary = freeze_dictionary(store, manifest, kind, || {
         let mut samples = Vec::new();
         for item in table.range(from..=to)?.take(DICT_SAMPLES) {
             samples.push(segment_value(kind, &bytes(&item?.1.value()))?.into_owned());
         }
-        dictionary = dictionary_from(kind, samples.into_iter());
-    }
+        Ok(samples)
+    })?;
     let mut writer: Option<SegmentWriter> = None;
     for item in table.range(from..=to)? {
         let (k, v) = item?;
@@ -312,6 +341,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::HASHED_ACCOUNT_HISTORY,
                 store,
+                &manifest,
                 pending,
                 kind,
                 EpochRange(first, last),
@@ -320,6 +350,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::HASHED_STORAGE_HISTORY,
                 store,
+                &manifest,
                 pending,
                 kind,
                 EpochRange(first, last),
@@ -328,6 +359,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::ACCOUNT_TRIE_HISTORY,
                 store,
+                &manifest,
                 pending,
                 kind,
                 EpochRange(first, last),
@@ -336,6 +368,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::STORAGE_TRIE_HISTORY,
                 store,
+                &manifest,
                 pending,
                 kind,
                 EpochRange(first, last),
@@ -361,6 +394,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::HEADERS,
                 store,
+                &manifest,
                 pending,
                 Kind::Headers,
                 span,
@@ -371,6 +405,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::CANONICAL,
                 store,
+                &manifest,
                 pending,
                 Kind::Canonical,
                 span,
@@ -381,6 +416,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::BODIES,
                 store,
+                &manifest,
                 pending,
                 Kind::Bodies,
                 span,
@@ -391,6 +427,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::TRANSACTIONS,
                 store,
+                &manifest,
                 pending,
                 Kind::Transactions,
                 BlockKeys(span, blocks),
@@ -399,6 +436,7 @@ pub(crate) fn freeze_due(
                 txn,
                 tables::RECEIPTS,
                 store,
+                &manifest,
                 pending,
                 Kind::Receipts,
                 span,
@@ -541,9 +579,15 @@ pub(crate) fn merge(
         _ => return Err(StorageError::Config("a merge of no segments".into())),
     };
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
-    // A merged file's dictionary is trained again, on rows from across its parts.
-    let mut dictionary = Vec::new();
-    if trains(kind) {
+    // A merge into level [`RETRAIN_LEVEL`] or above trains its dictionary again, on rows from
+    // across its parts; a smaller one keeps its newest part's.
+    let mut dictionary = match parts.last() {
+        Some(newest) if trains(kind) && level(&entry) < RETRAIN_LEVEL => {
+            store.segment(newest)?.dictionary_bytes()?
+        }
+        _ => Vec::new(),
+    };
+    if trains(kind) && dictionary.is_empty() {
         let per_part = DICT_SAMPLES / parts.len().max(1);
         let mut samples = Vec::new();
         for part in parts {
@@ -635,4 +679,115 @@ fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> S
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Transaction-like rows: a few shared byte strings (addresses, selectors) and a counter.
+    fn samples(n: u32) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                let mut row = b"\xf8\x6b\x80\x84\x3b\x9a\xca\x00\x82\x52\x08\x94".to_vec();
+                row.extend_from_slice(&[(i % 7) as u8; 20]);
+                row.extend_from_slice(&i.to_be_bytes());
+                row.extend_from_slice(&[0xa9, 0x05, 0x9c, 0xbb]);
+                row.extend_from_slice(&[(i % 13) as u8; 32]);
+                row
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_freeze_takes_the_newest_dictionary_of_its_kind_and_trains_one_only_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut manifest = Manifest::default();
+        let store = Store::open(dir.path(), &manifest).unwrap();
+        // No segment of the kind yet: trained on the samples.
+        let mut asked = 0;
+        let trained = freeze_dictionary(&store, &manifest, Kind::Transactions, || {
+            asked += 1;
+            Ok(samples(2000))
+        })
+        .unwrap();
+        assert_eq!(asked, 1);
+        assert!(!trained.is_empty(), "2,000 rows train a dictionary");
+        // A kind that takes none never asks for samples.
+        let none = freeze_dictionary(&store, &manifest, Kind::AccountHistory, || {
+            unreachable!("account history is not trained")
+        });
+        assert!(none.unwrap().is_empty());
+        // Two segments of the kind: the newer one's dictionary is taken, not trained again.
+        for (first, dictionary) in [(0, Vec::new()), (1, trained.clone())] {
+            let e =
+                Entry { kind: Kind::Transactions, first, last: first, rows: 0, bytes: 0, crc: 0 };
+            let mut w = SegmentWriter::create(&store.path(&e), dictionary).unwrap();
+            for (i, row) in samples(100).iter().enumerate() {
+                w.push(&(i as u64).to_be_bytes(), row).unwrap();
+            }
+            w.finish().unwrap();
+            manifest.files.push(e);
+        }
+        let reused = freeze_dictionary(&store, &manifest, Kind::Transactions, || {
+            unreachable!("the newest segment has a dictionary")
+        })
+        .unwrap();
+        assert_eq!(reused, trained);
+        // The newest without one (too few rows when it was frozen): trained again.
+        let e = Entry { kind: Kind::Transactions, first: 2, last: 2, rows: 0, bytes: 0, crc: 0 };
+        let mut w = SegmentWriter::create(&store.path(&e), Vec::new()).unwrap();
+        w.push(b"k", b"v").unwrap();
+        w.finish().unwrap();
+        manifest.files.push(e);
+        let mut asked = 0;
+        let again = freeze_dictionary(&store, &manifest, Kind::Transactions, || {
+            asked += 1;
+            Ok(samples(10))
+        });
+        assert_eq!(asked, 1);
+        assert!(again.unwrap().is_empty(), "10 rows are too few to train on");
+    }
+
+    /// Eight segments of `span` epochs each from epoch 0, every one compressed with `dictionary`.
+    fn parts(store: &Store, span: u32, dictionary: &[u8]) -> Vec<Entry> {
+        (0..MERGE_FAN_IN as u32)
+            .map(|p| {
+                let (first, last) = (p * span, p * span + span - 1);
+                let e = Entry { kind: Kind::Transactions, first, last, rows: 0, bytes: 0, crc: 0 };
+                let mut w = SegmentWriter::create(&store.path(&e), dictionary.to_vec()).unwrap();
+                for (i, row) in samples(600).iter().enumerate() {
+                    w.push(&(u64::from(p) << 32 | i as u64).to_be_bytes(), row).unwrap();
+                }
+                w.finish().unwrap();
+                e
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_small_merge_keeps_its_newest_parts_dictionary_and_a_large_one_trains_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let old = super::super::file::train_dictionary(&samples(3000)[1000..], 8192);
+        assert!(!old.is_empty());
+        let pending = Pending::default();
+        // Eight single epochs into one of 8 (level 1): the parts' dictionary, rows intact.
+        let small = parts(&store, 1, &old);
+        let merged = merge(&store, &pending, Kind::Transactions, &small).unwrap();
+        assert_eq!(level(&merged), 1);
+        assert_eq!(merged.rows, 8 * 600);
+        assert_eq!(store.segment(&merged).unwrap().dictionary_bytes().unwrap(), old);
+        // Eight of 8 epochs into one of 64 (level 2): trained again on the parts' rows.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let large = parts(&store, 8, &old);
+        let merged = merge(&store, &pending, Kind::Transactions, &large).unwrap();
+        assert_eq!(level(&merged), 2);
+        let trained = store.segment(&merged).unwrap().dictionary_bytes().unwrap();
+        assert!(!trained.is_empty() && trained != old, "a dictionary of its own");
+        let s = store.segment(&merged).unwrap();
+        let rows: usize = (0..s.block_count()).map(|b| s.read_block(b).unwrap().len()).sum();
+        assert_eq!(rows, 8 * 600);
+    }
 }
