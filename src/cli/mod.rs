@@ -855,7 +855,7 @@ impl ImportCmd {
         let file_before = file_bytes(&self.datadir);
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;
         println!("{summary}");
-        if summary.imported == 0 || summary.interrupted || self.compact == ImportCompact::Off {
+        if summary.imported == 0 || summary.interrupted {
             return Ok(());
         }
         compact_after_import(db, &self.datadir, self.compact, file_before)

@@ -33,28 +33,41 @@ fn dictionary_from(kind: Kind, samples: impl Iterator<Item = Vec<u8>>) -> Vec<u8
     super::file::train_dictionary(&samples, DICT_BYTES)
 }
 
+/// The dictionary a new segment of `kind` compresses with: `reuse`'s when that file has one,
+/// else one trained on `samples` (none for a kind that takes none). A freeze passes the newest
+/// file of its kind, a merge below [`RETRAIN_LEVEL`] its newest part, and a larger merge none.
+fn dictionary_for(
+    store: &Store,
+    kind: Kind,
+    reuse: Option<&Entry>,
+    samples: impl FnOnce() -> StorageResult<Vec<Vec<u8>>>,
+) -> StorageResult<Vec<u8>> {
+    if !trains(kind) {
+        return Ok(Vec::new());
+    }
+    if let Some(file) = reuse {
+        let dictionary = store.segment(file)?.dictionary_bytes()?;
+        if !dictionary.is_empty() {
+            return Ok(dictionary);
+        }
+    }
+    Ok(dictionary_from(kind, samples()?.into_iter()))
+}
+
 /// The dictionary a freeze of `kind` compresses with: the newest segment's of that kind when it
-/// has one, else one trained on `samples` (none for a kind that takes none). Training took
-/// about a second of the writer's time per kind and epoch, 15 % of an import's writer on the
-/// 10,000-block chain over 1M accounts (BENCHMARKS.md, session 36). Merges into level
-/// [`RETRAIN_LEVEL`] train their own on rows from across their parts, so a dictionary is at most
-/// that level's span older than the rows it compresses.
+/// has one, else one trained on `samples`. Training took about a second of the writer's time
+/// per kind and epoch, 15 % of an import's writer on the 10,000-block chain over 1M accounts
+/// (BENCHMARKS.md, session 36). Merges into level [`RETRAIN_LEVEL`] train their own on rows
+/// from across their parts, so a dictionary is at most that level's span older than the rows
+/// it compresses.
 fn freeze_dictionary(
     store: &Store,
     manifest: &Manifest,
     kind: Kind,
     samples: impl FnOnce() -> StorageResult<Vec<Vec<u8>>>,
 ) -> StorageResult<Vec<u8>> {
-    if !trains(kind) {
-        return Ok(Vec::new());
-    }
-    if let Some(newest) = manifest.files.iter().filter(|e| e.kind == kind).max_by_key(|e| e.first) {
-        let dictionary = store.segment(newest)?.dictionary_bytes()?;
-        if !dictionary.is_empty() {
-            return Ok(dictionary);
-        }
-    }
-    Ok(dictionary_from(kind, samples()?.into_iter()))
+    let newest = manifest.files.iter().filter(|e| e.kind == kind).max_by_key(|e| e.first);
+    dictionary_for(store, kind, newest, samples)
 }
 
 /// A row as a segment keeps it: a receipts row plain (its own zstd frame undone: the segment's
@@ -581,13 +594,8 @@ pub(crate) fn merge(
     let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
     // A merge into level [`RETRAIN_LEVEL`] or above trains its dictionary again, on rows from
     // across its parts; a smaller one keeps its newest part's.
-    let mut dictionary = match parts.last() {
-        Some(newest) if trains(kind) && level(&entry) < RETRAIN_LEVEL => {
-            store.segment(newest)?.dictionary_bytes()?
-        }
-        _ => Vec::new(),
-    };
-    if trains(kind) && dictionary.is_empty() {
+    let reuse = parts.last().filter(|_| level(&entry) < RETRAIN_LEVEL);
+    let dictionary = dictionary_for(store, kind, reuse, || {
         let per_part = DICT_SAMPLES / parts.len().max(1);
         let mut samples = Vec::new();
         for part in parts {
@@ -604,8 +612,8 @@ pub(crate) fn merge(
                 }
             }
         }
-        dictionary = dictionary_from(kind, samples.into_iter());
-    }
+        Ok(samples)
+    })?;
     pending.created(entry.file_name());
     let mut w = SegmentWriter::create(&store.path(&entry), dictionary)?;
     if kind.is_address_first() {
