@@ -5,6 +5,8 @@
 //! they always match the current dev chain); `run.sh` passes that directory to libFuzzer after
 //! the committed corpus.
 
+pub mod checks;
+
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 
