@@ -515,3 +515,45 @@ fn bad_flags_are_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--blocks"));
 }
+
+/// The generator commits its blocks without fsync, and a merge's replaced segment files are
+/// removed only by a durable commit: at every [`DURABLE_EVERY`]th block it makes one, so its
+/// work datadir holds no file that its manifest does not list (opening a datadir removes any
+/// such file, which is how they are counted here).
+#[test]
+fn the_work_datadir_keeps_no_replaced_segment_at_a_durable_block() {
+    use loupe::dev::generate::{DURABLE_EVERY, WORK_DIR};
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["generate", "--out"])
+        .arg(tmp.path())
+        .args(["--accounts", "200", "--blocks", &DURABLE_EVERY.to_string()])
+        .args(["--txs-per-block", "1", "--keep-datadir"])
+        // Epochs of 4 blocks and an unwind window of 8: the run freezes 100-odd epochs and
+        // merges them level by level.
+        .env("LOUPE_HISTORY_EPOCH", "4")
+        .env("LOUPE_UNWIND_DEPTH", "8")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let work = tmp.path().join(WORK_DIR);
+    let files = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("segments"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(&work);
+    // A merged file spans more than one epoch: merges ran, so parts were replaced.
+    let merged = before.iter().filter(|f| {
+        let parts: Vec<&str> = f.trim_end_matches(".seg").rsplitn(3, '-').collect();
+        parts.len() == 3 && parts[0] != parts[1]
+    });
+    assert!(merged.count() > 0, "no merged segment among {before:?}");
+    let db = Database::open(&work).unwrap();
+    assert_eq!(db.begin_read().unwrap().head().unwrap(), Some(DURABLE_EVERY));
+    drop(db);
+    assert_eq!(files(&work), before, "files the manifest does not list were left");
+}

@@ -62,6 +62,12 @@ pub const MAX_BASE_FEE: u64 = 100_000_000_000;
 /// The work datadir, inside the output directory.
 pub const WORK_DIR: &str = ".work";
 
+/// Blocks between the work datadir's durable commits. The blocks are committed without fsync;
+/// a durable commit lets the database reuse the pages those commits freed and removes the
+/// segment files merges replaced, so the work datadir stays about the size of an imported
+/// one (without it, 7,300 blocks over 1M accounts had left 4.6 GB, every merged part kept).
+pub const DURABLE_EVERY: u64 = 512;
+
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenerateConfig {
@@ -310,6 +316,9 @@ pub fn generate(config: &GenerateConfig) -> Result<GenerateSummary, DevError> {
         summary.gas_used += block.header.gas_used;
         progress.block(number, config.blocks, meta.len() as u64, block.header.gas_used);
         parent = block.header;
+        if number.is_multiple_of(DURABLE_EVERY) {
+            db.make_durable()?;
+        }
     }
     summary.head_hash = parent.hash_slow();
 
