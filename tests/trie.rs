@@ -8,16 +8,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
 use loupe::storage::{
     Database, Epochs, FullRecompute, StateDump, StoredAccount, Writer, state_root_of,
 };
-use loupe::trie::{
-    RootMode, RootsAhead, store_state_root, update_state_root, verify, verify_history,
-};
+use loupe::trie::{RootMode, update_state_root, verify, verify_history};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
 use revm::state::AccountInfo;
@@ -279,81 +275,6 @@ proptest! {
             w.commit(false).map_err(|e| fail(&e))?;
             check_stored(&db, root)?;
         }
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-
-    /// State roots computed ahead of the writer, as a file import's roots thread computes them
-    /// (`RootsAhead`): on a committed snapshot that lags the writer by any number of blocks
-    /// (commits and new snapshots at random), with the hashed state and trie nodes of the
-    /// blocks since laid over it. Each root equals the model's, and storing the walks
-    /// (`store_state_root`) leaves every table, row for row, as the writer's own walks
-    /// (`update_state_root`) leave it in a second database given the same blocks.
-    #[test]
-    fn roots_computed_ahead_store_what_the_writers_own_walks_store(
-        blocks in prop::collection::vec(prop::collection::vec(op(), 1..24), 1..30),
-        commit_after in prop::collection::vec(any::<bool>(), 30),
-        new_snapshot_before in prop::collection::vec(any::<bool>(), 30),
-    ) {
-        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let (path_a, path_b) = (dir.path().join("own"), dir.path().join("ahead"));
-        let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
-        let own = Database::open_with_epochs(&path_a, Epochs { len: 4 }).map_err(|e| fail(&e))?;
-        let db = Database::open_with_epochs(&path_b, Epochs { len: 4 }).map_err(|e| fail(&e))?;
-        let mut exists = [false; 256];
-        let mut model = StateDump::new();
-        let mut ahead = RootsAhead::default();
-        let mut snapshot = db.begin_read().map_err(|e| fail(&e))?;
-        let (mut writer_own, mut writer): (Option<Writer>, Option<Writer>) = (None, None);
-        let mut root = B256::ZERO;
-        for (i, ops) in blocks.iter().enumerate() {
-            let number = i as u64;
-            let changes = changeset(ops, &mut exists);
-            if new_snapshot_before[i] {
-                snapshot = db.begin_read().map_err(|e| fail(&e))?;
-                if let Some(head) = snapshot.head().map_err(|e| fail(&e))? {
-                    ahead.rebase(head);
-                }
-            }
-            let update =
-                ahead.compute(snapshot.trie_tables(), number, &changes).map_err(|e| fail(&e))?;
-            apply_to_model(&mut model, &changes);
-            root = state_root_of(&model);
-            prop_assert_eq!(update.root(), root, "root computed ahead, block {}", number);
-
-            let w = match writer.as_ref() {
-                Some(w) => w,
-                None => writer.insert(db.begin_write().map_err(|e| fail(&e))?),
-            };
-            w.apply_changeset(number, &changes).map_err(|e| fail(&e))?;
-            let stored = store_state_root(w, number, &changes, update).map_err(|e| fail(&e))?;
-            prop_assert_eq!(stored, root);
-            let wo = match writer_own.as_ref() {
-                Some(w) => w,
-                None => writer_own.insert(own.begin_write().map_err(|e| fail(&e))?),
-            };
-            wo.apply_changeset(number, &changes).map_err(|e| fail(&e))?;
-            let walked =
-                update_state_root(wo, number, &changes, RootMode::Store).map_err(|e| fail(&e))?;
-            prop_assert_eq!(walked, root);
-            for w in [w, wo] {
-                let header = Header { number, state_root: root, ..Default::default() };
-                let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
-                let hash = B256::with_last_byte(number as u8);
-                w.insert_block(&block, hash, &[], &[]).map_err(|e| fail(&e))?;
-                w.set_markers(number, number, number).map_err(|e| fail(&e))?;
-            }
-            if commit_after[i] || i + 1 == blocks.len() {
-                for w in [writer.take(), writer_own.take()].into_iter().flatten() {
-                    w.commit(false).map_err(|e| fail(&e))?;
-                }
-            }
-        }
-        check_stored(&db, root)?;
-        drop((snapshot, db, own));
-        common::tables::assert_same_tables(&path_a, &path_b, "roots computed ahead");
     }
 }
 

@@ -202,7 +202,7 @@ impl Ahead<'_> {
         let outcome = match outcome {
             Ok(outcome) => outcome,
             // Nothing after a failed block can be executed here; the writer reports it.
-            Err(error) => return Some(Outcome { outcome: Err(error), root: None }),
+            Err(error) => return Some(Err(error)),
         };
         self.overlay.apply(number, prepared.hash(), &outcome.changes);
         self.last = Some((number, prepared.hash()));
@@ -212,8 +212,7 @@ impl Ahead<'_> {
             ahead_us = started.elapsed().as_micros() as u64,
             "executed ahead"
         );
-        let byzantium = self.spec.is_byzantium_active_at_block(number);
-        byzantium.then_some(Outcome { outcome: Ok(outcome), root: None })
+        if self.spec.is_byzantium_active_at_block(number) { Some(Ok(outcome)) } else { None }
     }
 }
 
@@ -279,7 +278,7 @@ fn weight(item: &FileItem, outcome: Option<&Outcome>) -> usize {
         },
         _ => 0,
     };
-    let outcome = match outcome.map(|o| &o.outcome) {
+    let outcome = match outcome {
         Some(Ok(o)) => {
             let receipts: usize = o
                 .receipts

@@ -14,17 +14,12 @@ use super::header::check_block;
 use crate::chain::ChainSpec;
 use crate::evm::{BlockOutcome, EvmError, execute_block};
 use crate::storage::{Database, Writer};
-use crate::trie::{PendingRoot, RootMode, store_state_root, update_state_root};
+use crate::trie::{PendingRoot, RootMode, update_state_root};
 use revm::database::DatabaseRef;
 
-/// What the threads ahead of the writer did for a block, used instead of doing it again here.
-#[derive(Debug)]
-pub(super) struct Ahead {
-    /// The block's execution on the execution thread ([`super::ahead`]).
-    pub(super) outcome: Result<BlockOutcome, EvmError>,
-    /// Its state root and the walks behind it, from the roots thread ([`super::roots`]).
-    pub(super) root: Option<super::roots::Computed>,
-}
+/// A block's outcome from the execution thread ([`super::ahead`]), used instead of executing it
+/// again on the writer's state.
+pub(super) type Ahead = Result<BlockOutcome, EvmError>;
 
 /// What [`import_block`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,19 +263,15 @@ where
     let started = std::time::Instant::now();
     // Executed on the import's execution thread already, or here on the writer's state.
     let executed_ahead = ahead.is_some();
-    let (outcome, root_ahead) = match ahead {
-        Some(Ahead { outcome, root }) => (outcome, root),
-        None => (
-            execute_block(spec, &parent_state, block, senders, |changes| {
-                // Pre-Byzantium: the cumulative changes so far; the trie is not written until
-                // the end.
-                writer.apply_changeset(number, changes)?;
-                update_state_root(writer, number, changes, RootMode::Compute)
-            }),
-            None,
-        ),
-    };
-    let outcome = outcome.map_err(|error| ImportError::Execution { number, hash, error })?;
+    let outcome = match ahead {
+        Some(outcome) => outcome,
+        None => execute_block(spec, &parent_state, block, senders, |changes| {
+            // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
+            writer.apply_changeset(number, changes)?;
+            update_state_root(writer, number, changes, RootMode::Compute)
+        }),
+    }
+    .map_err(|error| ImportError::Execution { number, hash, error })?;
     timings.execute = started.elapsed();
     writer.apply_changeset(number, &outcome.changes)?;
     timings.state = started.elapsed() - timings.execute;
@@ -317,14 +308,10 @@ where
         )?;
     }
     let before_root = started.elapsed();
-    let computed_ahead = root_ahead.is_some();
     match pending {
         Some(pending) => pending.add(&outcome.changes),
         None => {
-            let root = match root_ahead.and_then(|c| c.if_root_is(number, header.state_root)) {
-                Some(update) => store_state_root(writer, number, &outcome.changes, update)?,
-                None => update_state_root(writer, number, &outcome.changes, RootMode::Store)?,
-            };
+            let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
             check(number, hash, "state root", header.state_root, root)?;
         }
     }
@@ -353,7 +340,6 @@ where
         %hash,
         txs = body.transactions.len(),
         executed_ahead,
-        computed_ahead,
         exec_us = timings.execute.as_micros() as u64,
         state_us = timings.state.as_micros() as u64,
         root_us = timings.root.as_micros() as u64,

@@ -17,7 +17,6 @@ mod error;
 mod genesis;
 mod header;
 mod progress;
-mod roots;
 mod source;
 
 use std::path::{Path, PathBuf};
@@ -49,12 +48,6 @@ pub struct ImportSummary {
     /// (the others were executed inline: pre-Byzantium blocks, and blocks after a gap in what
     /// that thread could see).
     pub executed_ahead: u64,
-    /// Of the imported blocks, those whose state root the roots thread computed beside the
-    /// writer (`roots`; only where every block's root is checked).
-    pub roots_ahead: u64,
-    /// Of those, the roots the writer refused because they were not the header's, and computed
-    /// again itself: none on a valid chain.
-    pub roots_refused: u64,
     /// Transactions in the imported blocks.
     pub transactions: u64,
     /// Gas used by the imported blocks.
@@ -227,7 +220,6 @@ pub fn import_files_with(
     let chain_id = spec.chain_id();
     let per_group = options.state_root.per_group(db.begin_read()?.proof_history()?)?;
     let budget = ahead::Budget::new(ahead::EXECUTE_AHEAD_BYTES);
-    let refused = std::sync::Arc::new(roots::Refused::default());
     let mut result = std::thread::scope(|scope| {
         // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
         // recovery run a few blocks ahead of execution: they do not need the parent's state.
@@ -246,28 +238,12 @@ pub fn import_files_with(
                 prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
             })
             .map_err(thread_error)?;
+        let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
         let budget = &budget;
-        // With a root checked at every block, the roots thread walks each executed block's
-        // tries between execution and this thread (`roots`).
-        let (executed_tx, executed_rx) =
-            std::sync::mpsc::sync_channel(if per_group { EXECUTE_AHEAD } else { ROOTS_INPUT });
         std::thread::Builder::new()
             .name("loupe-execute".into())
             .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx, budget))
             .map_err(thread_error)?;
-        let executed_rx = if per_group {
-            executed_rx
-        } else {
-            let (rooted_tx, rooted_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
-            let refused = std::sync::Arc::clone(&refused);
-            std::thread::Builder::new()
-                .name("loupe-roots".into())
-                .spawn_scoped(scope, move || {
-                    roots::roots_ahead(db, executed_rx, &rooted_tx, refused)
-                })
-                .map_err(thread_error)?;
-            rooted_rx
-        };
         // However this loop ends, the execution thread must not wait on the budget forever.
         let _closed = CloseOnDrop(budget);
         let mut file: Option<FileImport<'_>> = None;
@@ -313,7 +289,6 @@ pub fn import_files_with(
     }
     progress.finish();
     result?;
-    summary.roots_refused = refused.count.load(std::sync::atomic::Ordering::SeqCst);
     summary.head = db.begin_read()?.head()?.unwrap_or(0);
     summary.elapsed = started.elapsed();
     Ok(summary)
@@ -337,10 +312,6 @@ const PREPARE_AHEAD: usize = 4;
 /// 10–17 % off the import against room for 4, for 15–20 MiB more peak memory (BENCHMARKS.md,
 /// "State roots per commit group"). [`ahead::EXECUTE_AHEAD_BYTES`] bounds them in bytes too.
 const EXECUTE_AHEAD: usize = 128;
-
-/// Executed blocks waiting for the roots thread, when it runs: it takes them as fast as the
-/// writer can use them, so the room for the writer's stalls is after it ([`EXECUTE_AHEAD`]).
-const ROOTS_INPUT: usize = 16;
 
 /// A decoded block with its [`Prepared`] part, or what was wrong with the file there.
 type Next =
@@ -462,11 +433,9 @@ impl FileImport<'_> {
                 Group::new(db, per_group)?
             }
         };
-        let was_ahead = ahead.as_ref().is_some_and(|a| a.outcome.is_ok());
-        let rooted = ahead.as_ref().is_some_and(|a| a.root.is_some());
+        let was_ahead = matches!(ahead, Some(Ok(_)));
         let g = g.add(db, spec, block, prepared, ahead).map_err(|e| e.at_offset(offset))?;
         summary.executed_ahead += u64::from(was_ahead);
-        summary.roots_ahead += u64::from(rooted);
         if g.blocks.len() >= options.batch.max(1) as usize || durable {
             g.commit(db, spec, durable)?;
         } else {

@@ -29,35 +29,16 @@ pub(crate) fn decode_row(
     Ok((path, node))
 }
 
-/// Changed trie nodes laid over a stored table: a write transaction's ([`NodeWrites`]) or those
-/// of the blocks computed ahead of the writer (`trie::ahead`).
-pub(crate) trait HeldNodes<const N: usize> {
-    /// The node at `key` if it changed (`Some(None)`: removed).
-    fn get(&self, key: &[u8; N]) -> Option<Option<&[u8]>>;
-    /// The first changed node with a key in `from..=to` that is present (not removed).
-    fn first_present(&self, from: &[u8; N], to: &[u8; N]) -> Option<([u8; N], &[u8])>;
-}
-
-impl<const N: usize> HeldNodes<N> for NodeWrites<N> {
-    fn get(&self, key: &[u8; N]) -> Option<Option<&[u8]>> {
-        Self::get(self, key)
-    }
-
-    fn first_present(&self, from: &[u8; N], to: &[u8; N]) -> Option<([u8; N], &[u8])> {
-        self.range(from, to).find_map(|(k, node)| node.map(|node| (*k, node)))
-    }
-}
-
-/// The first node with a key in `from..=to`: of the stored ones in `table` and the changes
-/// held in `held`, the held one where both have the key.
-fn seek_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>, H: HeldNodes<N>>(
+/// The first node with a key in `from..=to`: of the stored ones in `table` and the changes the
+/// transaction holds in `held`, the held one where both have the key.
+fn seek_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>>(
     name: &'static str,
     table: &T,
-    held: &H,
+    held: &NodeWrites<N>,
     from: &[u8; N],
     to: &[u8; N],
 ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
-    let first_held = held.first_present(from, to);
+    let first_held = held.range(from, to).find_map(|(k, node)| node.map(|node| (*k, node)));
     for item in table.range::<&[u8; N]>(from..=to)? {
         let (k, v) = item?;
         let k = k.value();
@@ -75,10 +56,10 @@ fn seek_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>, H: HeldNodes
 }
 
 /// The node at `key`: as the transaction changed it, or else as stored in `table`.
-fn get_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>, H: HeldNodes<N>>(
+fn get_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>>(
     name: &'static str,
     table: &T,
-    held: &H,
+    held: &NodeWrites<N>,
     key: &[u8; N],
 ) -> Result<Option<BranchNodeCompact>, TrieError> {
     match held.get(key) {
@@ -91,18 +72,15 @@ fn get_held<const N: usize, T: ReadableTable<K<N>, &'static [u8]>, H: HeldNodes<
     }
 }
 
-/// The account trie's current nodes: stored, with the changes not yet stored laid over them.
-pub(crate) struct AccountNodes<'t, T, H = NodeWrites<33>> {
+/// The account trie's current nodes in a write transaction.
+pub(crate) struct AccountNodes<'t, T> {
     /// The stored nodes.
     pub(crate) table: &'t T,
-    /// The changes a write transaction holds ([`crate::storage::Writer::trie_nodes`]), or
-    /// those of the blocks computed ahead of the writer.
-    pub(crate) held: &'t H,
+    /// The changes the transaction holds ([`crate::storage::Writer::trie_nodes`]).
+    pub(crate) held: &'t NodeWrites<33>,
 }
 
-impl<T: ReadableTable<K<33>, &'static [u8]>, H: HeldNodes<33>> NodeSource
-    for AccountNodes<'_, T, H>
-{
+impl<T: ReadableTable<K<33>, &'static [u8]>> NodeSource for AccountNodes<'_, T> {
     fn seek(
         &mut self,
         from: &Nibbles,
@@ -116,19 +94,17 @@ impl<T: ReadableTable<K<33>, &'static [u8]>, H: HeldNodes<33>> NodeSource
     }
 }
 
-/// One account's current storage-trie nodes, as [`AccountNodes`].
-pub(crate) struct StorageNodes<'t, T, H = NodeWrites<65>> {
+/// One account's current storage-trie nodes in a write transaction.
+pub(crate) struct StorageNodes<'t, T> {
     /// The stored nodes of every account.
     pub(crate) table: &'t T,
-    /// The changes not yet stored, as for [`AccountNodes::held`].
-    pub(crate) held: &'t H,
+    /// The changes the transaction holds ([`crate::storage::Writer::trie_nodes`]).
+    pub(crate) held: &'t NodeWrites<65>,
     /// Whose storage trie.
     pub(crate) account: B256,
 }
 
-impl<T: ReadableTable<K<65>, &'static [u8]>, H: HeldNodes<65>> NodeSource
-    for StorageNodes<'_, T, H>
-{
+impl<T: ReadableTable<K<65>, &'static [u8]>> NodeSource for StorageNodes<'_, T> {
     fn seek(
         &mut self,
         from: &Nibbles,

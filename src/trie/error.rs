@@ -30,15 +30,6 @@ pub enum TrieError {
         /// The value rebuilt from the state tables (a hash).
         expected: String,
     },
-    /// A state root computed ahead of the import's writer was handed to another block (a
-    /// pipeline fault; nothing of it is stored).
-    #[error("state root computed ahead for block {computed_for} handed to block {block}")]
-    AheadOutOfStep {
-        /// The block being stored.
-        block: u64,
-        /// The block the root was computed for.
-        computed_for: u64,
-    },
     /// The block asked for is not stored.
     #[error("block {0} is not stored")]
     UnknownBlock(u64),

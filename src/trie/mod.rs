@@ -5,7 +5,6 @@
 //! branch children; leaves come from the hashed state. A block's root re-hashes only the paths
 //! under keys the block changed (`walk.rs`); see `docs/design.md` for tables and flows.
 
-mod ahead;
 mod codec;
 mod db;
 mod error;
@@ -18,11 +17,8 @@ mod tests;
 mod verify;
 mod walk;
 
-pub use ahead::{RootUpdate, RootsAhead};
 pub use error::TrieError;
 pub use overlay::overlay_state_root;
 pub use proof::{AccountProof, StorageProof, prove_account};
-pub use root::{
-    PendingRoot, RootMode, build_state_root, settle_state_root, store_state_root, update_state_root,
-};
+pub use root::{PendingRoot, RootMode, build_state_root, settle_state_root, update_state_root};
 pub use verify::{VerifyReport, verify, verify_history};

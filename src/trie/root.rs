@@ -10,7 +10,6 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use revm::database::states::StateChangeset;
 
 use super::TrieError;
-use super::ahead::RootUpdate;
 use super::codec::{concat, encode_node, pack_path};
 use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
@@ -32,16 +31,16 @@ pub enum RootMode {
 
 /// The hashed keys a changeset touches.
 #[derive(Debug, Default)]
-pub(super) struct Touched {
+struct Touched {
     /// Every account whose leaf may have changed.
-    pub(super) accounts: Vec<B256>,
+    accounts: Vec<B256>,
     /// Per account: its storage was wiped, and the slots written.
-    pub(super) storage: BTreeMap<B256, (bool, Vec<B256>)>,
+    storage: BTreeMap<B256, (bool, Vec<B256>)>,
     /// Accounts deleted by the changeset.
-    pub(super) deleted: Vec<B256>,
+    deleted: Vec<B256>,
 }
 
-pub(super) fn touched(changes: &StateChangeset) -> Touched {
+fn touched(changes: &StateChangeset) -> Touched {
     let mut t = Touched::default();
     for (address, info) in &changes.accounts {
         let h = keccak256(address);
@@ -127,7 +126,7 @@ pub fn settle_state_root(
     block: u64,
     pending: &mut PendingRoot,
 ) -> Result<B256, TrieError> {
-    update_touched(writer, block, pending.take(), RootMode::Store, None)
+    update_touched(writer, block, pending.take(), RootMode::Store)
 }
 
 /// The trie's current nodes in one write transaction, with the changes it holds
@@ -249,25 +248,7 @@ pub fn update_state_root(
     changes: &StateChangeset,
     mode: RootMode,
 ) -> Result<B256, TrieError> {
-    update_touched(writer, block, touched(changes), mode, None)
-}
-
-/// [`update_state_root`] with [`RootMode::Store`] for a block whose walks were made ahead of the
-/// writer ([`RootsAhead::compute`], on the last committed snapshot and the blocks computed since):
-/// stores the nodes and storage roots `update` holds, exactly as the walks made here would, and
-/// returns its root. The caller has checked that root against the block's header; a root that
-/// matches commits to every leaf and node the walks read, so the view they were made on was
-/// this transaction's. An account whose walk `update` lacks is walked here.
-pub fn store_state_root(
-    writer: &Writer,
-    block: u64,
-    changes: &StateChangeset,
-    update: RootUpdate,
-) -> Result<B256, TrieError> {
-    if update.block() != block {
-        return Err(TrieError::AheadOutOfStep { block, computed_for: update.block() });
-    }
-    update_touched(writer, block, touched(changes), RootMode::Store, Some(update))
+    update_touched(writer, block, touched(changes), mode)
 }
 
 fn update_touched(
@@ -275,7 +256,6 @@ fn update_touched(
     block: u64,
     touched: Touched,
     mode: RootMode,
-    mut ahead: Option<RootUpdate>,
 ) -> Result<B256, TrieError> {
     let txn = writer.transaction();
     let epochs = history_epochs(txn)?;
@@ -298,9 +278,7 @@ fn update_touched(
             continue;
         };
         let mut leaves = StorageLeaves { table: &storage, account: *account };
-        let out = if let Some(out) = ahead.as_mut().and_then(|u| u.storage.remove(account)) {
-            out
-        } else if *wiped {
+        let out = if *wiped {
             walk(&mut NoNodes, &mut leaves, &PrefixSet::all(), None)?
         } else {
             let mut nodes = StorageNodes {
@@ -329,14 +307,9 @@ fn update_touched(
         }
     }
 
-    let out = match ahead {
-        Some(update) => update.account,
-        None => {
-            let changed = PrefixSet::new(touched.accounts);
-            let mut nodes = AccountNodes { table: &trie.account_trie, held: &trie.held.account };
-            walk(&mut nodes, &mut AccountLeaves(&accounts), &changed, None)?
-        }
-    };
+    let changed = PrefixSet::new(touched.accounts);
+    let mut nodes = AccountNodes { table: &trie.account_trie, held: &trie.held.account };
+    let out = walk(&mut nodes, &mut AccountLeaves(&accounts), &changed, None)?;
     if store {
         for path in &out.removed {
             trie.put_account(block, path, None)?;
