@@ -235,6 +235,7 @@ pub fn import_files_with(
         std::thread::Builder::new()
             .name("loupe-prepare".into())
             .spawn_scoped(scope, move || {
+                yield_to_the_writer();
                 prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
             })
             .map_err(thread_error)?;
@@ -242,7 +243,10 @@ pub fn import_files_with(
         let budget = &budget;
         std::thread::Builder::new()
             .name("loupe-execute".into())
-            .spawn_scoped(scope, move || ahead::execute_ahead(db, spec, rx, &executed_tx, budget))
+            .spawn_scoped(scope, move || {
+                yield_to_the_writer();
+                ahead::execute_ahead(db, spec, rx, &executed_tx, budget)
+            })
             .map_err(thread_error)?;
         // However this loop ends, the execution thread must not wait on the budget forever.
         let _closed = CloseOnDrop(budget);
@@ -292,6 +296,30 @@ pub fn import_files_with(
     summary.head = db.begin_read()?.head()?.unwrap_or(0);
     summary.elapsed = started.elapsed();
     Ok(summary)
+}
+
+/// How much lower the preparing and executing threads run than the writer, in nice steps.
+/// The writer is the import's critical path; with three busy threads on two cores the
+/// scheduler otherwise gives it a third of its time to the others, which then only run further
+/// ahead until their channels fill (BENCHMARKS.md, session 39).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+const AHEAD_NICE: libc::c_int = 5;
+
+/// Lowers the calling thread's scheduling priority by [`AHEAD_NICE`] (Linux: niceness is per
+/// thread). Best effort: where the call fails the thread runs at the writer's priority, as it
+/// did before, and nothing else changes.
+fn yield_to_the_writer() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: both calls take plain integers and touch no memory of ours.
+    unsafe {
+        let tid = libc::gettid();
+        let now = libc::getpriority(libc::PRIO_PROCESS as _, tid as libc::id_t);
+        let _ = libc::setpriority(
+            libc::PRIO_PROCESS as _,
+            tid as libc::id_t,
+            now.saturating_add(AHEAD_NICE),
+        );
+    }
 }
 
 /// Closes the execution budget when the writer's loop ends, however it ends.
@@ -600,6 +628,25 @@ mod tests {
     use alloy_rlp::Encodable;
     use alloy_signer::SignerSync;
     use alloy_signer_local::PrivateKeySigner;
+
+    /// The preparing and executing threads run below the writer's priority, the thread that
+    /// spawned them (the kernel's own per-thread niceness, read back) keeps its own.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_threads_ahead_yield_to_the_writer() {
+        // SAFETY: plain integer calls on the calling thread.
+        let nice =
+            || unsafe { libc::getpriority(libc::PRIO_PROCESS as _, libc::gettid() as libc::id_t) };
+        let before = nice();
+        let lowered = std::thread::spawn(move || {
+            yield_to_the_writer();
+            nice()
+        })
+        .join()
+        .unwrap_or(i32::MIN);
+        assert_eq!(lowered, (before + AHEAD_NICE).min(19));
+        assert_eq!(nice(), before);
+    }
 
     /// Block `number` with one transfer signed by `signer` (its nonce the block number).
     fn signed_block(number: u64, signer: &PrivateKeySigner) -> Block<TxEnvelope> {

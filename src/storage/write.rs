@@ -168,7 +168,9 @@ impl Writer {
 
     /// Writes the deferred rows and the held trie nodes, each table's in key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
+        let started = std::time::Instant::now();
         self.flush_trie_nodes()?;
+        let trie = started.elapsed();
         let mut deferred = self.deferred();
         let account_history = deferred.account_history.take_all();
         let slot_history = deferred.slot_history.take_all();
@@ -190,6 +192,7 @@ impl Writer {
             let mut t = self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
             write_rows(&mut t, &slot_history, "hashed_storage_history")?;
         }
+        let history = started.elapsed();
         if !account_bits.is_empty() {
             super::history::epochs::set_bits(
                 &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
@@ -202,15 +205,30 @@ impl Writer {
                 slot_bits,
             )?;
         }
+        let bits = started.elapsed();
         self.write_sorted(tables::PREIMAGES, preimages, |t, (hash, slot)| {
             t.insert(hash, slot.as_slice()).map(drop)
         })?;
+        let preimages = started.elapsed();
         self.write_sorted(tables::TX_LOOKUP, lookups, |t, (hash, key)| {
             t.insert(hash, key).map(drop)
         })?;
+        let lookups = started.elapsed();
         self.write_sorted(tables::TRACE_ADDRESSES, trace_addresses, |t, key| {
             t.insert(key, ()).map(drop)
-        })
+        })?;
+        let us = |d: std::time::Duration| d.as_micros() as u64;
+        tracing::debug!(
+            target: "import",
+            trie_us = us(trie),
+            history_us = us(history - trie),
+            bits_us = us(bits - history),
+            preimages_us = us(preimages - bits),
+            lookups_us = us(lookups - preimages),
+            trace_us = us(started.elapsed() - lookups),
+            "deferred rows written"
+        );
+        Ok(())
     }
 
     /// Puts `rows` into table `def` in order, each once, through one open table.
@@ -312,7 +330,14 @@ impl Writer {
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.flush_deferred()?;
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+        let started = std::time::Instant::now();
         self.txn.commit()?;
+        tracing::debug!(
+            target: "import",
+            durable,
+            redb_commit_us = started.elapsed().as_micros() as u64,
+            "transaction committed"
+        );
         self.segment_files.pending.committed(&self.segment_files.store, durable);
         if self.unwound {
             self.cache.clear_headers();
