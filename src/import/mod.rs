@@ -300,8 +300,8 @@ pub fn import_files_with(
 
 /// How much lower the preparing and executing threads run than the writer, in nice steps.
 /// The writer is the import's critical path; with three busy threads on two cores the
-/// scheduler otherwise gives it a third of its time to the others, which then only run further
-/// ahead until their channels fill (BENCHMARKS.md, session 39).
+/// scheduler otherwise gives about an eighth of its time to the others, which then only run
+/// further ahead until their channels fill (BENCHMARKS.md, session 39).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const AHEAD_NICE: libc::c_int = 5;
 
