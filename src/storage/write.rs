@@ -170,7 +170,7 @@ impl Writer {
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
         let started = std::time::Instant::now();
         self.flush_trie_nodes()?;
-        let trie = started.elapsed();
+        let after_trie = started.elapsed();
         let mut deferred = self.deferred();
         let account_history = deferred.account_history.take_all();
         let slot_history = deferred.slot_history.take_all();
@@ -192,7 +192,7 @@ impl Writer {
             let mut t = self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
             write_rows(&mut t, &slot_history, "hashed_storage_history")?;
         }
-        let history = started.elapsed();
+        let after_history = started.elapsed();
         if !account_bits.is_empty() {
             super::history::epochs::set_bits(
                 &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
@@ -205,27 +205,27 @@ impl Writer {
                 slot_bits,
             )?;
         }
-        let bits = started.elapsed();
+        let after_bits = started.elapsed();
         self.write_sorted(tables::PREIMAGES, preimages, |t, (hash, slot)| {
             t.insert(hash, slot.as_slice()).map(drop)
         })?;
-        let preimages = started.elapsed();
+        let after_preimages = started.elapsed();
         self.write_sorted(tables::TX_LOOKUP, lookups, |t, (hash, key)| {
             t.insert(hash, key).map(drop)
         })?;
-        let lookups = started.elapsed();
+        let after_lookups = started.elapsed();
         self.write_sorted(tables::TRACE_ADDRESSES, trace_addresses, |t, key| {
             t.insert(key, ()).map(drop)
         })?;
         let us = |d: std::time::Duration| d.as_micros() as u64;
         tracing::debug!(
             target: "import",
-            trie_us = us(trie),
-            history_us = us(history - trie),
-            bits_us = us(bits - history),
-            preimages_us = us(preimages - bits),
-            lookups_us = us(lookups - preimages),
-            trace_us = us(started.elapsed() - lookups),
+            trie_us = us(after_trie),
+            history_us = us(after_history - after_trie),
+            bits_us = us(after_bits - after_history),
+            preimages_us = us(after_preimages - after_bits),
+            lookups_us = us(after_lookups - after_preimages),
+            trace_us = us(started.elapsed() - after_lookups),
             "deferred rows written"
         );
         Ok(())
