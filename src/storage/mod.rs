@@ -150,7 +150,20 @@ impl Database {
         let manifest = {
             let r = db.begin_read()?;
             match r.open_table(tables::META) {
-                Ok(m) => segments::Manifest::read(&m)?,
+                Ok(m) => {
+                    let manifest = segments::Manifest::read(&m)?;
+                    // Refused before its files are touched (`Writer::create_tables`).
+                    let found = m.get(tables::meta::SCHEMA)?.map(|v| v.value().to_vec());
+                    if found.as_deref() == Some(11u64.to_be_bytes().as_slice())
+                        && manifest.has_trie_history_files()
+                    {
+                        return Err(StorageError::Schema {
+                            found: 11,
+                            supported: tables::SCHEMA_VERSION,
+                        });
+                    }
+                    manifest
+                }
                 Err(redb::TableError::TableDoesNotExist(_)) => segments::Manifest::default(),
                 Err(e) => return Err(e.into()),
             }
@@ -286,6 +299,57 @@ mod tests {
         let m = txn.open_table(tables::META).unwrap();
         let schema = m.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
         assert_eq!(schema, tables::SCHEMA_VERSION.to_be_bytes());
+    }
+
+    /// A format 11 datadir opens as the current format unless it froze trie history, whose
+    /// segment files kept another key order: that one is refused and left as it was.
+    #[test]
+    fn a_format_11_database_opens_unless_it_froze_trie_history() {
+        let set = |dir: &std::path::Path, kind: Option<segments::Kind>| {
+            let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
+            let w = db.begin_write().unwrap();
+            let mut m = w.open_table(tables::META).unwrap();
+            m.insert(tables::meta::SCHEMA, 11u64.to_be_bytes().as_slice()).unwrap();
+            let mut manifest = segments::Manifest { frozen_to: 1, ..Default::default() };
+            if let Some(kind) = kind {
+                manifest.files.push(segments::Entry {
+                    kind,
+                    first: 0,
+                    last: 0,
+                    rows: 0,
+                    bytes: 0,
+                    crc: 0,
+                });
+            }
+            m.insert(tables::meta::SEGMENTS, serde_json::to_vec(&manifest).unwrap().as_slice())
+                .unwrap();
+            drop(m);
+            w.commit().unwrap();
+        };
+        let schema = |dir: &std::path::Path| {
+            let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
+            let txn = db.begin_read().unwrap();
+            let m = txn.open_table(tables::META).unwrap();
+            let v = m.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
+            u64::from_be_bytes(v.try_into().unwrap())
+        };
+        for (kind, opens) in [(None, true), (Some(segments::Kind::StorageTrieHistory), false)] {
+            let dir = tempfile::tempdir().unwrap();
+            drop(Database::open(dir.path()).unwrap());
+            set(dir.path(), kind);
+            match Database::open(dir.path()) {
+                Ok(db) => {
+                    assert!(opens, "{kind:?}");
+                    drop(db);
+                    assert_eq!(schema(dir.path()), tables::SCHEMA_VERSION);
+                }
+                Err(err) => {
+                    assert!(!opens, "{kind:?}: {err}");
+                    assert!(matches!(err, StorageError::Schema { found: 11, .. }), "{err}");
+                    assert_eq!(schema(dir.path()), 11);
+                }
+            }
+        }
     }
 
     #[test]

@@ -248,4 +248,8 @@ pub mod meta {
 /// 11: closed epochs behind the unwind window frozen into segment files named by
 ///    [`meta::SEGMENTS`] (`storage::segments`). Formats 9 and 10 open as format 11 with nothing
 ///    rewritten (a datadir without a manifest has frozen nothing).
-pub const SCHEMA_VERSION: u64 = 11;
+/// 12: trie-history segment files keep a node's rows together (`node ++ epoch ++ block`), and
+///    a merge chains them into one run of deltas across its parts
+///    (`storage::segments::Kind::is_node_first`). A format 11 datadir without trie-history
+///    segment files opens as format 12; one with them is refused.
+pub const SCHEMA_VERSION: u64 = 12;

@@ -280,6 +280,12 @@ impl Writer {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
                 super::history::epochs::Epochs::read(&m)?;
             }
+            // Format 11 differs only in the key order of trie-history segment files: one that
+            // froze none (nothing yet, or `--proof-history window`) opens as the current format.
+            Some(11) if !super::segments::Manifest::read(&m)?.has_trie_history_files() => {
+                m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                super::history::epochs::Epochs::read(&m)?;
+            }
             Some(found) if found != tables::SCHEMA_VERSION => {
                 return Err(super::StorageError::Schema {
                     found,

@@ -128,21 +128,20 @@ where
         if !self.node_rows {
             return Ok(present(&first));
         }
-        // Deltas name only what differs from the next version: walk forward within the epoch
-        // to a whole row (at most FULL_ROW_EVERY rows), else hop once to the node's next
-        // version (its first row in a later epoch, which is whole, or the current node), then
-        // resolve back.
+        // Deltas name only what differs from the next version: walk forward within the place
+        // that holds the row (its epoch in the B-tree, or its segment file, where a node's rows
+        // run on across the file's epochs) to a whole row (at most FULL_ROW_EVERY rows), else
+        // hop once to the node's next version (its first row in a later place, which is whole,
+        // or the current node), then resolve back.
         let corrupt = |detail: String| TrieError::CorruptNode {
             table: "trie node history",
             key: alloy_primitives::hex::encode(key),
             detail,
         };
         let epoch = self.history.epochs.of(block);
-        let lo: [u8; H] = row_key(epoch, key, block.saturating_add(1));
-        let hi: [u8; H] = row_key(epoch, key, u64::MAX);
-        // The rows after it in its epoch, as many as a walk to a whole row may take.
+        // The rows after it in its place, as many as a walk to a whole row may take.
         let mut later: Vec<(u64, Vec<u8>)> = Vec::new();
-        self.history.scan::<H, V2>(&lo, &hi, |k, v| {
+        self.history.scan_node::<K, H, V2>(epoch, key, block.saturating_add(1), |k, v| {
             later.push((row_block(k), v.to_vec()));
             Ok(later.len() <= usize::from(FULL_ROW_EVERY))
         })?;
@@ -168,7 +167,7 @@ where
                         Some((at, row)) => {
                             if matches!(node_row(&row).map_err(corrupt)?, NodeRow::Delta { .. }) {
                                 return Err(corrupt(format!(
-                                    "the first row of an epoch (block {at}) is a delta"
+                                    "the node's first row in its epoch or segment file (block {at}) is a delta"
                                 )));
                             }
                             row

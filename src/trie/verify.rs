@@ -329,20 +329,21 @@ pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
         + check_history(&t.storage_trie, storage, "storage_trie_history")?)
 }
 
-/// Resolves every trie-node history row, newest first within each node and epoch (each row
-/// against the node after it: the one resolved before, or the node's next version, which is
-/// its first row in a later epoch or the current row), and checks that each gives a
-/// well-formed node, that delta runs count up by one from a whole row and stay under
-/// [`FULL_ROW_EVERY`], and that each node's first row in an epoch is whole. Returns the rows
-/// checked. Memory stays bounded: one node at a time.
+/// Resolves every trie-node history row, newest first within each node and place (an epoch in
+/// the B-tree, or a segment file, whose rows of a node run on across its epochs:
+/// [`SnapshotHistory::place`]), each row against the node after it: the one resolved before,
+/// or the node's next version, which is its first row in a later place or the current row.
+/// Checks that each gives a well-formed node, that delta runs count up by one from a whole row
+/// and stay under [`FULL_ROW_EVERY`], and that each node's first row in a place is whole.
+/// Returns the rows checked. Memory stays bounded: one node at a time.
 fn check_history<const K: usize, const H: usize, const I: usize>(
     current: &ReadOnlyTable<&'static [u8; K], &'static [u8]>,
     history: SnapshotHistory<'_, H, I, &'static [u8]>,
     table: &'static str,
 ) -> Result<u64, TrieError> {
     let mut rows = 0u64;
-    // The node and epoch of the rows being walked.
-    let mut group: Option<(u32, [u8; K])> = None;
+    // The node and place of the rows being walked.
+    let mut group: Option<((bool, u32), [u8; K])> = None;
     let mut next = Vec::new();
     // The run the next older row of this node must have (`None`: the last row was whole).
     let mut want_older: Option<u8> = None;
@@ -351,7 +352,7 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             table,
             key: alloy_primitives::hex::encode(key),
             detail: format!(
-                "the node's first row in its epoch is a delta (a whole row of run {run} is missing)"
+                "the node's first row in its epoch or segment file is a delta (a whole row of run {run} is missing)"
             ),
         }),
         None => Ok(()),
@@ -364,8 +365,8 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             detail,
         };
         let this: [u8; K] = row_entity(key);
-        let epoch = row_epoch(key);
-        if group != Some((epoch, this)) {
+        let place = history.place(row_epoch(key));
+        if group != Some((place, this)) {
             if let Some((_, node)) = group {
                 unfinished(&node, want_older)?;
             }
@@ -376,7 +377,7 @@ fn check_history<const K: usize, const H: usize, const I: usize>(
             if matches!(node_row(&next).map_err(corrupt)?, NodeRow::Delta { .. }) {
                 return Err(corrupt("the node's next version is a delta".into()));
             }
-            group = Some((epoch, this));
+            group = Some((place, this));
             want_older = None;
         }
         let run = match node_row(row).map_err(corrupt)? {

@@ -332,6 +332,48 @@ impl<'t, R, X> History<'t, R, X> {
         Ok(())
     }
 
+    /// Calls `f` with the rows of `key` from block `from` of `epoch` on, to the end of the
+    /// place that holds that epoch's rows, in block order, until it returns `false`: the
+    /// epoch's end in the B-tree, or the end of the segment file covering it, whose trie-node
+    /// rows run on across its later epochs ([`crate::storage::segments::Kind::is_node_first`]).
+    pub fn scan_node<const K: usize, const H: usize, V>(
+        &self,
+        epoch: u32,
+        key: &[u8; K],
+        from: u64,
+        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<bool>,
+    ) -> StorageResult<()>
+    where
+        R: ReadableTable<&'static [u8; H], V>,
+        V: Value + 'static,
+        for<'a> V::SelfType<'a>: AsRef<[u8]>,
+    {
+        let lo: [u8; H] = row_key(epoch, key, from);
+        let Some((segments, kind)) = self.frozen_at(epoch) else {
+            let hi: [u8; H] = row_key(epoch, key, u64::MAX);
+            return self.scan::<H, V>(&lo, &hi, f);
+        };
+        segments.scan_node(kind, &lo, |k, v| match <&[u8; H]>::try_from(k) {
+            Ok(k) => f(k, v),
+            Err(_) => Err(StorageError::Corrupt {
+                table: "history segment",
+                detail: format!("a key of {} bytes where {H} were due", k.len()),
+            }),
+        })
+    }
+
+    /// Where `epoch`'s rows are kept, as a place whose rows of one trie node run as one chain
+    /// (`storage::history::nodes`): `(true, first epoch)` of the segment file covering it, or
+    /// `(false, epoch)` in the B-tree (or a file that keeps one epoch's rows apart).
+    pub fn place(&self, epoch: u32) -> (bool, u32) {
+        match self.frozen_at(epoch) {
+            Some((segments, kind)) if kind.is_node_first() => {
+                segments.file_of(kind, epoch).map_or((false, epoch), |first| (true, first))
+            }
+            _ => (false, epoch),
+        }
+    }
+
     /// The row at `key`, wherever its epoch is.
     pub fn get<const H: usize, V>(&self, key: &[u8; H]) -> StorageResult<Option<Vec<u8>>>
     where

@@ -87,7 +87,11 @@ fn child_hashes(node: &[u8]) -> Result<[Option<&[u8]>; 16], String> {
 /// epoch (0 if that row is whole or absent; `FULL_ROW_EVERY - 1` if there is none, which makes
 /// the row whole). Whole when the node is removed or the run is full; otherwise a delta against
 /// `new`.
-fn encode_node_row(old: &[u8], new: Option<&[u8]>, prev_run: u8) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_node_row(
+    old: &[u8],
+    new: Option<&[u8]>,
+    prev_run: u8,
+) -> Result<Vec<u8>, String> {
     let run = prev_run.saturating_add(1);
     let Some(new) = new else { return Ok(old.to_vec()) };
     if old.is_empty() || run >= FULL_ROW_EVERY {
@@ -152,6 +156,37 @@ pub fn resolve_node_row(row: &[u8], next: &[u8]) -> Result<Vec<u8>, String> {
         out.extend_from_slice(hash);
     }
     Ok(out)
+}
+
+/// Re-encodes one node's history rows for a merged segment file (`storage::segments::freeze`):
+/// `rows` are the node's rows across the merged parts in block order, and `tail` is where its
+/// last part's rows begin. Each part starts the node with a whole row (or an absent one), so
+/// every row before `tail` resolves from that row back; those rows are encoded again, each
+/// against the node after it, in one run from the first: a whole row is then due only where a
+/// run fills, not at every part's start. The rows from `tail` on stay as they are: the last
+/// ones are deltas against the node's next version after the file.
+pub(crate) fn rechain(rows: &mut [Vec<u8>], tail: usize) -> Result<(), String> {
+    let Some(first_of_tail) = rows.get(tail) else { return Ok(()) };
+    if matches!(node_row(first_of_tail)?, NodeRow::Delta { .. }) {
+        return Err("a node's first row in a segment file is a delta".into());
+    }
+    // The node before each row's block, from the tail's first row back.
+    let mut nodes: Vec<Vec<u8>> = vec![Vec::new(); tail + 1];
+    nodes[tail] = first_of_tail.clone();
+    for i in (0..tail).rev() {
+        nodes[i] = resolve_node_row(&rows[i], &nodes[i + 1])?;
+    }
+    let mut prev_run = FULL_ROW_EVERY - 1;
+    for i in 0..tail {
+        let next = nodes[i + 1].as_slice();
+        let row = encode_node_row(&nodes[i], (!next.is_empty()).then_some(next), prev_run)?;
+        prev_run = match node_row(&row)? {
+            NodeRow::Delta { run, .. } => run,
+            NodeRow::Whole(_) | NodeRow::Absent => 0,
+        };
+        rows[i] = row;
+    }
+    Ok(())
 }
 
 fn corrupt(table: &'static str, detail: String) -> StorageError {
@@ -273,5 +308,57 @@ mod tests {
         // A format-4 row (a whole node) reads as itself.
         assert_eq!(resolve_node_row(&old, &[]).unwrap(), old);
         assert!(node_row(&[0u8; 7]).is_err());
+    }
+
+    #[test]
+    fn rechained_rows_resolve_to_the_same_nodes_with_whole_rows_only_where_a_run_fills() {
+        // Three parts of a node's history, each starting whole (as freezes write them), the
+        // node changing one child hash per block; then the node's current version.
+        let version = |v: u8| node(0b111, &[(0, 1), (1, v), (2, 200)]);
+        let versions: Vec<Vec<u8>> = (0..80u8).map(version).collect();
+        let current = version(80);
+        let next_of = |i: usize| versions.get(i + 1).cloned().unwrap_or_else(|| current.clone());
+        let part_starts = [0usize, 30, 50];
+        let mut rows = Vec::new();
+        let mut prev_run = FULL_ROW_EVERY - 1;
+        for (i, version) in versions.iter().enumerate() {
+            if part_starts.contains(&i) {
+                prev_run = FULL_ROW_EVERY - 1;
+            }
+            let row = encode_node_row(version, Some(&next_of(i)), prev_run).unwrap();
+            prev_run = match node_row(&row).unwrap() {
+                NodeRow::Delta { run, .. } => run,
+                _ => 0,
+            };
+            rows.push(row);
+        }
+        let whole = |rows: &[Vec<u8>]| {
+            rows.iter().filter(|r| matches!(node_row(r).unwrap(), NodeRow::Whole(_))).count()
+        };
+        assert_eq!(whole(&rows), 3, "one whole row per part");
+        let mut merged = rows.clone();
+        rechain(&mut merged, 50).unwrap();
+        // Rows 0..50 now one run: whole at 0 and 32; the last part keeps its own whole row.
+        assert_eq!(whole(&merged), 3);
+        assert!(matches!(node_row(&merged[30]).unwrap(), NodeRow::Delta { .. }));
+        assert!(matches!(node_row(&merged[32]).unwrap(), NodeRow::Whole(_)));
+        assert_eq!(merged[50..], rows[50..]);
+        // Every row, walked forward to a whole row and resolved back, is its version.
+        for (i, version) in versions.iter().enumerate() {
+            let mut j = i;
+            while j < merged.len() && matches!(node_row(&merged[j]).unwrap(), NodeRow::Delta { .. })
+            {
+                j += 1;
+            }
+            assert!(j - i < usize::from(FULL_ROW_EVERY), "row {i}: a walk of {}", j - i);
+            let mut next = if j < merged.len() { merged[j].clone() } else { current.clone() };
+            for k in (i..j).rev() {
+                next = resolve_node_row(&merged[k], &next).unwrap();
+            }
+            assert_eq!(&next, version, "row {i}");
+        }
+        // A tail that starts with a delta is refused, not chained on a guess.
+        let mut bad = rows.clone();
+        assert!(rechain(&mut bad, 51).is_err());
     }
 }

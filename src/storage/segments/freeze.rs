@@ -198,7 +198,12 @@ fn freeze_rows<const H: usize>(
                 writer.insert(SegmentWriter::create(&store.path(&entry), dictionary)?)
             }
         };
-        w.push(k.value(), &segment_value(kind, v.value())?)?;
+        if kind.is_node_first() {
+            // One epoch's rows: node-first order is the table's.
+            w.push(&super::node_first_key(k.value()), v.value())?;
+        } else {
+            w.push(k.value(), &segment_value(kind, v.value())?)?;
+        }
     }
     let Some(w) = writer else { return Ok(None) };
     let written = w.finish()?;
@@ -349,48 +354,57 @@ pub(crate) fn freeze_due(
         if drop_trie && matches!(kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory) {
             continue;
         }
-        let entry = match kind {
-            Kind::AccountHistory => freeze_rows(
-                txn,
-                tables::HASHED_ACCOUNT_HISTORY,
-                store,
-                &manifest,
-                pending,
-                kind,
-                EpochRange(first, last),
-            )?,
-            Kind::StorageHistory => freeze_rows(
-                txn,
-                tables::HASHED_STORAGE_HISTORY,
-                store,
-                &manifest,
-                pending,
-                kind,
-                EpochRange(first, last),
-            )?,
-            Kind::AccountTrieHistory => freeze_rows(
-                txn,
-                tables::ACCOUNT_TRIE_HISTORY,
-                store,
-                &manifest,
-                pending,
-                kind,
-                EpochRange(first, last),
-            )?,
-            Kind::StorageTrieHistory => freeze_rows(
-                txn,
-                tables::STORAGE_TRIE_HISTORY,
-                store,
-                &manifest,
-                pending,
-                kind,
-                EpochRange(first, last),
-            )?,
-            _ => None,
+        // Trie history is frozen an epoch to a file: each file's rows are then in node-first
+        // order as the table holds them, and merges chain them (`merge`).
+        let spans: Vec<(u32, u32)> = if kind.is_node_first() {
+            (first..=last).map(|e| (e, e)).collect()
+        } else {
+            vec![(first, last)]
         };
-        if let Some(e) = entry {
-            rows += e.rows;
-            manifest.files.push(e);
+        for (first, last) in spans {
+            let entry = match kind {
+                Kind::AccountHistory => freeze_rows(
+                    txn,
+                    tables::HASHED_ACCOUNT_HISTORY,
+                    store,
+                    &manifest,
+                    pending,
+                    kind,
+                    EpochRange(first, last),
+                )?,
+                Kind::StorageHistory => freeze_rows(
+                    txn,
+                    tables::HASHED_STORAGE_HISTORY,
+                    store,
+                    &manifest,
+                    pending,
+                    kind,
+                    EpochRange(first, last),
+                )?,
+                Kind::AccountTrieHistory => freeze_rows(
+                    txn,
+                    tables::ACCOUNT_TRIE_HISTORY,
+                    store,
+                    &manifest,
+                    pending,
+                    kind,
+                    EpochRange(first, last),
+                )?,
+                Kind::StorageTrieHistory => freeze_rows(
+                    txn,
+                    tables::STORAGE_TRIE_HISTORY,
+                    store,
+                    &manifest,
+                    pending,
+                    kind,
+                    EpochRange(first, last),
+                )?,
+                _ => None,
+            };
+            if let Some(e) = entry {
+                rows += e.rows;
+                manifest.files.push(e);
+            }
         }
     }
     manifest.frozen_to = due;
@@ -616,7 +630,9 @@ pub(crate) fn merge(
     })?;
     pending.created(entry.file_name());
     let mut w = SegmentWriter::create(&store.path(&entry), dictionary)?;
-    if kind.is_address_first() {
+    if kind.is_node_first() {
+        merge_nodes(store, parts, &mut w, CHAIN_ROWS)?;
+    } else if kind.is_address_first() {
         merge_interleaved(store, parts, &mut w)?;
     } else {
         for part in parts {
@@ -641,14 +657,91 @@ pub(crate) fn merge(
 /// the parts' count times a block, whatever their size). Keys never repeat across parts: each
 /// row names its block, and the parts' epochs are apart.
 fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> StorageResult<()> {
+    merge_sorted(store, parts, |key, value, _| w.push(key, value))
+}
+
+/// Rows of one node a merge holds before, at the start of the node's rows in its next part, it
+/// writes those before the newest part's start among them (a whole row, which the later rows
+/// chain on from): memory stays bounded by this and one part's rows of a node, however wide
+/// the merge.
+const CHAIN_ROWS: usize = 8192;
+
+/// Writes the trie-history rows of node-first `parts` to `w` in key order, one node's rows at
+/// a time chained into one run of deltas across the parts (`storage::history::nodes::rechain`):
+/// each part starts a node with a whole row, which the merged file needs only where a run
+/// fills. At most about `chain_rows` of a node's rows are held (see [`CHAIN_ROWS`]).
+fn merge_nodes(
+    store: &Store,
+    parts: &[Entry],
+    w: &mut SegmentWriter,
+    chain_rows: usize,
+) -> StorageResult<()> {
+    /// Key bytes after a node-first key's node: epoch and block.
+    const TAIL: usize = 12;
+    let node_of = |k: &[u8]| -> Vec<u8> { k[..k.len().saturating_sub(TAIL)].to_vec() };
+    // One node's rows: keys, values and the part each came from.
+    let mut node: Vec<(Vec<u8>, Vec<u8>, usize)> = Vec::new();
+    let mut current: Vec<u8> = Vec::new();
+    merge_sorted(store, parts, |key, value, part| {
+        if node_of(key) != current {
+            write_chained(&mut node, w, true)?;
+            current = node_of(key);
+        } else if node.len() >= chain_rows && node.last().is_some_and(|r| r.2 != part) {
+            write_chained(&mut node, w, false)?;
+        }
+        node.push((key.to_vec(), value.to_vec(), part));
+        Ok(())
+    })?;
+    write_chained(&mut node, w, true)
+}
+
+/// Writes the rows `node` holds of one node, chained up to the first row of the newest part
+/// among them (`storage::history::nodes::rechain`): all of them when `all` (the node's last
+/// rows: the rows of that part are written as they are), else only those before that row,
+/// which stays held to start the next ones.
+fn write_chained(
+    node: &mut Vec<(Vec<u8>, Vec<u8>, usize)>,
+    w: &mut SegmentWriter,
+    all: bool,
+) -> StorageResult<()> {
+    let Some(last_part) = node.last().map(|r| r.2) else { return Ok(()) };
+    let tail = node.iter().position(|r| r.2 == last_part).unwrap_or(0);
+    let end = if all { node.len() } else { tail };
+    if end == 0 {
+        return Ok(());
+    }
+    let mut values: Vec<Vec<u8>> = node[..=tail].iter().map(|r| r.1.clone()).collect();
+    crate::storage::history::nodes::rechain(&mut values, tail).map_err(|detail| {
+        StorageError::Corrupt {
+            table: "trie history segment",
+            detail: format!("row {}: {detail}", alloy_primitives::hex::encode(&node[0].0)),
+        }
+    })?;
+    for (i, (key, value, _)) in node[..end].iter().enumerate() {
+        w.push(key, values.get(i).filter(|_| i < tail).unwrap_or(value))?;
+    }
+    node.drain(..end);
+    Ok(())
+}
+
+/// Calls `f` with every row of `parts` in key order, with the index of the part it came from:
+/// a merge of sorted runs, reading one decoded block of each part at a time.
+fn merge_sorted(
+    store: &Store,
+    parts: &[Entry],
+    mut f: impl FnMut(&[u8], &[u8], usize) -> StorageResult<()>,
+) -> StorageResult<()> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
-    /// One part's read position: the file, its decoded block, the block's index and the row's.
+    /// One part's read position: the file, its decoded block, the block's index and the row's,
+    /// and which part it is.
     struct Cursor {
         segment: std::sync::Arc<super::Segment>,
         block: super::file::Block,
         b: usize,
         i: usize,
+        /// The index of its part.
+        part: usize,
     }
     impl Cursor {
         /// Moves to the next row; false at the file's end.
@@ -667,7 +760,7 @@ fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> S
     }
     let mut cursors = Vec::with_capacity(parts.len());
     let mut heap = BinaryHeap::new();
-    for part in parts {
+    for (p, part) in parts.iter().enumerate() {
         let segment = store.segment(part)?;
         if segment.block_count() == 0 {
             continue;
@@ -677,11 +770,11 @@ fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> S
             continue;
         }
         heap.push(Reverse((block.row(0).0.to_vec(), cursors.len())));
-        cursors.push(Cursor { segment, block, b: 0, i: 0 });
+        cursors.push(Cursor { segment, block, b: 0, i: 0, part: p });
     }
     while let Some(Reverse((key, c))) = heap.pop() {
         let cursor = &mut cursors[c];
-        w.push(&key, cursor.block.row(cursor.i).1)?;
+        f(&key, cursor.block.row(cursor.i).1, cursor.part)?;
         if cursor.advance()? {
             heap.push(Reverse((cursor.block.row(cursor.i).0.to_vec(), c)));
         }
@@ -797,5 +890,123 @@ mod tests {
         let s = store.segment(&merged).unwrap();
         let rows: usize = (0..s.block_count()).map(|b| s.read_block(b).unwrap().len()).sum();
         assert_eq!(rows, 8 * 600);
+    }
+
+    /// A branch node whose second child hash is `v` (and, from version 40 on, with a third
+    /// child), as stored trie rows are.
+    fn version(v: u32) -> Vec<u8> {
+        let third = v >= 40;
+        let hash_mask: u16 = if third { 0b111 } else { 0b11 };
+        let mut out = Vec::new();
+        out.extend_from_slice(&hash_mask.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&hash_mask.to_be_bytes());
+        out.extend_from_slice(&[1u8; 32]);
+        let mut h = [0u8; 32];
+        h[..4].copy_from_slice(&v.to_be_bytes());
+        out.extend_from_slice(&h);
+        if third {
+            out.extend_from_slice(&[3u8; 32]);
+        }
+        out
+    }
+
+    #[test]
+    fn a_merge_chains_each_nodes_trie_rows_across_its_parts_and_every_row_reads_as_before() {
+        use crate::storage::history::nodes::{
+            FULL_ROW_EVERY, NodeRow, encode_node_row, node_row, resolve_node_row,
+        };
+        // Two nodes over eight one-epoch parts of 10 blocks: `busy` changes at every block,
+        // `quiet` at one block an epoch. A row at block b holds the node before b.
+        let kind = Kind::AccountTrieHistory;
+        let entity = |n: u8| [n; 33];
+        let changes = |n: u8| -> Vec<u64> {
+            if n == 1 { (1..80).collect() } else { (0..8).map(|e| e * 10 + 3).collect() }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let mut parts = Vec::new();
+        let mut part_whole = 0;
+        for e in 0..8u32 {
+            let entry = Entry { kind, first: e, last: e, rows: 0, bytes: 0, crc: 0 };
+            let mut w = SegmentWriter::create(&store.path(&entry), Vec::new()).unwrap();
+            for n in [1u8, 2] {
+                let blocks = changes(n);
+                let mut prev_run = FULL_ROW_EVERY - 1;
+                for (k, b) in blocks.iter().enumerate() {
+                    if *b / 10 != u64::from(e) {
+                        continue;
+                    }
+                    let (old, new) = (version(k as u32), version(k as u32 + 1));
+                    let row = encode_node_row(&old, Some(&new), prev_run).unwrap();
+                    prev_run = match node_row(&row).unwrap() {
+                        NodeRow::Delta { run, .. } => run,
+                        _ => {
+                            part_whole += 1;
+                            0
+                        }
+                    };
+                    let key: [u8; 45] = crate::storage::history::epochs::row_key(e, &entity(n), *b);
+                    w.push(&super::super::node_first_key(&key), &row).unwrap();
+                }
+            }
+            let written = w.finish().unwrap();
+            parts.push(Entry {
+                rows: written.rows,
+                bytes: written.bytes,
+                crc: written.crc,
+                ..entry
+            });
+        }
+        for chain_rows in [usize::MAX, 2] {
+            let out = Entry { kind, first: 0, last: 7, rows: 0, bytes: 0, crc: 0 };
+            let path = dir.path().join(format!("merged-{chain_rows}.seg"));
+            let mut w = SegmentWriter::create(&path, Vec::new()).unwrap();
+            merge_nodes(&store, &parts, &mut w, chain_rows).unwrap();
+            w.finish().unwrap();
+            let merged = super::super::Segment::open(&path, 9).unwrap();
+            let mut rows: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for b in 0..merged.block_count() {
+                let block = merged.read_block(b).unwrap();
+                rows.extend((0..block.len()).map(|i| {
+                    let (k, v) = block.row(i);
+                    (k.to_vec(), v.to_vec())
+                }));
+            }
+            let whole = rows
+                .iter()
+                .filter(|(_, v)| matches!(node_row(v).unwrap(), NodeRow::Whole(_)))
+                .count();
+            assert_eq!(rows.len(), 79 + 8, "{out:?}");
+            // Eight parts start each node whole (16). Merged, `busy` needs one every 32 rows and
+            // `quiet` one, plus each node's newest part's first row; held two rows at a time,
+            // every part's start stays whole.
+            assert_eq!(part_whole, 16);
+            let due = if chain_rows == 2 { 16 } else { 3 + 1 + 2 };
+            assert_eq!(whole, due, "chain_rows {chain_rows}");
+            for n in [1u8, 2] {
+                let of_node: Vec<&(Vec<u8>, Vec<u8>)> =
+                    rows.iter().filter(|(k, _)| k[..33] == entity(n)).collect();
+                let current = version(changes(n).len() as u32);
+                for (k, _) in of_node.iter().enumerate() {
+                    let mut j = k;
+                    while j < of_node.len()
+                        && matches!(node_row(&of_node[j].1).unwrap(), NodeRow::Delta { .. })
+                    {
+                        j += 1;
+                    }
+                    assert!(j - k < usize::from(FULL_ROW_EVERY));
+                    let mut next = of_node.get(j).map_or(current.clone(), |r| r.1.clone());
+                    for r in of_node[k..j].iter().rev() {
+                        next = resolve_node_row(&r.1, &next).unwrap();
+                    }
+                    assert_eq!(
+                        next,
+                        version(k as u32),
+                        "node {n} row {k}, chain_rows {chain_rows}"
+                    );
+                }
+            }
+        }
     }
 }

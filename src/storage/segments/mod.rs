@@ -29,6 +29,44 @@ pub const SEGMENTS_DIR: &str = "segments";
 /// Memory for decoded segment blocks, shared by every reader.
 const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Bytes of a history key's epoch (first) and block (last).
+const EPOCH_BYTES: usize = 4;
+const BLOCK_BYTES: usize = 8;
+
+/// A history row key, `epoch ++ entity ++ block`, as a node-first file keeps it:
+/// `entity ++ epoch ++ block` (see [`Kind::is_node_first`]). Ordered by entity, then block.
+pub fn node_first_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len());
+    if key.len() < EPOCH_BYTES + BLOCK_BYTES {
+        out.extend_from_slice(key);
+        return out;
+    }
+    let block_at = key.len() - BLOCK_BYTES;
+    out.extend_from_slice(&key[EPOCH_BYTES..block_at]);
+    out.extend_from_slice(&key[..EPOCH_BYTES]);
+    out.extend_from_slice(&key[block_at..]);
+    out
+}
+
+/// The history row key of a node-first file's key (the inverse of [`node_first_key`]), into
+/// `out`.
+fn history_key_into(key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    if key.len() < EPOCH_BYTES + BLOCK_BYTES {
+        out.extend_from_slice(key);
+        return;
+    }
+    let epoch_at = key.len() - BLOCK_BYTES - EPOCH_BYTES;
+    out.extend_from_slice(&key[epoch_at..epoch_at + EPOCH_BYTES]);
+    out.extend_from_slice(&key[..epoch_at]);
+    out.extend_from_slice(&key[epoch_at + EPOCH_BYTES..]);
+}
+
+/// The epoch of a history row key (`epoch ++ …`).
+fn key_epoch(key: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(key.get(..EPOCH_BYTES)?.try_into().ok()?))
+}
+
 /// What a segment holds: the rows of one history table, one table of block data (keyed by
 /// block number, big-endian, first), or the trace-address index (keyed by address first).
 #[derive(
@@ -80,6 +118,14 @@ impl Kind {
     /// of one file are not one contiguous range of the table's keys.
     pub const fn is_address_first(self) -> bool {
         matches!(self, Self::TraceAddresses)
+    }
+
+    /// Whether its files keep the trie-history rows of one node together: keyed `node ++ epoch
+    /// ++ block` ([`node_first_key`]) rather than the table's `epoch ++ node ++ block`, so that
+    /// a node's rows across a file's epochs are neighbours, and a merge can chain them as one
+    /// run of deltas (`freeze::merge`). Reads here see the table's key order within an epoch.
+    pub const fn is_node_first(self) -> bool {
+        matches!(self, Self::AccountTrieHistory | Self::StorageTrieHistory)
     }
 
     /// Whether it holds block data (frozen behind [`Manifest::blocks_frozen_to`]).
@@ -200,6 +246,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Whether it names a trie-history file (node-first: [`Kind::is_node_first`]).
+    pub fn has_trie_history_files(&self) -> bool {
+        self.files.iter().any(|e| e.kind.is_node_first())
+    }
+
     /// The manifest stored in `meta` (empty if none).
     pub fn read(
         meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
@@ -433,7 +484,8 @@ impl Segments {
     }
 
     /// Calls `f` with each row of `kind` whose key is in `lo..=hi` (both in one epoch), in key
-    /// order, until it returns `false`.
+    /// order, until it returns `false`. For a node-first kind the range is best kept to one
+    /// node (as every read does): its rows of other nodes are read past.
     pub fn scan(
         &self,
         kind: Kind,
@@ -443,7 +495,54 @@ impl Segments {
         mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
     ) -> StorageResult<()> {
         let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
-        self.scan_in(s, lo, hi, &mut f).map(|_| ())
+        if !kind.is_node_first() {
+            return self.scan_in(s, lo, hi, &mut f).map(|_| ());
+        }
+        let mut key = Vec::new();
+        self.scan_in(s, &node_first_key(lo), &node_first_key(hi), &mut |k, v| {
+            history_key_into(k, &mut key);
+            if key_epoch(&key) != Some(epoch) {
+                return Ok(true);
+            }
+            f(&key, v)
+        })
+        .map(|_| ())
+    }
+
+    /// Calls `f` with the rows of one node of a node-first `kind` from history key `from` on
+    /// (`epoch ++ node ++ block`) to the end of the file covering its epoch, across the file's
+    /// later epochs, in block order, until it returns `false`. Other kinds: to the end of the
+    /// epoch.
+    pub fn scan_node(
+        &self,
+        kind: Kind,
+        from: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
+    ) -> StorageResult<()> {
+        let Some(epoch) = key_epoch(from) else { return Ok(()) };
+        let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
+        let node_end = from.len().saturating_sub(BLOCK_BYTES);
+        if !kind.is_node_first() {
+            let mut hi = from.to_vec();
+            hi[node_end..].fill(0xff);
+            return self.scan_in(s, from, &hi, &mut f).map(|_| ());
+        }
+        let lo = node_first_key(from);
+        let mut hi = lo.clone();
+        hi[node_end.saturating_sub(EPOCH_BYTES)..].fill(0xff);
+        let mut key = Vec::new();
+        self.scan_in(s, &lo, &hi, &mut |k, v| {
+            history_key_into(k, &mut key);
+            f(&key, v)
+        })
+        .map(|_| ())
+    }
+
+    /// The first epoch of the file of `kind` covering `epoch`, if one does.
+    pub fn file_of(&self, kind: Kind, epoch: u32) -> Option<u32> {
+        let list = self.by_kind.get(&kind)?;
+        let i = list.partition_point(|s| s.0 <= epoch).checked_sub(1)?;
+        (epoch <= list[i].1).then_some(list[i].0)
     }
 
     /// Calls `f` with each row of the file `s` whose key is in `lo..=hi`, in key order, until
@@ -518,40 +617,53 @@ impl Segments {
         Ok(out)
     }
 
-    /// Calls `f` with every row of `kind`, in key order.
+    /// Calls `f` with every row of `kind`, file after file in epoch order, each file's in its
+    /// own order (a node-first file's: node, then block; keys given as the table has them).
     pub fn for_each(
         &self,
         kind: Kind,
         mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<()>,
     ) -> StorageResult<()> {
+        let mut key = Vec::new();
         for (_, _, s) in self.by_kind.get(&kind).into_iter().flatten() {
             for b in 0..s.block_count() {
                 let block = self.store.block(s, b)?;
                 for i in 0..block.len() {
                     let (k, v) = block.row(i);
-                    f(k, v)?;
+                    f(self.table_key(kind, k, &mut key), v)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Calls `f` with every row of `kind`, in reverse key order.
+    /// Calls `f` with every row of `kind`, the reverse of [`Segments::for_each`].
     pub fn for_each_rev(
         &self,
         kind: Kind,
         mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<()>,
     ) -> StorageResult<()> {
+        let mut key = Vec::new();
         for (_, _, s) in self.by_kind.get(&kind).into_iter().flatten().rev() {
             for b in (0..s.block_count()).rev() {
                 let block = self.store.block(s, b)?;
                 for i in (0..block.len()).rev() {
                     let (k, v) = block.row(i);
-                    f(k, v)?;
+                    f(self.table_key(kind, k, &mut key), v)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// A file's key as its table has it.
+    fn table_key<'k>(&self, kind: Kind, key: &'k [u8], buf: &'k mut Vec<u8>) -> &'k [u8] {
+        if kind.is_node_first() {
+            history_key_into(key, buf);
+            buf
+        } else {
+            key
+        }
     }
 
     /// The files, with their entries' kinds and ranges.
