@@ -996,7 +996,7 @@ mod tests {
                         j += 1;
                     }
                     assert!(j - k < usize::from(FULL_ROW_EVERY));
-                    let mut next = of_node.get(j).map_or(current.clone(), |r| r.1.clone());
+                    let mut next = of_node.get(j).map_or_else(|| current.clone(), |r| r.1.clone());
                     for r in of_node[k..j].iter().rev() {
                         next = resolve_node_row(&r.1, &next).unwrap();
                     }
