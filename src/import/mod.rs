@@ -302,24 +302,13 @@ pub fn import_files_with(
 /// The writer is the import's critical path; with three busy threads on two cores the
 /// scheduler otherwise gives about an eighth of its time to the others, which then only run
 /// further ahead until their channels fill (BENCHMARKS.md, session 39).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const AHEAD_NICE: libc::c_int = 5;
 
 /// Lowers the calling thread's scheduling priority by [`AHEAD_NICE`] (Linux: niceness is per
 /// thread). Best effort: where the call fails the thread runs at the writer's priority, as it
 /// did before, and nothing else changes.
 fn yield_to_the_writer() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: both calls take plain integers and touch no memory of ours.
-    unsafe {
-        let tid = libc::gettid();
-        let now = libc::getpriority(libc::PRIO_PROCESS as _, tid as libc::id_t);
-        let _ = libc::setpriority(
-            libc::PRIO_PROCESS as _,
-            tid as libc::id_t,
-            now.saturating_add(AHEAD_NICE),
-        );
-    }
+    crate::storage::lower_thread_priority(AHEAD_NICE);
 }
 
 /// Closes the execution budget when the writer's loop ends, however it ends.

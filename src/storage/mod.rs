@@ -89,6 +89,26 @@ pub struct Database {
 /// [`Database::set_min_free`]'s default: 64 MiB.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Lowers the calling thread's scheduling priority by `steps` nice steps (Linux: niceness is
+/// per thread), for work that should take a core only when the writer leaves one: the import's
+/// threads ahead of it, segment merges. Best effort: where the call fails the thread runs at the
+/// caller's priority, and nothing else changes.
+pub fn lower_thread_priority(steps: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: both calls take plain integers and touch no memory of ours.
+    unsafe {
+        let tid = libc::gettid();
+        let now = libc::getpriority(libc::PRIO_PROCESS as _, tid as libc::id_t);
+        let _ = libc::setpriority(
+            libc::PRIO_PROCESS as _,
+            tid as libc::id_t,
+            now.saturating_add(steps),
+        );
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = steps;
+}
+
 /// Free bytes of the file system holding `path` (for an unprivileged user), if the platform
 /// tells them.
 pub fn free_bytes(path: &Path) -> Option<u64> {
@@ -210,10 +230,14 @@ impl Database {
         Ok(Reader::new(snap, self.cache.clone()))
     }
 
-    /// Makes every commit so far durable: an empty durable commit, allowed even when the disk
-    /// is short of its reserve (it writes a few pages).
+    /// Makes every commit so far durable, in a durable commit that first settles the segment
+    /// merges ([`Writer::settle_segments`]: the end of an import leaves its segments merged).
+    /// Allowed even when the disk is short of its reserve: without a merge it writes a few
+    /// pages, and a merge needs twice its parts' size free or is left for later.
     pub fn make_durable(&self) -> StorageResult<()> {
-        Writer::new(self.db.begin_write()?, self.cache.clone(), self.segments.clone()).commit(true)
+        let w = Writer::new(self.db.begin_write()?, self.cache.clone(), self.segments.clone());
+        w.settle_segments()?;
+        w.commit(true)
     }
 
     /// Keeps `bytes` free on the datadir's file system: a write transaction that would start

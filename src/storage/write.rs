@@ -531,6 +531,17 @@ impl Writer {
         self.freeze_due()
     }
 
+    /// Adopts the segment merges that finished off the writer's thread, waits for the running
+    /// ones and runs every merge due (`storage::segments::freeze::settle`), so that this
+    /// transaction leaves the segments merged.
+    pub fn settle_segments(&self) -> StorageResult<()> {
+        super::segments::freeze::settle(
+            &self.txn,
+            &self.segment_files.store,
+            &self.segment_files.pending,
+        )
+    }
+
     /// Freezes the closed epochs that left the unwind window (`storage::segments`). The
     /// history rows held for them were written by their close, long before.
     pub(super) fn freeze_due(&self) -> StorageResult<()> {

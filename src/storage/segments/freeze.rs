@@ -2,11 +2,16 @@
 //! segment files, in the write transaction that moves the head past them; segments of one kind
 //! are merged eight at a time into larger ones.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
-use super::{Entry, Kind, Manifest, SegmentWriter, Store};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{Entry, Kind, Manifest, Segment, SegmentWriter, Store};
 use crate::storage::history::epochs::{Epochs, history_epochs};
 use crate::storage::tables::{self, meta};
 use crate::storage::{StorageError, StorageResult};
@@ -37,16 +42,15 @@ fn dictionary_from(kind: Kind, samples: impl Iterator<Item = Vec<u8>>) -> Vec<u8
 /// else one trained on `samples` (none for a kind that takes none). A freeze passes the newest
 /// file of its kind, a merge below [`RETRAIN_LEVEL`] its newest part, and a larger merge none.
 fn dictionary_for(
-    store: &Store,
     kind: Kind,
-    reuse: Option<&Entry>,
+    reuse: Option<&Segment>,
     samples: impl FnOnce() -> StorageResult<Vec<Vec<u8>>>,
 ) -> StorageResult<Vec<u8>> {
     if !trains(kind) {
         return Ok(Vec::new());
     }
     if let Some(file) = reuse {
-        let dictionary = store.segment(file)?.dictionary_bytes()?;
+        let dictionary = file.dictionary_bytes()?;
         if !dictionary.is_empty() {
             return Ok(dictionary);
         }
@@ -67,7 +71,11 @@ fn freeze_dictionary(
     samples: impl FnOnce() -> StorageResult<Vec<Vec<u8>>>,
 ) -> StorageResult<Vec<u8>> {
     let newest = manifest.files.iter().filter(|e| e.kind == kind).max_by_key(|e| e.first);
-    dictionary_for(store, kind, newest, samples)
+    if !trains(kind) {
+        return Ok(Vec::new());
+    }
+    let newest = newest.map(|e| store.segment(e)).transpose()?;
+    dictionary_for(kind, newest.as_deref(), samples)
 }
 
 /// A row as a segment keeps it: a receipts row plain (its own zstd frame undone: the segment's
@@ -489,7 +497,7 @@ pub(crate) fn freeze_due(
         manifest.trace_frozen_to = block_due;
     }
     for kind in Kind::ALL {
-        merge_due(store, pending, &mut manifest, kind)?;
+        merge_due(store, pending, &mut manifest, kind, false)?;
     }
     manifest.write(&mut meta_table)?;
     tracing::debug!(target: "storage", first, last, rows, ms = started.elapsed().as_millis() as u64, "froze history epochs (committed with the transaction)");
@@ -545,15 +553,112 @@ fn level(e: &Entry) -> u32 {
     level
 }
 
+/// How much lower a merge's thread runs than the writer, in nice steps: a merge is work the
+/// writer need not wait for, so it takes a core only when the writer leaves one.
+const MERGE_NICE: i32 = 5;
+
+/// A merge running on a thread of its own: its parts, its file's name, and the thread, which
+/// returns the merged file's entry.
+struct Job {
+    parts: Vec<Entry>,
+    name: String,
+    handle: std::thread::JoinHandle<StorageResult<Entry>>,
+}
+
+/// Merges running off the writer's thread, at most one per kind ([`Store`] holds them). A
+/// later write transaction adopts a finished one ([`merge_due`]): its file replaces its parts
+/// in the manifest that transaction commits, if they are all still live.
+#[derive(Default)]
+pub(crate) struct Merges {
+    jobs: Mutex<HashMap<Kind, Job>>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Merges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Merges").finish_non_exhaustive()
+    }
+}
+
+impl Merges {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Kind, Job>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `kind`'s merge, taken out if it has finished (or, with `wait`, whenever there is one).
+    fn take(&self, kind: Kind, wait: bool) -> Option<Job> {
+        let mut jobs = self.lock();
+        match jobs.get(&kind) {
+            Some(job) if wait || job.handle.is_finished() => jobs.remove(&kind),
+            _ => None,
+        }
+    }
+
+    fn running(&self, kind: Kind) -> bool {
+        self.lock().contains_key(&kind)
+    }
+
+    /// Stops every merge and removes what they wrote: the store is going away, and no write
+    /// transaction adopted them.
+    pub(crate) fn cancel_all(&self, store: &Store) {
+        self.cancel.store(true, Ordering::Relaxed);
+        for (_, job) in self.lock().drain() {
+            let _ = job.handle.join();
+            store.discard(&job.name);
+        }
+    }
+}
+
+/// Replaces `parts` with `merged` in `manifest`; the parts' files are removed after the next
+/// durable commit.
+fn adopt(manifest: &mut Manifest, pending: &Pending, parts: &[Entry], merged: Entry) {
+    manifest.files.retain(|e| !parts.contains(e));
+    manifest.files.push(merged);
+    manifest.files.sort_by_key(|e| (e.kind, e.first));
+    for p in parts {
+        pending.replaced(p.file_name());
+    }
+}
+
 /// While the newest [`MERGE_FAN_IN`] segments of `kind` share a level, merges them into one
 /// (a bounded step: at most that many files, at most [`MAX_SPAN`] epochs and 4 GiB).
+///
+/// A merge runs on a thread of its own, one per kind at a time, so the writer does not wait
+/// for it (a 64-epoch merge of the 10,000-block chain took the writer 10 s): a later call
+/// adopts its file once it has finished, then starts the next one due. With `wait` it waits
+/// for a running merge instead, and runs the ones due on this thread, so that everything due
+/// is merged when it returns (the end of an import: [`settle`]). A merge that fails leaves its
+/// parts as they are, named in a warning.
 fn merge_due(
     store: &Store,
     pending: &Pending,
     manifest: &mut Manifest,
     kind: Kind,
+    wait: bool,
 ) -> StorageResult<()> {
     loop {
+        if let Some(job) = store.merges.take(kind, wait) {
+            match job.handle.join() {
+                Ok(Ok(merged)) if job.parts.iter().all(|p| manifest.files.contains(p)) => {
+                    pending.created(job.name);
+                    adopt(manifest, pending, &job.parts, merged);
+                    continue;
+                }
+                // Its parts are not all live: a dropped transaction made one of them.
+                Ok(Ok(_)) => store.discard(&job.name),
+                Ok(Err(e)) => {
+                    tracing::warn!(target: "storage", kind = kind.name(), file = %job.name, "a segment merge failed; its parts stay as they are: {e}");
+                    store.discard(&job.name);
+                }
+                Err(_) => {
+                    tracing::warn!(target: "storage", kind = kind.name(), file = %job.name, "a segment merge's thread panicked; its parts stay as they are");
+                    store.discard(&job.name);
+                }
+            }
+        }
+        if store.merges.running(kind) {
+            return Ok(());
+        }
         let of_kind: Vec<usize> = manifest
             .files
             .iter()
@@ -583,37 +688,93 @@ fn merge_due(
             return Ok(());
         }
         let parts: Vec<Entry> = tail.iter().map(|&i| manifest.files[i].clone()).collect();
-        let merged = merge(store, pending, kind, &parts)?;
-        manifest.files.retain(|e| !parts.contains(e));
-        manifest.files.push(merged);
-        manifest.files.sort_by_key(|e| (e.kind, e.first));
-        for p in &parts {
-            pending.replaced(p.file_name());
+        if wait {
+            match merge(store, pending, kind, &parts) {
+                Ok(merged) => adopt(manifest, pending, &parts, merged),
+                Err(e) => {
+                    tracing::warn!(target: "storage", kind = kind.name(), first, last, "a segment merge failed; its parts stay as they are: {e}");
+                    return Ok(());
+                }
+            }
+            continue;
         }
+        let entry = merged_entry(kind, &parts)?;
+        let segs = parts.iter().map(|p| store.segment(p)).collect::<StorageResult<Vec<_>>>()?;
+        let (name, path) = (entry.file_name(), store.path(&entry));
+        let cancel = store.merges.cancel.clone();
+        let handle = std::thread::Builder::new()
+            .name("loupe-merge".into())
+            .spawn(move || {
+                crate::storage::lower_thread_priority(MERGE_NICE);
+                merge_files(entry, &segs, &path, &cancel)
+            })
+            .map_err(|e| StorageError::io(store.dir(), e))?;
+        store.merges.lock().insert(kind, Job { parts, name, handle });
+        return Ok(());
+    }
+}
+
+/// Adopts every finished merge, waits for the running ones and runs every merge due, in the
+/// write transaction `txn` (the end of an import, so that it leaves its segments merged).
+pub(crate) fn settle(
+    txn: &WriteTransaction,
+    store: &Store,
+    pending: &Pending,
+) -> StorageResult<()> {
+    let mut meta_table = txn.open_table(tables::META)?;
+    let mut manifest = Manifest::read(&meta_table)?;
+    let before = manifest.clone();
+    for kind in Kind::ALL {
+        merge_due(store, pending, &mut manifest, kind, true)?;
+    }
+    if manifest != before {
+        manifest.write(&mut meta_table)?;
+    }
+    Ok(())
+}
+
+/// The entry of the file merging `parts` (consecutive, in epoch order), its rows yet unknown.
+fn merged_entry(kind: Kind, parts: &[Entry]) -> StorageResult<Entry> {
+    match (parts.first(), parts.last()) {
+        (Some(a), Some(b)) => {
+            Ok(Entry { kind, first: a.first, last: b.last, rows: 0, bytes: 0, crc: 0 })
+        }
+        _ => Err(StorageError::Config("a merge of no segments".into())),
     }
 }
 
 /// Writes one segment with the rows of `parts` (consecutive, in epoch order, so their rows,
-/// keyed epoch or block first, are already in order one after another).
+/// keyed epoch or block first, are already in order one after another), on this thread.
 pub(crate) fn merge(
     store: &Store,
     pending: &Pending,
     kind: Kind,
     parts: &[Entry],
 ) -> StorageResult<Entry> {
-    let (first, last) = match (parts.first(), parts.last()) {
-        (Some(a), Some(b)) => (a.first, b.last),
-        _ => return Err(StorageError::Config("a merge of no segments".into())),
-    };
-    let mut entry = Entry { kind, first, last, rows: 0, bytes: 0, crc: 0 };
+    let entry = merged_entry(kind, parts)?;
+    let segs = parts.iter().map(|p| store.segment(p)).collect::<StorageResult<Vec<_>>>()?;
+    pending.created(entry.file_name());
+    let path = store.path(&entry);
+    merge_files(entry, &segs, &path, &AtomicBool::new(false))
+}
+
+/// Writes `entry`'s file at `path` from its parts, opened as `segs`, and returns the entry with
+/// its rows, length and checksum. `cancel` stops it between rows with an error (what it wrote
+/// is then removed).
+fn merge_files(
+    mut entry: Entry,
+    segs: &[Arc<Segment>],
+    path: &Path,
+    cancel: &AtomicBool,
+) -> StorageResult<Entry> {
+    let kind = entry.kind;
     // A merge into level [`RETRAIN_LEVEL`] or above trains its dictionary again, on rows from
     // across its parts; a smaller one keeps its newest part's.
-    let reuse = parts.last().filter(|_| level(&entry) < RETRAIN_LEVEL);
-    let dictionary = dictionary_for(store, kind, reuse, || {
-        let per_part = DICT_SAMPLES / parts.len().max(1);
+    let reuse = segs.last().filter(|_| level(&entry) < RETRAIN_LEVEL);
+    let dictionary = dictionary_for(kind, reuse.map(|s| &**s), || {
+        let per_part = DICT_SAMPLES / segs.len().max(1);
         let mut samples = Vec::new();
-        for part in parts {
-            let s = store.segment(part)?;
+        for s in segs {
             let mut taken = 0;
             for b in 0..s.block_count() {
                 let block = s.read_block(b)?;
@@ -628,36 +789,42 @@ pub(crate) fn merge(
         }
         Ok(samples)
     })?;
-    pending.created(entry.file_name());
-    let mut w = SegmentWriter::create(&store.path(&entry), dictionary)?;
-    if kind.is_node_first() {
-        merge_nodes(store, parts, &mut w, CHAIN_ROWS)?;
-    } else if kind.is_address_first() {
-        merge_interleaved(store, parts, &mut w)?;
-    } else {
-        for part in parts {
-            let s = store.segment(part)?;
-            for b in 0..s.block_count() {
-                let block = s.read_block(b)?;
-                for i in 0..block.len() {
-                    let (k, v) = block.row(i);
-                    w.push(k, v)?;
+    let go = || -> StorageResult<()> {
+        match cancel.load(Ordering::Relaxed) {
+            true => Err(StorageError::Config("segment merge cancelled".into())),
+            false => Ok(()),
+        }
+    };
+    let written = SegmentWriter::create(path, dictionary).and_then(|mut w| {
+        if kind.is_node_first() {
+            merge_nodes(segs, &mut w, CHAIN_ROWS, &go)?;
+        } else if kind.is_address_first() {
+            merge_sorted(segs, &go, |key, value, _| w.push(key, value))?;
+        } else {
+            for s in segs {
+                for b in 0..s.block_count() {
+                    go()?;
+                    let block = s.read_block(b)?;
+                    for i in 0..block.len() {
+                        let (k, v) = block.row(i);
+                        w.push(k, v)?;
+                    }
                 }
             }
         }
-    }
-    let written = w.finish()?;
+        w.finish()
+    });
+    let written = match written {
+        Ok(written) => written,
+        Err(e) => {
+            let _ = std::fs::remove_file(path.with_extension("tmp"));
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+    };
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
-    tracing::debug!(target: "storage", kind = kind.name(), first, last, rows = entry.rows, "merged segments");
+    tracing::debug!(target: "storage", kind = kind.name(), first = entry.first, last = entry.last, rows = entry.rows, "merged segments");
     Ok(entry)
-}
-
-/// Writes the rows of `parts` to `w` in key order, for a kind whose files each hold keys of any
-/// range: a merge of sorted runs, reading one decoded block of each part at a time (memory is
-/// the parts' count times a block, whatever their size). Keys never repeat across parts: each
-/// row names its block, and the parts' epochs are apart.
-fn merge_interleaved(store: &Store, parts: &[Entry], w: &mut SegmentWriter) -> StorageResult<()> {
-    merge_sorted(store, parts, |key, value, _| w.push(key, value))
 }
 
 /// Rows of one node a merge holds before, at the start of the node's rows in its next part, it
@@ -671,10 +838,10 @@ const CHAIN_ROWS: usize = 8192;
 /// each part starts a node with a whole row, which the merged file needs only where a run
 /// fills. At most about `chain_rows` of a node's rows are held (see [`CHAIN_ROWS`]).
 fn merge_nodes(
-    store: &Store,
-    parts: &[Entry],
+    segs: &[Arc<Segment>],
     w: &mut SegmentWriter,
     chain_rows: usize,
+    go: &impl Fn() -> StorageResult<()>,
 ) -> StorageResult<()> {
     /// Key bytes after a node-first key's node: epoch and block.
     const TAIL: usize = 12;
@@ -682,7 +849,7 @@ fn merge_nodes(
     // One node's rows: keys, values and the part each came from.
     let mut node: Vec<(Vec<u8>, Vec<u8>, usize)> = Vec::new();
     let mut current: Vec<u8> = Vec::new();
-    merge_sorted(store, parts, |key, value, part| {
+    merge_sorted(segs, go, |key, value, part| {
         if node_of(key) != current {
             write_chained(&mut node, w, true)?;
             current = node_of(key);
@@ -724,11 +891,14 @@ fn write_chained(
     Ok(())
 }
 
-/// Calls `f` with every row of `parts` in key order, with the index of the part it came from:
-/// a merge of sorted runs, reading one decoded block of each part at a time.
+/// Calls `f` with every row of `segs` in key order, with the index of the part it came from,
+/// for kinds whose files each hold keys of any range: a merge of sorted runs, reading one
+/// decoded block of each part at a time (memory is the parts' count times a block, whatever
+/// their size). Keys never repeat across parts: each row names its block, and the parts'
+/// epochs are apart. Stops with `go`'s error.
 fn merge_sorted(
-    store: &Store,
-    parts: &[Entry],
+    segs: &[Arc<Segment>],
+    go: &impl Fn() -> StorageResult<()>,
     mut f: impl FnMut(&[u8], &[u8], usize) -> StorageResult<()>,
 ) -> StorageResult<()> {
     use std::cmp::Reverse;
@@ -758,10 +928,10 @@ fn merge_sorted(
             Ok(true)
         }
     }
-    let mut cursors = Vec::with_capacity(parts.len());
+    let mut cursors = Vec::with_capacity(segs.len());
     let mut heap = BinaryHeap::new();
-    for (p, part) in parts.iter().enumerate() {
-        let segment = store.segment(part)?;
+    for (p, segment) in segs.iter().enumerate() {
+        let segment = segment.clone();
         if segment.block_count() == 0 {
             continue;
         }
@@ -773,6 +943,7 @@ fn merge_sorted(
         cursors.push(Cursor { segment, block, b: 0, i: 0, part: p });
     }
     while let Some(Reverse((key, c))) = heap.pop() {
+        go()?;
         let cursor = &mut cursors[c];
         f(&key, cursor.block.row(cursor.i).1, cursor.part)?;
         if cursor.advance()? {
@@ -864,6 +1035,62 @@ mod tests {
                 e
             })
             .collect()
+    }
+
+    #[test]
+    fn a_merge_runs_off_the_writers_thread_and_is_adopted_later_only_if_its_parts_are_live() {
+        let kind = Kind::Transactions;
+        // Calls merge_due until no merge of the kind runs.
+        let settle = |store: &Store, pending: &Pending, manifest: &mut Manifest| {
+            for _ in 0..1000 {
+                merge_due(store, pending, manifest, kind, false).unwrap();
+                if !store.merges.running(kind) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            panic!("the merge did not finish");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let pending = Pending::default();
+        let small = parts(&store, 1, &[]);
+        let mut manifest = Manifest { files: small.clone(), ..Default::default() };
+        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        assert_eq!(manifest.files, small, "the call that starts a merge does not wait for it");
+        assert!(store.merges.running(kind));
+        settle(&store, &pending, &mut manifest);
+        assert_eq!(manifest.files.len(), 1, "a later call adopted it");
+        let merged = manifest.files[0].clone();
+        assert_eq!((merged.first, merged.last, merged.rows), (0, 7, 8 * 600));
+        assert!(store.path(&merged).exists());
+        let (created, replaced) = pending.files.lock().unwrap().clone();
+        assert_eq!(created, vec![merged.file_name()]);
+        assert_eq!(replaced.len(), 8);
+
+        // A part that is no longer live when it finishes (a dropped transaction made it): the
+        // merged file is removed and the manifest keeps the rest.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let pending = Pending::default();
+        let small = parts(&store, 1, &[]);
+        let mut manifest = Manifest { files: small.clone(), ..Default::default() };
+        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        manifest.files.pop();
+        settle(&store, &pending, &mut manifest);
+        assert_eq!(manifest.files, small[..7]);
+        let name = merged_entry(kind, &small).unwrap();
+        assert!(!store.path(&name).exists());
+
+        // A store dropped while a merge runs removes what it wrote.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let small = parts(&store, 1, &[]);
+        let mut manifest = Manifest { files: small.clone(), ..Default::default() };
+        merge_due(&store, &Pending::default(), &mut manifest, kind, false).unwrap();
+        let path = store.path(&merged_entry(kind, &small).unwrap());
+        drop(store);
+        assert!(!path.exists() && !path.with_extension("tmp").exists());
     }
 
     #[test]
@@ -962,7 +1189,8 @@ mod tests {
             let out = Entry { kind, first: 0, last: 7, rows: 0, bytes: 0, crc: 0 };
             let path = dir.path().join(format!("merged-{chain_rows}.seg"));
             let mut w = SegmentWriter::create(&path, Vec::new()).unwrap();
-            merge_nodes(&store, &parts, &mut w, chain_rows).unwrap();
+            let segs: Vec<_> = parts.iter().map(|p| store.segment(p).unwrap()).collect();
+            merge_nodes(&segs, &mut w, chain_rows, &|| Ok(())).unwrap();
             w.finish().unwrap();
             let merged = super::super::Segment::open(&path, 9).unwrap();
             let mut rows: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

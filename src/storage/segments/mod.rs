@@ -292,6 +292,15 @@ pub struct Store {
     next_id: AtomicU64,
     /// Replaced by a committed merge; removed once a durable commit makes that final.
     obsolete: Mutex<Vec<String>>,
+    /// Merges running off the writer's thread (`freeze::merge_due`).
+    pub(crate) merges: freeze::Merges,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let merges = std::mem::take(&mut self.merges);
+        merges.cancel_all(self);
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -323,6 +332,7 @@ impl Store {
             cache: BlockCache::with_weighter(4096, BLOCK_CACHE_BYTES, BlockWeight),
             next_id: AtomicU64::new(1),
             obsolete: Mutex::new(Vec::new()),
+            merges: freeze::Merges::default(),
         };
         for entry in &manifest.files {
             let segment = store.segment(entry)?;
