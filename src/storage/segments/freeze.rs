@@ -620,8 +620,9 @@ fn adopt(manifest: &mut Manifest, pending: &Pending, parts: &[Entry], merged: En
     }
 }
 
-/// While the newest [`MERGE_FAN_IN`] segments of `kind` share a level, merges them into one
-/// (a bounded step: at most that many files, at most [`MAX_SPAN`] epochs and 4 GiB).
+/// While [`MERGE_FAN_IN`] consecutive segments of `kind` share a level, merges them into one
+/// (a bounded step: at most that many files, at most [`MAX_SPAN`] epochs and 4 GiB), the
+/// oldest such run first.
 ///
 /// A merge runs on a thread of its own, one per kind at a time, so the writer does not wait
 /// for it (a 64-epoch merge of the 10,000-block chain took the writer 10 s): a later call
@@ -669,17 +670,21 @@ fn merge_due(
         if of_kind.len() < MERGE_FAN_IN {
             return Ok(());
         }
-        let tail = &of_kind[of_kind.len() - MERGE_FAN_IN..];
-        let lv = level(&manifest.files[tail[0]]);
-        let (first, last) =
-            (manifest.files[tail[0]].first, manifest.files[tail[MERGE_FAN_IN - 1]].last);
-        let bytes: u64 = tail.iter().map(|&i| manifest.files[i].bytes).sum();
-        if tail.iter().any(|&i| level(&manifest.files[i]) != lv)
-            || last - first + 1 > MAX_SPAN
-            || bytes > MAX_MERGED_BYTES
-        {
+        // The oldest run of that many files of one level, within the bounds: a merge adopted
+        // late (after newer epochs were frozen) has newer files after it, so the run is not
+        // always the newest files.
+        let Some((tail, (first, last), bytes)) = of_kind.windows(MERGE_FAN_IN).find_map(|run| {
+            let lv = level(&manifest.files[run[0]]);
+            let (first, last) =
+                (manifest.files[run[0]].first, manifest.files[run[MERGE_FAN_IN - 1]].last);
+            let bytes: u64 = run.iter().map(|&i| manifest.files[i].bytes).sum();
+            (run.iter().all(|&i| level(&manifest.files[i]) == lv)
+                && last - first < MAX_SPAN
+                && bytes <= MAX_MERGED_BYTES)
+                .then_some((run, (first, last), bytes))
+        }) else {
             return Ok(());
-        }
+        };
         // A merge needs the room of its parts on disk until they are removed.
         if crate::storage::free_bytes(store.dir())
             .is_some_and(|free| free < bytes.saturating_mul(2))
@@ -1067,6 +1072,21 @@ mod tests {
         let (created, replaced) = pending.files.lock().unwrap().clone();
         assert_eq!(created, vec![merged.file_name()]);
         assert_eq!(replaced.len(), 8);
+
+        // Eight files of one level with newer, smaller ones after them (a merge adopted after
+        // more epochs were frozen): the eight still merge.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let mut files = parts(&store, 8, &[]);
+        let newer = Entry { kind, first: 64, last: 64, rows: 0, bytes: 0, crc: 0 };
+        let mut w = SegmentWriter::create(&store.path(&newer), Vec::new()).unwrap();
+        w.push(&u64::MAX.to_be_bytes(), b"row").unwrap();
+        w.finish().unwrap();
+        files.push(newer.clone());
+        let mut manifest = Manifest { files, ..Default::default() };
+        settle(&store, &Pending::default(), &mut manifest);
+        let spans: Vec<(u32, u32)> = manifest.files.iter().map(|e| (e.first, e.last)).collect();
+        assert_eq!(spans, vec![(0, 63), (64, 64)]);
 
         // A part that is no longer live when it finishes (a dropped transaction made it): the
         // merged file is removed and the manifest keeps the rest.
