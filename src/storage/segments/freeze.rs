@@ -565,7 +565,7 @@ struct Job {
     handle: std::thread::JoinHandle<StorageResult<Entry>>,
 }
 
-/// Merges running off the writer's thread, at most one per kind ([`Store`] holds them). A
+/// Merges running off the writer's thread, one at a time ([`Store`] holds them). A
 /// later write transaction adopts a finished one ([`merge_due`]): its file replaces its parts
 /// in the manifest that transaction commits, if they are all still live.
 #[derive(Default)]
@@ -598,6 +598,12 @@ impl Merges {
         self.lock().contains_key(&kind)
     }
 
+    /// Whether any merge runs: one at a time, since every kind reaches a level at the same
+    /// epoch, and ten merges at once held 100 MiB more at the import's peak.
+    fn busy(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
     /// Stops every merge and removes what they wrote: the store is going away, and no write
     /// transaction adopted them.
     pub(crate) fn cancel_all(&self, store: &Store) {
@@ -624,7 +630,7 @@ fn adopt(manifest: &mut Manifest, pending: &Pending, parts: &[Entry], merged: En
 /// (a bounded step: at most that many files, at most [`MAX_SPAN`] epochs and 4 GiB), the
 /// oldest such run first.
 ///
-/// A merge runs on a thread of its own, one per kind at a time, so the writer does not wait
+/// A merge runs on a thread of its own, one at a time, so the writer does not wait
 /// for it (a 64-epoch merge of the 10,000-block chain took the writer 10 s): a later call
 /// adopts its file once it has finished, then starts the next one due. With `wait` it waits
 /// for a running merge instead, and runs the ones due on this thread, so that everything due
@@ -657,7 +663,8 @@ fn merge_due(
                 }
             }
         }
-        if store.merges.running(kind) {
+        // Waiting, another kind's running merge is joined at that kind's turn.
+        if !wait && store.merges.busy() {
             return Ok(());
         }
         let of_kind: Vec<usize> = manifest
@@ -1087,6 +1094,31 @@ mod tests {
         settle(&store, &Pending::default(), &mut manifest);
         let spans: Vec<(u32, u32)> = manifest.files.iter().map(|e| (e.first, e.last)).collect();
         assert_eq!(spans, vec![(0, 63), (64, 64)]);
+
+        // While another kind's merge runs, none starts; waiting (the end of an import), every
+        // merge due runs.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+        let pending = Pending::default();
+        let mut manifest = Manifest { files: parts(&store, 1, &[]), ..Default::default() };
+        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        let other: Vec<Entry> = parts(&store, 1, &[])
+            .into_iter()
+            .map(|e| {
+                let moved = Entry { kind: Kind::Receipts, ..e.clone() };
+                std::fs::copy(store.path(&e), store.path(&moved)).unwrap();
+                moved
+            })
+            .collect();
+        manifest.files.extend(other);
+        merge_due(&store, &pending, &mut manifest, Kind::Receipts, false).unwrap();
+        assert_eq!(manifest.files.len(), 16, "one merge at a time");
+        for k in [Kind::Receipts, kind] {
+            merge_due(&store, &pending, &mut manifest, k, true).unwrap();
+        }
+        let spans: Vec<(Kind, u32, u32)> =
+            manifest.files.iter().map(|e| (e.kind, e.first, e.last)).collect();
+        assert_eq!(spans, vec![(kind, 0, 7), (Kind::Receipts, 0, 7)]);
 
         // A part that is no longer live when it finishes (a dropped transaction made it): the
         // merged file is removed and the manifest keeps the rest.
