@@ -180,6 +180,15 @@ pub fn row_epoch<const H: usize>(key: &[u8; H]) -> u32 {
     u32::from_be_bytes(e)
 }
 
+/// A segment row's key as the table's `H`-byte key (a corrupt file's key of another length is
+/// named).
+fn segment_key<const H: usize>(k: &[u8]) -> StorageResult<&[u8; H]> {
+    <&[u8; H]>::try_from(k).map_err(|_| StorageError::Corrupt {
+        table: "history segment",
+        detail: format!("a key of {} bytes where {H} were due", k.len()),
+    })
+}
+
 /// A history row: its block and value.
 pub type Row = (u64, Vec<u8>);
 
@@ -315,13 +324,7 @@ impl<'t, R, X> History<'t, R, X> {
     {
         let epoch = row_epoch(lo);
         if let Some((segments, kind)) = self.frozen_at(epoch) {
-            return segments.scan(kind, epoch, lo, hi, |k, v| match <&[u8; H]>::try_from(k) {
-                Ok(k) => f(k, v),
-                Err(_) => Err(StorageError::Corrupt {
-                    table: "history segment",
-                    detail: format!("a key of {} bytes where {H} were due", k.len()),
-                }),
-            });
+            return segments.scan(kind, epoch, lo, hi, |k, v| f(segment_key::<H>(k)?, v));
         }
         for item in self.rows.range::<&[u8; H]>(lo..=hi)? {
             let (k, v) = item?;
@@ -353,13 +356,7 @@ impl<'t, R, X> History<'t, R, X> {
             let hi: [u8; H] = row_key(epoch, key, u64::MAX);
             return self.scan::<H, V>(&lo, &hi, f);
         };
-        segments.scan_node(kind, &lo, |k, v| match <&[u8; H]>::try_from(k) {
-            Ok(k) => f(k, v),
-            Err(_) => Err(StorageError::Corrupt {
-                table: "history segment",
-                detail: format!("a key of {} bytes where {H} were due", k.len()),
-            }),
-        })
+        segments.scan_node(kind, &lo, |k, v| f(segment_key::<H>(k)?, v))
     }
 
     /// Where `epoch`'s rows are kept, as a place whose rows of one trie node run as one chain
@@ -405,13 +402,7 @@ impl<'t, R, X> History<'t, R, X> {
             f(k.value(), v.value().as_ref())?;
         }
         if let Some((segments, kind)) = self.frozen {
-            segments.for_each_rev(kind, |k, v| match <&[u8; H]>::try_from(k) {
-                Ok(k) => f(k, v),
-                Err(_) => Err(StorageError::Corrupt {
-                    table: "history segment",
-                    detail: format!("a key of {} bytes where {H} were due", k.len()),
-                }),
-            })?;
+            segments.for_each_rev(kind, |k, v| f(segment_key::<H>(k)?, v))?;
         }
         Ok(())
     }
@@ -428,13 +419,7 @@ impl<'t, R, X> History<'t, R, X> {
         for<'a> V::SelfType<'a>: AsRef<[u8]>,
     {
         if let Some((segments, kind)) = self.frozen {
-            segments.for_each(kind, |k, _| match <&[u8; H]>::try_from(k) {
-                Ok(k) => f(k),
-                Err(_) => Err(StorageError::Corrupt {
-                    table: "history segment",
-                    detail: format!("a key of {} bytes where {H} were due", k.len()),
-                }),
-            })?;
+            segments.for_each(kind, |k, _| f(segment_key::<H>(k)?))?;
         }
         for item in self.rows.iter()? {
             f(item?.0.value())?;
