@@ -147,6 +147,13 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
                 let block = segment.read_block(b).expect("reading a segment block");
                 for r in 0..block.len() {
                     let (k, v) = block.row(r);
+                    // A trie-history file keeps a node's rows together: the table's key back.
+                    let k = if kind.is_node_first() {
+                        loupe::storage::segments::table_key_of_node_first(k)
+                    } else {
+                        k.to_vec()
+                    };
+                    let k = k.as_slice();
                     // The index's values are `()` in the table and empty in a segment.
                     let v = if kind == Kind::TraceAddresses && v.is_empty() {
                         "()".to_string()

@@ -62,6 +62,13 @@ fn history_key_into(key: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&key[epoch_at + EPOCH_BYTES..]);
 }
 
+/// The history row key of a node-first file's key: the inverse of [`node_first_key`].
+pub fn table_key_of_node_first(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len());
+    history_key_into(key, &mut out);
+    out
+}
+
 /// The epoch of a history row key (`epoch ++ …`).
 fn key_epoch(key: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(key.get(..EPOCH_BYTES)?.try_into().ok()?))
