@@ -175,9 +175,8 @@ pub fn row_entity<const K: usize, const H: usize>(key: &[u8; H]) -> [u8; K] {
 
 /// The epoch of a history row key.
 pub fn row_epoch<const H: usize>(key: &[u8; H]) -> u32 {
-    let mut e = [0u8; 4];
-    e.copy_from_slice(&key[..4]);
-    u32::from_be_bytes(e)
+    // Every history key is at least an epoch long.
+    crate::storage::segments::key_epoch(key).unwrap_or_default()
 }
 
 /// A segment row's key as the table's `H`-byte key (a corrupt file's key of another length is

@@ -853,14 +853,16 @@ fn merge_nodes(
 ) -> StorageResult<()> {
     /// Key bytes after a node-first key's node: epoch and block.
     const TAIL: usize = 12;
-    let node_of = |k: &[u8]| -> Vec<u8> { k[..k.len().saturating_sub(TAIL)].to_vec() };
+    let node_of = |k: &[u8]| k.len().saturating_sub(TAIL);
     // One node's rows: keys, values and the part each came from.
     let mut node: Vec<(Vec<u8>, Vec<u8>, usize)> = Vec::new();
     let mut current: Vec<u8> = Vec::new();
     merge_sorted(segs, go, |key, value, part| {
-        if node_of(key) != current {
+        let node_key = &key[..node_of(key)];
+        if node_key != current.as_slice() {
             write_chained(&mut node, w, true)?;
-            current = node_of(key);
+            current.clear();
+            current.extend_from_slice(node_key);
         } else if node.len() >= chain_rows && node.last().is_some_and(|r| r.2 != part) {
             write_chained(&mut node, w, false)?;
         }

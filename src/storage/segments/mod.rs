@@ -70,7 +70,7 @@ pub fn table_key_of_node_first(key: &[u8]) -> Vec<u8> {
 }
 
 /// The epoch of a history row key (`epoch ++ …`).
-fn key_epoch(key: &[u8]) -> Option<u32> {
+pub(crate) fn key_epoch(key: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(key.get(..EPOCH_BYTES)?.try_into().ok()?))
 }
 
@@ -494,10 +494,14 @@ impl Segments {
 
     /// The segment of `kind` covering `epoch`.
     fn covering(&self, kind: Kind, epoch: u32) -> Option<&Arc<Segment>> {
+        self.covering_entry(kind, epoch).map(|(_, _, s)| s)
+    }
+
+    /// The entry (first epoch, last epoch, file) of `kind` covering `epoch`.
+    fn covering_entry(&self, kind: Kind, epoch: u32) -> Option<&(u32, u32, Arc<Segment>)> {
         let list = self.by_kind.get(&kind)?;
         let i = list.partition_point(|s| s.0 <= epoch).checked_sub(1)?;
-        let (_, last, s) = &list[i];
-        (epoch <= *last).then_some(s)
+        list.get(i).filter(|(_, last, _)| epoch <= *last)
     }
 
     /// Calls `f` with each row of `kind` whose key is in `lo..=hi` (both in one epoch), in key
@@ -557,9 +561,7 @@ impl Segments {
 
     /// The first epoch of the file of `kind` covering `epoch`, if one does.
     pub fn file_of(&self, kind: Kind, epoch: u32) -> Option<u32> {
-        let list = self.by_kind.get(&kind)?;
-        let i = list.partition_point(|s| s.0 <= epoch).checked_sub(1)?;
-        (epoch <= list[i].1).then_some(list[i].0)
+        self.covering_entry(kind, epoch).map(|(first, _, _)| *first)
     }
 
     /// Calls `f` with each row of the file `s` whose key is in `lo..=hi`, in key order, until
