@@ -210,11 +210,18 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
     fn node(&mut self, path: &Nibbles, node: &BranchNodeCompact) -> Result<(), TrieError> {
         self.visited.push(*path);
         for nibble in 0..16u8 {
-            if !node.state_mask.is_bit_set(nibble) {
-                continue;
-            }
             let mut child = *path;
             child.push(nibble);
+            if !node.state_mask.is_bit_set(nibble) {
+                // No key under `child` existed when the node was stored, and none changed since:
+                // its range holds no leaves, so a fill need not search it. (A fill of a range
+                // with no leaves still reads: at an old block, every key that exists now or
+                // changed later is a candidate to look up, one cold read or more each.)
+                if self.pos == Some(lower_key(&child)) && !self.changed.contains(&child) {
+                    self.pos = upper_key(&child);
+                }
+                continue;
+            }
             if node.hash_mask.is_bit_set(nibble) && !self.changed.contains(&child) {
                 let hash = node.hash_for_nibble(nibble);
                 self.fill(Some(lower_key(&child)))?;
@@ -222,6 +229,10 @@ impl<N: NodeSource, L: LeafSource> Walk<'_, '_, N, L> {
                 self.pos = upper_key(&child);
             } else if node.tree_mask.is_bit_set(nibble) {
                 self.region(&child)?;
+            } else {
+                // A leaf, or a sub-trie too small to be stored: its leaves now, so the empty
+                // ranges of later children can be passed over.
+                self.fill(upper_key(&child))?;
             }
         }
         Ok(())
