@@ -2,8 +2,10 @@
 # One point of the side by side, for comparing two loupe builds quickly (issue 42): imports the
 # fixture chain, starts `loupe node` with the given flags, loads one body with wrk for SECONDS
 # at concurrency C after a 1 s warm-up, and prints req/s and the node's own CPU time per call
-# (utime + stime from /proc/PID/stat). CASE is `floor` (web3_clientVersion) or a trace_call
-# case of benches/common/calls.rs (emit, nested_create, ...) at the latest block.
+# (utime + stime from /proc/PID/stat). CASE is `floor` (web3_clientVersion), `lookup`
+# (eth_getTransactionByBlockNumberAndIndex over every transaction of blocks 1-54, as the side by
+# side loads it) or a trace_call case of benches/common/calls.rs (emit, nested_create, ...) at
+# the latest block.
 # Usage: benches/cpu_per_call.sh LOUPE_BIN CASE C SECONDS [node flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +20,13 @@ WORK=$(mktemp -d)
 PID=$!
 trap 'kill $PID; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do curl -s "http://127.0.0.1:$PORT/" -o /dev/null && break; sleep 0.1; done
+URL="http://127.0.0.1:$PORT/"
+# shellcheck source=benches/common/wrk.sh
+source benches/common/wrk.sh
 if [ "$CASE" = floor ]; then
   echo '{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[]}' >"$WORK/b"
+elif [ "$CASE" = lookup ]; then
+  lookup_bodies "$URL" "$(seq 1 54)" "$WORK/b"
 else
   cargo build --release --locked --quiet --example bench_calls
   params=$("${CARGO_TARGET_DIR:-target}/release/examples/bench_calls" latest \
@@ -27,11 +34,7 @@ else
   [ -n "$params" ] || { echo "no trace_call case named $CASE" >&2; exit 1; }
   printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":%s}\n' "$params" >"$WORK/b"
 fi
-cat >"$WORK/s.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = [[$(cat "$WORK/b")]]
-LUA
+lua "$WORK/b" >/dev/null
 T=$((C < 2 ? 1 : 2))
 wrk -t"$T" -c"$C" -d1s -s "$WORK/s.lua" "http://127.0.0.1:$PORT/" >/dev/null
 ticks() { sed 's/.*) //' "/proc/$PID/stat" | awk '{print $12 + $13}'; }
