@@ -174,11 +174,13 @@ impl Database {
                     let manifest = segments::Manifest::read(&m)?;
                     // Refused before its files are touched (`Writer::create_tables`).
                     let found = m.get(tables::meta::SCHEMA)?.map(|v| v.value().to_vec());
-                    if found.as_deref() == Some(11u64.to_be_bytes().as_slice())
-                        && manifest.has_trie_history_files()
+                    let found =
+                        found.and_then(|v| <[u8; 8]>::try_from(v).ok()).map(u64::from_be_bytes);
+                    if let Some(found @ (11 | 12)) = found
+                        && manifest.has_reordered_files_since(found)
                     {
                         return Err(StorageError::Schema {
-                            found: 11,
+                            found,
                             supported: tables::SCHEMA_VERSION,
                         });
                     }
@@ -325,25 +327,30 @@ mod tests {
         assert_eq!(schema, tables::SCHEMA_VERSION.to_be_bytes());
     }
 
-    /// A format 11 datadir opens as the current format unless it froze trie history, whose
-    /// segment files kept another key order: that one is refused and left as it was.
+    /// A format 11 or 12 datadir opens as the current format unless it froze history whose
+    /// segment files have had another key order since (11: trie and state history, 12: state
+    /// history): that one is refused and left as it was.
     #[test]
-    fn a_format_11_database_opens_unless_it_froze_trie_history() {
-        let set = |dir: &std::path::Path, kind: Option<segments::Kind>| {
+    fn a_format_11_or_12_database_opens_unless_it_froze_history_since_reordered() {
+        let set = |dir: &std::path::Path, format: u64, kind: Option<segments::Kind>| {
             let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
             let w = db.begin_write().unwrap();
             let mut m = w.open_table(tables::META).unwrap();
-            m.insert(tables::meta::SCHEMA, 11u64.to_be_bytes().as_slice()).unwrap();
+            m.insert(tables::meta::SCHEMA, format.to_be_bytes().as_slice()).unwrap();
             let mut manifest = segments::Manifest { frozen_to: 1, ..Default::default() };
             if let Some(kind) = kind {
-                manifest.files.push(segments::Entry {
-                    kind,
-                    first: 0,
-                    last: 0,
-                    rows: 0,
-                    bytes: 0,
-                    crc: 0,
-                });
+                // A real (empty) file: the datadir opens only with every named file there.
+                let mut entry =
+                    segments::Entry { kind, first: 0, last: 0, rows: 0, bytes: 0, crc: 0 };
+                let folder = dir.join(segments::SEGMENTS_DIR);
+                std::fs::create_dir_all(&folder).unwrap();
+                let written =
+                    segments::SegmentWriter::create(&folder.join(entry.file_name()), Vec::new())
+                        .unwrap()
+                        .finish()
+                        .unwrap();
+                (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
+                manifest.files.push(entry);
             }
             m.insert(tables::meta::SEGMENTS, serde_json::to_vec(&manifest).unwrap().as_slice())
                 .unwrap();
@@ -357,20 +364,34 @@ mod tests {
             let v = m.get(tables::meta::SCHEMA).unwrap().unwrap().value().to_vec();
             u64::from_be_bytes(v.try_into().unwrap())
         };
-        for (kind, opens) in [(None, true), (Some(segments::Kind::StorageTrieHistory), false)] {
+        use segments::Kind;
+        for (format, kind, opens) in [
+            (11, None, true),
+            (11, Some(Kind::StorageTrieHistory), false),
+            (11, Some(Kind::AccountHistory), false),
+            (11, Some(Kind::Headers), true),
+            (12, Some(Kind::Headers), true),
+            (12, None, true),
+            (12, Some(Kind::StorageTrieHistory), true),
+            (12, Some(Kind::StorageHistory), false),
+            (12, Some(Kind::AccountHistory), false),
+        ] {
             let dir = tempfile::tempdir().unwrap();
             drop(Database::open(dir.path()).unwrap());
-            set(dir.path(), kind);
+            set(dir.path(), format, kind);
             match Database::open(dir.path()) {
                 Ok(db) => {
-                    assert!(opens, "{kind:?}");
+                    assert!(opens, "{format} {kind:?}");
                     drop(db);
                     assert_eq!(schema(dir.path()), tables::SCHEMA_VERSION);
                 }
                 Err(err) => {
-                    assert!(!opens, "{kind:?}: {err}");
-                    assert!(matches!(err, StorageError::Schema { found: 11, .. }), "{err}");
-                    assert_eq!(schema(dir.path()), 11);
+                    assert!(!opens, "{format} {kind:?}: {err}");
+                    assert!(
+                        matches!(err, StorageError::Schema { found, .. } if found == format),
+                        "{err}"
+                    );
+                    assert_eq!(schema(dir.path()), format);
                 }
             }
         }

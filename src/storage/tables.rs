@@ -252,4 +252,8 @@ pub mod meta {
 ///    a merge chains them into one run of deltas across its parts
 ///    (`storage::segments::Kind::is_node_first`). A format 11 datadir without trie-history
 ///    segment files opens as format 12; one with them is refused.
-pub const SCHEMA_VERSION: u64 = 12;
+/// 13: state-history segment files (accounts, slots) keep an entity's rows together too
+///    (`entity ++ epoch ++ block`, `storage::segments::Kind::is_entity_first`). A format 12
+///    datadir without state-history segment files, or a format 11 one without trie- or
+///    state-history files, opens as format 13; one with them is refused.
+pub const SCHEMA_VERSION: u64 = 13;

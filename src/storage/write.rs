@@ -280,9 +280,12 @@ impl Writer {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
                 super::history::epochs::Epochs::read(&m)?;
             }
-            // Format 11 differs only in the key order of trie-history segment files: one that
-            // froze none (nothing yet, or `--proof-history window`) opens as the current format.
-            Some(11) if !super::segments::Manifest::read(&m)?.has_trie_history_files() => {
+            // Formats 11 and 12 differ only in the key order of history segment files (11: trie
+            // and state history, 12: state history): one that froze none opens as the current
+            // format.
+            Some(found @ (11 | 12))
+                if !super::segments::Manifest::read(&m)?.has_reordered_files_since(found) =>
+            {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
                 super::history::epochs::Epochs::read(&m)?;
             }

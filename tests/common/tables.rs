@@ -148,8 +148,8 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
                 for r in 0..block.len() {
                     let (k, v) = block.row(r);
                     // A trie-history file keeps a node's rows together: the table's key back.
-                    let k = if kind.is_node_first() {
-                        loupe::storage::segments::table_key_of_node_first(k)
+                    let k = if kind.is_entity_first() {
+                        loupe::storage::segments::table_key_of_entity_first(k)
                     } else {
                         k.to_vec()
                     };

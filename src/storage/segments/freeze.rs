@@ -206,9 +206,9 @@ fn freeze_rows<const H: usize>(
                 writer.insert(SegmentWriter::create(&store.path(&entry), dictionary)?)
             }
         };
-        if kind.is_node_first() {
-            // One epoch's rows: node-first order is the table's.
-            w.push(&super::node_first_key(k.value()), v.value())?;
+        if kind.is_entity_first() {
+            // One epoch's rows: entity-first order is the table's.
+            w.push(&super::entity_first_key(k.value()), &segment_value(kind, v.value())?)?;
         } else {
             w.push(k.value(), &segment_value(kind, v.value())?)?;
         }
@@ -362,9 +362,10 @@ pub(crate) fn freeze_due(
         if drop_trie && matches!(kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory) {
             continue;
         }
-        // Trie history is frozen an epoch to a file: each file's rows are then in node-first
-        // order as the table holds them, and merges chain them (`merge`).
-        let spans: Vec<(u32, u32)> = if kind.is_node_first() {
+        // History is frozen an epoch to a file: each file's rows are then in entity-first
+        // order as the table holds them, and merges sort them by key (trie history: and chain
+        // each node's rows, `merge`).
+        let spans: Vec<(u32, u32)> = if kind.is_entity_first() {
             (first..=last).map(|e| (e, e)).collect()
         } else {
             vec![(first, last)]
@@ -806,7 +807,7 @@ fn merge_files(
     let written = SegmentWriter::create(path, dictionary).and_then(|mut w| {
         if kind.is_node_first() {
             merge_nodes(segs, &mut w, CHAIN_ROWS, &go)?;
-        } else if kind.is_address_first() {
+        } else if kind.is_address_first() || kind.is_entity_first() {
             merge_sorted(segs, &go, |key, value, _| w.push(key, value))?;
         } else {
             for s in segs {
@@ -1225,7 +1226,7 @@ mod tests {
                         }
                     };
                     let key: [u8; 45] = crate::storage::history::epochs::row_key(e, &entity(n), *b);
-                    w.push(&super::super::node_first_key(&key), &row).unwrap();
+                    w.push(&super::super::entity_first_key(&key), &row).unwrap();
                 }
             }
             let written = w.finish().unwrap();

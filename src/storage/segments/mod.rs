@@ -33,9 +33,9 @@ const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 const EPOCH_BYTES: usize = 4;
 const BLOCK_BYTES: usize = 8;
 
-/// A history row key, `epoch ++ entity ++ block`, as a node-first file keeps it:
-/// `entity ++ epoch ++ block` (see [`Kind::is_node_first`]). Ordered by entity, then block.
-pub fn node_first_key(key: &[u8]) -> Vec<u8> {
+/// A history row key, `epoch ++ entity ++ block`, as an entity-first file keeps it:
+/// `entity ++ epoch ++ block` (see [`Kind::is_entity_first`]). Ordered by entity, then block.
+pub fn entity_first_key(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len());
     if key.len() < EPOCH_BYTES + BLOCK_BYTES {
         out.extend_from_slice(key);
@@ -48,7 +48,7 @@ pub fn node_first_key(key: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The history row key of a node-first file's key (the inverse of [`node_first_key`]), into
+/// The history row key of an entity-first file's key (the inverse of [`entity_first_key`]), into
 /// `out`.
 fn history_key_into(key: &[u8], out: &mut Vec<u8>) {
     out.clear();
@@ -62,8 +62,8 @@ fn history_key_into(key: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&key[epoch_at + EPOCH_BYTES..]);
 }
 
-/// The history row key of a node-first file's key: the inverse of [`node_first_key`].
-pub fn table_key_of_node_first(key: &[u8]) -> Vec<u8> {
+/// The history row key of an entity-first file's key: the inverse of [`entity_first_key`].
+pub fn table_key_of_entity_first(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len());
     history_key_into(key, &mut out);
     out
@@ -127,10 +127,27 @@ impl Kind {
         matches!(self, Self::TraceAddresses)
     }
 
-    /// Whether its files keep the trie-history rows of one node together: keyed `node ++ epoch
-    /// ++ block` ([`node_first_key`]) rather than the table's `epoch ++ node ++ block`, so that
-    /// a node's rows across a file's epochs are neighbours, and a merge can chain them as one
-    /// run of deltas (`freeze::merge`). Reads here see the table's key order within an epoch.
+    /// Whether its files keep the history rows of one entity (a trie node, an account, a slot)
+    /// together: keyed `entity ++ epoch ++ block` ([`entity_first_key`]) rather than the table's
+    /// `epoch ++ entity ++ block`, so that an entity's rows across a file's epochs are
+    /// neighbours, and so are those of neighbouring entities: a proof at an old block reads
+    /// its sibling leaves, and a node's path, from a few blocks of a file rather than one per
+    /// epoch they last changed in. Such files are frozen an epoch each (one epoch's rows in
+    /// entity-first order are the table's) and merged by key. Reads here see the table's key
+    /// order within an epoch.
+    pub const fn is_entity_first(self) -> bool {
+        matches!(
+            self,
+            Self::AccountTrieHistory
+                | Self::StorageTrieHistory
+                | Self::AccountHistory
+                | Self::StorageHistory
+        )
+    }
+
+    /// Whether its files' rows of one trie node are chained as one run of deltas across the
+    /// file's epochs (`storage::history::nodes`): entity-first trie history, which a merge
+    /// chains (`freeze::merge`).
     pub const fn is_node_first(self) -> bool {
         matches!(self, Self::AccountTrieHistory | Self::StorageTrieHistory)
     }
@@ -251,11 +268,15 @@ pub struct Manifest {
     /// The files, by kind, in epoch order.
     pub files: Vec<Entry>,
 }
-
 impl Manifest {
-    /// Whether it names a trie-history file (node-first: [`Kind::is_node_first`]).
-    pub fn has_trie_history_files(&self) -> bool {
-        self.files.iter().any(|e| e.kind.is_node_first())
+    /// Whether it names a file whose key order changed after storage format `format` (11: trie
+    /// and state history, 12: state history), which this version cannot read.
+    pub fn has_reordered_files_since(&self, format: u64) -> bool {
+        self.files.iter().any(|e| match e.kind {
+            Kind::AccountHistory | Kind::StorageHistory => format < 13,
+            Kind::AccountTrieHistory | Kind::StorageTrieHistory => format < 12,
+            _ => false,
+        })
     }
 
     /// The manifest stored in `meta` (empty if none).
@@ -516,11 +537,11 @@ impl Segments {
         mut f: impl FnMut(&[u8], &[u8]) -> StorageResult<bool>,
     ) -> StorageResult<()> {
         let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
-        if !kind.is_node_first() {
+        if !kind.is_entity_first() {
             return self.scan_in(s, lo, hi, &mut f).map(|_| ());
         }
         let mut key = Vec::new();
-        self.scan_in(s, &node_first_key(lo), &node_first_key(hi), &mut |k, v| {
+        self.scan_in(s, &entity_first_key(lo), &entity_first_key(hi), &mut |k, v| {
             history_key_into(k, &mut key);
             if key_epoch(&key) != Some(epoch) {
                 return Ok(true);
@@ -543,12 +564,12 @@ impl Segments {
         let Some(epoch) = key_epoch(from) else { return Ok(()) };
         let Some(s) = self.covering(kind, epoch) else { return Ok(()) };
         let node_end = from.len().saturating_sub(BLOCK_BYTES);
-        if !kind.is_node_first() {
+        if !kind.is_entity_first() {
             let mut hi = from.to_vec();
             hi[node_end..].fill(0xff);
             return self.scan_in(s, from, &hi, &mut f).map(|_| ());
         }
-        let lo = node_first_key(from);
+        let lo = entity_first_key(from);
         let mut hi = lo.clone();
         hi[node_end.saturating_sub(EPOCH_BYTES)..].fill(0xff);
         let mut key = Vec::new();
@@ -677,7 +698,7 @@ impl Segments {
 
     /// A file's key as its table has it.
     fn table_key<'k>(&self, kind: Kind, key: &'k [u8], buf: &'k mut Vec<u8>) -> &'k [u8] {
-        if kind.is_node_first() {
+        if kind.is_entity_first() {
             history_key_into(key, buf);
             buf
         } else {
