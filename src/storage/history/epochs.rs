@@ -445,9 +445,31 @@ impl<'t, R, X> History<'t, R, X> {
             return Ok(None);
         }
         let Some(from) = after.checked_add(1) else { return Ok(None) };
-        let epoch = self.epochs.of(from);
-        if let Some(row) = self.first_in(epoch, key, from)? {
-            return Ok(Some(row));
+        let mut epoch = self.epochs.of(from);
+        let file = self.frozen_at(epoch).and_then(|(segments, kind)| {
+            Some((segments, kind, segments.entity_first_span(kind, epoch)?.1))
+        });
+        match file {
+            // An entity-first file holds the key's rows of all its epochs together: its first
+            // row from `from` on is the answer if it has one, and the index is needed only for
+            // epochs after the file.
+            Some((segments, kind, last_in_file)) => {
+                let lo: [u8; H] = row_key(epoch, key, from);
+                let mut found = None;
+                segments.scan_node(kind, &lo, |k, v| {
+                    found = Some((row_block(segment_key::<H>(k)?), v.to_vec()));
+                    Ok(false)
+                })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+                epoch = last_in_file;
+            }
+            None => {
+                if let Some(row) = self.first_in(epoch, key, from)? {
+                    return Ok(Some(row));
+                }
+            }
         }
         if epoch >= self.open {
             return Ok(None);
@@ -460,7 +482,7 @@ impl<'t, R, X> History<'t, R, X> {
         let (last, hi) = match stamp.map(|s| self.epochs.of(s)) {
             Some(last) if last <= epoch => {
                 return Err(corrupt(format!(
-                    "the current row was written at block {} but epoch {epoch} holds no row after {after}",
+                    "the current row was written at block {} but epochs to {epoch} hold no row after {after}",
                     stamp.unwrap_or_default()
                 )));
             }

@@ -580,6 +580,15 @@ impl Segments {
         .map(|_| ())
     }
 
+    /// The first and last epochs of the entity-first file of `kind` covering `epoch`, if one
+    /// does ([`Kind::is_entity_first`]).
+    pub fn entity_first_span(&self, kind: Kind, epoch: u32) -> Option<(u32, u32)> {
+        if !kind.is_entity_first() {
+            return None;
+        }
+        self.covering_entry(kind, epoch).map(|(first, last, _)| (*first, *last))
+    }
+
     /// The first epoch of the file of `kind` covering `epoch`, if one does.
     pub fn file_of(&self, kind: Kind, epoch: u32) -> Option<u32> {
         self.covering_entry(kind, epoch).map(|(first, _, _)| *first)
