@@ -336,8 +336,9 @@ impl<'t, R, X> History<'t, R, X> {
 
     /// Calls `f` with the rows of `key` from block `from` of `epoch` on, to the end of the
     /// place that holds that epoch's rows, in block order, until it returns `false`: the
-    /// epoch's end in the B-tree, or the end of the segment file covering it, whose trie-node
-    /// rows run on across its later epochs ([`crate::storage::segments::Kind::is_node_first`]).
+    /// epoch's end in the B-tree, or the end of the segment file covering it, whose rows of
+    /// one entity run on across its later epochs
+    /// ([`crate::storage::segments::Kind::is_entity_first`]).
     pub fn scan_node<const K: usize, const H: usize, V>(
         &self,
         epoch: u32,

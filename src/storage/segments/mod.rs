@@ -526,8 +526,8 @@ impl Segments {
     }
 
     /// Calls `f` with each row of `kind` whose key is in `lo..=hi` (both in one epoch), in key
-    /// order, until it returns `false`. For a node-first kind the range is best kept to one
-    /// node (as every read does): its rows of other nodes are read past.
+    /// order, until it returns `false`. For an entity-first kind the range is best kept to one
+    /// entity (as every read does): its rows of other entities are read past.
     pub fn scan(
         &self,
         kind: Kind,
@@ -551,10 +551,10 @@ impl Segments {
         .map(|_| ())
     }
 
-    /// Calls `f` with the rows of one node of a node-first `kind` from history key `from` on
-    /// (`epoch ++ node ++ block`) to the end of the file covering its epoch, across the file's
-    /// later epochs, in block order, until it returns `false`. Other kinds: to the end of the
-    /// epoch.
+    /// Calls `f` with the rows of one entity (a trie node, an account, a slot) of an
+    /// entity-first `kind` from history key `from` on (`epoch ++ entity ++ block`) to the end of
+    /// the file covering its epoch, across the file's later epochs, in block order, until it
+    /// returns `false`. Other kinds: to the end of the epoch.
     pub fn scan_node(
         &self,
         kind: Kind,
@@ -667,7 +667,7 @@ impl Segments {
     }
 
     /// Calls `f` with every row of `kind`, file after file in epoch order, each file's in its
-    /// own order (a node-first file's: node, then block; keys given as the table has them).
+    /// own order (an entity-first file's: entity, then block; keys given as the table has them).
     pub fn for_each(
         &self,
         kind: Kind,
