@@ -1062,12 +1062,17 @@ mod tests {
             }
             panic!("the merge did not finish");
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
-        let pending = Pending::default();
-        let small = parts(&store, 1, &[]);
-        let mut manifest = Manifest { files: small.clone(), ..Default::default() };
-        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        // Eight one-epoch files in a new store, their merge started.
+        let started = || {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path(), &Manifest::default()).unwrap();
+            let pending = Pending::default();
+            let small = parts(&store, 1, &[]);
+            let mut manifest = Manifest { files: small.clone(), ..Default::default() };
+            merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+            (dir, store, pending, small, manifest)
+        };
+        let (_dir, store, pending, small, mut manifest) = started();
         assert_eq!(manifest.files, small, "the call that starts a merge does not wait for it");
         assert!(store.merges.busy());
         settle(&store, &pending, &mut manifest);
@@ -1096,11 +1101,7 @@ mod tests {
 
         // While another kind's merge runs, none starts; waiting (the end of an import), every
         // merge due runs.
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
-        let pending = Pending::default();
-        let mut manifest = Manifest { files: parts(&store, 1, &[]), ..Default::default() };
-        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        let (_dir, store, pending, _, mut manifest) = started();
         let other: Vec<Entry> = manifest
             .files
             .iter()
@@ -1122,12 +1123,7 @@ mod tests {
 
         // A part that is no longer live when it finishes (a dropped transaction made it): the
         // merged file is removed and the manifest keeps the rest.
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), &Manifest::default()).unwrap();
-        let pending = Pending::default();
-        let small = parts(&store, 1, &[]);
-        let mut manifest = Manifest { files: small.clone(), ..Default::default() };
-        merge_due(&store, &pending, &mut manifest, kind, false).unwrap();
+        let (_dir, store, pending, small, mut manifest) = started();
         manifest.files.pop();
         settle(&store, &pending, &mut manifest);
         assert_eq!(manifest.files, small[..7]);
