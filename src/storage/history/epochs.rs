@@ -447,18 +447,18 @@ impl<'t, R, X> History<'t, R, X> {
         }
         let Some(from) = after.checked_add(1) else { return Ok(None) };
         let mut epoch = self.epochs.of(from);
-        let file = self.frozen_at(epoch).and_then(|(segments, kind)| {
-            Some((segments, kind, segments.entity_first_span(kind, epoch)?.1))
-        });
-        match file {
+        let file_end = self
+            .frozen_at(epoch)
+            .and_then(|(segments, kind)| segments.entity_first_span(kind, epoch))
+            .map(|(_, last)| last);
+        match file_end {
             // An entity-first file holds the key's rows of all its epochs together: its first
             // row from `from` on is the answer if it has one, and the index is needed only for
             // epochs after the file.
-            Some((segments, kind, last_in_file)) => {
-                let lo: [u8; H] = row_key(epoch, key, from);
+            Some(last_in_file) => {
                 let mut found = None;
-                segments.scan_node(kind, &lo, |k, v| {
-                    found = Some((row_block(segment_key::<H>(k)?), v.to_vec()));
+                self.scan_node::<K, H, V>(epoch, key, from, |k, v| {
+                    found = Some((row_block(k), v.to_vec()));
                     Ok(false)
                 })?;
                 if found.is_some() {
