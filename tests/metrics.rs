@@ -38,6 +38,11 @@ impl Drop for Node {
 
 impl Node {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// The node with `args` added to its command line.
+    fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (rpc_port, metrics_port) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_loupe"))
@@ -46,6 +51,7 @@ impl Node {
             .arg(dir.path())
             .args(["--http.port", &rpc_port.to_string()])
             .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -158,6 +164,47 @@ fn metrics_parse_and_count_exactly_the_requests_sent() {
     assert!(after["loupe_database_size_bytes"] > 100_000.0, "{after:?}");
     assert!(after["process_resident_memory_bytes"] > 1_000_000.0, "{after:?}");
     assert!(after["process_open_fds"] >= 3.0, "{after:?}");
+}
+
+/// A short `trace_call` runs on the server's thread (`--rpc.inline-budget-us`, on by default);
+/// one that leaves its budget (a precompile call ends an inline attempt at once) sends the next
+/// 32 calls straight to the EVM pool, and then calls run inline again. The counter of each
+/// outcome moves by exactly the calls sent, and the answers are the same wherever they ran.
+#[test]
+fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {
+    let Some(python) = tools::web3_python() else { return };
+    // A budget of half a second: a short call descheduled on a busy machine still fits it,
+    // while a precompile call ends the attempt at once whatever the budget.
+    let node = Node::start_with(&["--rpc.inline-budget-us", "500000"]);
+    let x = "0x900000000000000000000000000000000000000b";
+    let call = |code: &str| {
+        let params = json!([{"to": x}, ["trace", "stateDiff"], "latest", {x: {"code": code}}]);
+        node.call("trace_call", params)
+    };
+    // PUSH1 42 PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN.
+    let short = || call("0x602a60005260206000f3");
+    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL (the identity precompile), then
+    // its success flag returned as a word.
+    let precompile = || call("0x602060006000600060045afa60005260206000f3");
+    let want = short();
+    assert_eq!(want["result"]["output"], format!("0x{:064x}", 42), "{want}");
+    let before = parse(&python, &node.scrape_text().unwrap());
+
+    for _ in 0..3 {
+        assert_eq!(short(), want);
+    }
+    assert_eq!(precompile()["result"]["output"], format!("0x{:064x}", 1));
+    for _ in 0..32 + 2 {
+        assert_eq!(short(), want);
+    }
+    let after = parse(&python, &node.scrape_text().unwrap());
+    let delta = |outcome: &str| {
+        let key = format!("loupe_trace_call_inline_total{{outcome=\"{outcome}\"}}");
+        after.get(&key).copied().unwrap_or(0.0) - before.get(&key).copied().unwrap_or(0.0)
+    };
+    assert_eq!(delta("inline"), 3.0 + 2.0);
+    assert_eq!(delta("overran"), 1.0);
+    assert_eq!(delta("pool"), 32.0);
 }
 
 /// Every series the Grafana dashboard queries is one the node records (a `loupe_*` name in

@@ -464,8 +464,8 @@ fn inline_calls_answer_as_the_pool_does() {
     for _ in 1..5 {
         create = format!("61{:04x}8061001160003960006000f05000{create}", create.len() / 2);
     }
-    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL STOP: the identity precompile.
-    let precompile = "0x60206000600060045afa00";
+    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL STOP: the identity precompile.
+    let precompile = "0x602060006000600060045afa00";
     // PUSH1 1 PUSH2 0x8000 MSTORE8 STOP: memory past 32 KiB.
     let big_memory = "0x60016180005300";
     // CALLDATALOAD(0)=n; if n==0 stop; mem[0]=n-1; CALL(gas, self, 0, 0, 32, 0, 0).

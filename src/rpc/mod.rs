@@ -6,7 +6,8 @@
 //!
 //! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
 //! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
-//! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`).
+//! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`), except a short `trace_call`,
+//! which runs on the server's thread within a budget of µs (`trace/call.rs`).
 
 mod debug;
 mod eth;
@@ -140,11 +141,16 @@ impl Default for RpcConfig {
     }
 }
 
-/// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`): off. With one
-/// client a call run inline costs the server about a quarter less CPU, but with eight clients on
-/// two cores calls still ran inline often and cost more than on the pool (BENCHMARKS.md, issue
-/// 42); an operator serving one client at a time may turn it on (100 µs measured).
-pub const INLINE_BUDGET_US: u64 = 0;
+/// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`). A short
+/// `trace_call` run on the server's thread spares the two wake-ups of a hand-off to a worker and
+/// back: a third less CPU per call with one client and 3–17 % less with eight, on two cores
+/// shared with the load generator (BENCHMARKS.md, issue 42, session 42).
+pub const INLINE_BUDGET_US: u64 = 100;
+
+/// How many `trace_call`s go straight to the EVM pool after one ran past its inline budget: a
+/// load of long calls then spends at most one budget on the server's thread in this many calls,
+/// and a load of short ones loses inline execution only briefly.
+pub(crate) const INLINE_BACKOFF: u32 = 32;
 
 /// Shared state of all handlers.
 #[derive(Debug)]
@@ -172,9 +178,9 @@ pub struct RpcContext {
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
-    /// Requests (HTTP bodies and WebSocket messages) being answered right now
-    /// (`server::dispatch::handle`): a `trace_call` runs inline only when it is alone.
-    requests_in_flight: std::sync::atomic::AtomicUsize,
+    /// `trace_call`s still to send straight to the EVM pool because an inline attempt ran past
+    /// its budget a few calls ago (`trace/call.rs`, [`INLINE_BACKOFF`]).
+    inline_backoff: std::sync::atomic::AtomicU32,
 }
 
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
@@ -224,7 +230,7 @@ impl RpcContext {
             block_cache,
             tips_cache: fees::TipsCache::default(),
             test_holds: methods::TestHolds::default(),
-            requests_in_flight: std::sync::atomic::AtomicUsize::new(0),
+            inline_backoff: std::sync::atomic::AtomicU32::new(0),
         }
     }
 }
@@ -317,26 +323,3 @@ pub async fn start(
 /// Messages buffered per WebSocket connection before the server stops reading its requests
 /// (jsonrpsee's back-pressure); subscriptions give up after `ws::SEND_TIMEOUT` on top.
 const WS_BUFFER: u32 = 256;
-
-/// One request counted in [`RpcContext::requests_in_flight`] while it lives.
-#[derive(Debug)]
-pub(crate) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl RpcContext {
-    /// Counts a request being answered until the guard is dropped.
-    pub(crate) fn request_started(&self) -> InFlight<'_> {
-        self.requests_in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        InFlight(&self.requests_in_flight)
-    }
-
-    /// Whether the request being answered is the only one.
-    pub(crate) fn alone(&self) -> bool {
-        self.requests_in_flight.load(std::sync::atomic::Ordering::Relaxed) <= 1
-    }
-}

@@ -116,7 +116,6 @@ pub(crate) async fn handle(
     body: &[u8],
     limits: Limits,
 ) -> Reply {
-    let _counted = ctx.request_started();
     let Ok(text) = std::str::from_utf8(body) else {
         return error_reply(NULL, RpcError::Parse("Parse error: the body is not UTF-8".into()));
     };

@@ -94,11 +94,6 @@ impl WorkerPool {
         report(self.kind, &self.admission, self.workers, self.places);
     }
 
-    /// Whether no call is in flight: every worker idle, none queued.
-    pub(crate) fn is_idle(&self) -> bool {
-        self.admission.available_permits() == self.places
-    }
-
     /// Workers with no call to run right now (a call may use them to split its work).
     pub(crate) fn idle_workers(&self) -> usize {
         let in_flight = self.places.saturating_sub(self.admission.available_permits());

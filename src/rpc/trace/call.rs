@@ -3,6 +3,7 @@
 //! call's changes to the next in memory.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use alloy_consensus::TxEnvelope;
@@ -28,7 +29,7 @@ use crate::rpc::eth::call::{call_object, call_request};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
-use crate::rpc::{RpcContext, RpcError, RpcResult};
+use crate::rpc::{INLINE_BACKOFF, RpcContext, RpcError, RpcResult};
 
 /// Most calls one `trace_callMany` takes.
 const MAX_CALL_MANY: usize = 1000;
@@ -36,11 +37,11 @@ const MAX_CALL_MANY: usize = 1000;
 impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
     ///
-    /// A short call arriving at an idle pool runs on the server's thread that parsed it, within
+    /// A short call runs on the server's thread that parsed it, within
     /// `--rpc.inline-budget-us` ([`execute_call_within`], [`Self::inline_budget`]); one that
-    /// does not finish within it runs again on the EVM pool,
-    /// from the state already read, and so does the building of a large trace. Either way the
-    /// call holds a place in the pool while it runs, so a full pool refuses it (-32005).
+    /// does not finish within it runs again on the EVM pool, from the state already read, and
+    /// so does the building of a large trace. Either way the call holds a place in the pool
+    /// while it runs, so a full pool refuses it (-32005).
     pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
         let (req, types, block) = self.trace_call_params(&p)?;
@@ -52,12 +53,21 @@ impl RpcContext {
         let mut call = self.prepared_call(req, block)?;
         let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
         match execute_call_within(&mut call, &mut tracer, budget)? {
-            Some(res) if small_trace(&tracer, &res) => trace_answer(&call, tracer, &res, &types),
+            Some(res) if small_trace(&tracer, &res) => {
+                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "inline")
+                    .increment(1);
+                trace_answer(&call, tracer, &res, &types)
+            }
             Some(res) => {
+                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "inline")
+                    .increment(1);
                 let answer = move || trace_answer(&call, tracer, &res, &types);
                 self.pool.run_in(admitted, answer).await
             }
             None => {
+                self.inline_backoff.store(INLINE_BACKOFF, Ordering::Relaxed);
+                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "overran")
+                    .increment(1);
                 let timeout = self.config.call_timeout;
                 let again = move || {
                     let mut tracer =
@@ -73,17 +83,26 @@ impl RpcContext {
     /// The budget of a call run inline, if this one may be: inline execution is on
     /// (`--rpc.inline-budget-us` not 0), its parameters are at most [`INLINE_PARAMS`] bytes,
     /// which bounds what preparing it costs (state overrides' code is analysed as it is loaded),
-    /// the EVM pool has no call in flight, and the server answers no other request. An idle
-    /// pool's workers sleep: handing a call over would wake one, and its answer would wake the
-    /// server's thread again, most of what a short call costs with one client. With more than
-    /// one client the workers stay awake, and running the calls there costs the server less CPU
-    /// per call than running them on its own threads (BENCHMARKS.md, issue 42: with the pool's
-    /// idleness alone as the test, calls at c=8 ran inline often and cost 1.2–1.6× the CPU).
+    /// and none of the last [`INLINE_BACKOFF`] calls ran past the budget. Handing a call to a
+    /// worker and back costs two wake-ups, more than a short call's EVM run; the workers are
+    /// left for what does not fit. Each call that may not run inline is counted in
+    /// `loupe_trace_call_inline_total{outcome="pool"}` (and `"inline"`, `"overran"` below).
     pub(crate) fn inline_budget(&self, p: &Params<'_>) -> Option<std::time::Duration> {
         let budget = self.config.inline_budget;
+        if budget.is_zero() {
+            return None;
+        }
         let small = p.as_str().is_none_or(|text| text.len() <= INLINE_PARAMS);
-        (small && !budget.is_zero() && self.alone() && self.pool.is_idle())
-            .then(|| budget.min(self.config.call_timeout))
+        // One of the backoff's calls taken, if any are left.
+        let backing_off = self
+            .inline_backoff
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if !small || backing_off {
+            metrics::counter!("loupe_trace_call_inline_total", "outcome" => "pool").increment(1);
+            return None;
+        }
+        Some(budget.min(self.config.call_timeout))
     }
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
