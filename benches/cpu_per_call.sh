@@ -4,8 +4,8 @@
 # at concurrency C after a 1 s warm-up, and prints req/s and the node's own CPU time per call
 # (utime + stime from /proc/PID/stat). CASE is `floor` (web3_clientVersion), `lookup`
 # (eth_getTransactionByBlockNumberAndIndex over every transaction of blocks 1-54, as the side by
-# side loads it) or a trace_call case of benches/common/calls.rs (emit, nested_create, ...) at
-# the latest block.
+# side loads it), a trace_call case of benches/common/calls.rs (emit, nested_create, ...) at
+# the latest block, or `eth_call:` and such a case for the same call as eth_call.
 # Usage: benches/cpu_per_call.sh LOUPE_BIN CASE C SECONDS [node flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +29,17 @@ elif [ "$CASE" = lookup ]; then
   lookup_bodies "$URL" "$(seq 1 54)" "$WORK/b"
 else
   cargo build --release --locked --quiet --example bench_calls
+  name=${CASE#eth_call:}
   params=$("${CARGO_TARGET_DIR:-target}/release/examples/bench_calls" latest \
-    0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2 | awk -F'\t' -v c="$CASE" '$1 == c {print $2; exit}')
-  [ -n "$params" ] || { echo "no trace_call case named $CASE" >&2; exit 1; }
-  printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":%s}\n' "$params" >"$WORK/b"
+    0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2 | awk -F'\t' -v c="$name" '$1 == c {print $2; exit}')
+  [ -n "$params" ] || { echo "no trace_call case named $name" >&2; exit 1; }
+  if [ "$name" = "$CASE" ]; then
+    printf '{"jsonrpc":"2.0","id":1,"method":"trace_call","params":%s}\n' "$params" >"$WORK/b"
+  else
+    # The same call as eth_call: its params without the trace types.
+    python3 -c 'import json, sys; p = json.loads(sys.argv[1]); del p[1]
+print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": p}))' "$params" >"$WORK/b"
+  fi
 fi
 lua "$WORK/b" >/dev/null
 T=$((C < 2 ? 1 : 2))

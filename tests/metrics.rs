@@ -166,10 +166,11 @@ fn metrics_parse_and_count_exactly_the_requests_sent() {
     assert!(after["process_open_fds"] >= 3.0, "{after:?}");
 }
 
-/// A short `trace_call` runs on the server's thread (`--rpc.inline-budget-us`, on by default);
-/// one that leaves its budget (a precompile call ends an inline attempt at once) sends the next
-/// 32 calls straight to the EVM pool, and then calls run inline again. The counter of each
-/// outcome moves by exactly the calls sent, and the answers are the same wherever they ran.
+/// A short `eth_call` or `trace_call` runs on the server's thread (`--rpc.inline-budget-us`, on
+/// by default); one that leaves its budget (a precompile call ends an inline attempt at once)
+/// sends the next 32 calls of either method straight to the EVM pool, and then calls run inline
+/// again. The counter of each outcome moves by exactly the calls sent, and the answers are the
+/// same wherever they ran.
 #[test]
 fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {
     let Some(python) = tools::web3_python() else { return };
@@ -177,32 +178,40 @@ fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {
     // while a precompile call ends the attempt at once whatever the budget.
     let node = Node::start_with(&["--rpc.inline-budget-us", "500000"]);
     let x = "0x900000000000000000000000000000000000000b";
-    let call = |code: &str| {
+    let trace_call = |code: &str| {
         let params = json!([{"to": x}, ["trace", "stateDiff"], "latest", {x: {"code": code}}]);
         node.call("trace_call", params)
     };
+    let eth_call =
+        |code: &str| node.call("eth_call", json!([{"to": x}, "latest", {x: {"code": code}}]));
     // PUSH1 42 PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN.
-    let short = || call("0x602a60005260206000f3");
-    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL (the identity precompile), then
-    // its success flag returned as a word.
-    let precompile = || call("0x602060006000600060045afa60005260206000f3");
-    let want = short();
-    assert_eq!(want["result"]["output"], format!("0x{:064x}", 42), "{want}");
+    let ret42 = "0x602a60005260206000f3";
+    let want_trace = trace_call(ret42);
+    let want_eth = eth_call(ret42);
+    assert_eq!(want_trace["result"]["output"], format!("0x{:064x}", 42), "{want_trace}");
+    assert_eq!(want_eth["result"], format!("0x{:064x}", 42), "{want_eth}");
+    // Call i: trace_call when even, eth_call when odd; either answers as it did at first.
+    let short = |i: usize| {
+        if i.is_multiple_of(2) {
+            assert_eq!(trace_call(ret42), want_trace);
+        } else {
+            assert_eq!(eth_call(ret42), want_eth);
+        }
+    };
     let before = parse(&python, &node.scrape_text().unwrap());
 
-    for _ in 0..3 {
-        assert_eq!(short(), want);
-    }
-    assert_eq!(precompile()["result"]["output"], format!("0x{:064x}", 1));
-    for _ in 0..32 + 2 {
-        assert_eq!(short(), want);
-    }
+    (0..4).for_each(short);
+    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL (the identity precompile), then
+    // its success flag returned as a word.
+    let precompile = eth_call("0x602060006000600060045afa60005260206000f3");
+    assert_eq!(precompile["result"], format!("0x{:064x}", 1));
+    (0..32 + 2).for_each(short);
     let after = parse(&python, &node.scrape_text().unwrap());
     let delta = |outcome: &str| {
-        let key = format!("loupe_trace_call_inline_total{{outcome=\"{outcome}\"}}");
+        let key = format!("loupe_rpc_inline_calls_total{{outcome=\"{outcome}\"}}");
         after.get(&key).copied().unwrap_or(0.0) - before.get(&key).copied().unwrap_or(0.0)
     };
-    assert_eq!(delta("inline"), 3.0 + 2.0);
+    assert_eq!(delta("inline"), 4.0 + 2.0);
     assert_eq!(delta("overran"), 1.0);
     assert_eq!(delta("pool"), 32.0);
 }

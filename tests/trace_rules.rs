@@ -432,10 +432,10 @@ fn burst_beyond_pool_and_queue_is_refused_fast() {
     }
 }
 
-/// A short trace_call runs on the server's thread within `inline_budget`; one that does not fit
-/// runs again on the EVM pool. Either way the answer is the one the pool alone gives, byte for
-/// byte: each call below is sent to a node with the default budget and to one with no inline
-/// execution (`inline_budget` zero). The calls cover what stays inline (a transfer, the emit
+/// A short trace_call or eth_call runs on the server's thread within `inline_budget`; one that
+/// does not fit runs again on the EVM pool. Either way the answer is the one the pool alone
+/// gives, byte for byte: each call below, by both methods, is sent to a node with a budget of
+/// 100 µs and to one with no inline execution (`inline_budget` zero). The calls cover what stays inline (a transfer, the emit
 /// contract now and at block 10, a create nested 5 frames deep, a revert, state and block
 /// overrides) and what leaves it (a precompile call, memory past 16 KiB, an infinite loop under
 /// the deadline, 200 nested frames), plus errors raised before execution.
@@ -486,9 +486,15 @@ fn inline_calls_answer_as_the_pool_does() {
         json!([{"from": a(FUNDED), "to": a(x)}, both, "0x99999"]),
     ];
     for params in cases {
-        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "trace_call", "params": params});
-        let (got, want) = (inline.post_raw(body.to_string()), pooled.post_raw(body.to_string()));
-        assert_eq!(got, want, "{params}");
+        // The same call as `eth_call`: its params without the trace types.
+        let mut eth = params.as_array().unwrap().clone();
+        eth.remove(1);
+        for (method, params) in [("trace_call", params), ("eth_call", Value::Array(eth))] {
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+            let (got, want) =
+                (inline.post_raw(body.to_string()), pooled.post_raw(body.to_string()));
+            assert_eq!(got, want, "{method} {params}");
+        }
     }
 }
 

@@ -6,8 +6,8 @@
 //!
 //! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
 //! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
-//! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`), except a short `trace_call`,
-//! which runs on the server's thread within a budget of µs (`trace/call.rs`).
+//! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`), except a short `eth_call` or
+//! `trace_call`, which runs on the server's thread within a budget of µs (`server/inline.rs`).
 
 mod debug;
 mod eth;
@@ -51,7 +51,7 @@ pub struct RpcConfig {
     pub gas_cap: u64,
     /// Deadline of one EVM call.
     pub call_timeout: Duration,
-    /// How long a short `trace_call` may run on the server's thread that parsed it before it
+    /// How long a short `eth_call` or `trace_call` may run on the server's thread that parsed it before it
     /// goes to the EVM pool instead (`--rpc.inline-budget-us`); zero: every call goes to the pool.
     pub inline_budget: Duration,
     /// EVM worker threads.
@@ -142,15 +142,10 @@ impl Default for RpcConfig {
 }
 
 /// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`). A short
-/// `trace_call` run on the server's thread spares the two wake-ups of a hand-off to a worker and
+/// `eth_call` or `trace_call` run on the server's thread spares the two wake-ups of a hand-off to a worker and
 /// back: a third less CPU per call with one client and 3–17 % less with eight, on two cores
 /// shared with the load generator (BENCHMARKS.md, issue 42, session 42).
 pub const INLINE_BUDGET_US: u64 = 100;
-
-/// How many `trace_call`s go straight to the EVM pool after one ran past its inline budget: a
-/// load of long calls then spends at most one budget on the server's thread in this many calls,
-/// and a load of short ones loses inline execution only briefly.
-pub(crate) const INLINE_BACKOFF: u32 = 32;
 
 /// Shared state of all handlers.
 #[derive(Debug)]
@@ -178,8 +173,8 @@ pub struct RpcContext {
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
-    /// `trace_call`s still to send straight to the EVM pool because an inline attempt ran past
-    /// its budget a few calls ago (`trace/call.rs`, [`INLINE_BACKOFF`]).
+    /// EVM calls still to send straight to the pool because an inline attempt ran past its
+    /// budget a few calls ago (`server/inline.rs`).
     inline_backoff: std::sync::atomic::AtomicU32,
 }
 

@@ -13,7 +13,9 @@ use revm::inspector::NoOpInspector;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call};
+use crate::evm::{
+    CallError, CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call,
+};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -195,12 +197,29 @@ pub(crate) fn halt_message(h: &HaltReason) -> String {
 
 impl RpcContext {
     /// `eth_call(call, block?, stateOverrides?, blockOverrides?)`.
+    ///
+    /// A short call runs on the server's thread that parsed it, within `--rpc.inline-budget-us`
+    /// (`server/inline.rs`); one that does not finish within it runs again on the EVM pool, from
+    /// the state already read. Either way it holds a place in the pool while it runs.
     pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let inline = self.inline_budget(&p);
         let a = Args::new(&p, 4)?;
         let req = call_request(&a, 0, 2, 3)?;
         let block = a.block(1, "block")?;
-        let ctx = self.clone();
-        self.pool.run(move || ctx.eth_call_blocking(req, block)).await
+        let Some(budget) = inline else {
+            let ctx = self.clone();
+            return self.pool.run(move || ctx.eth_call_blocking(req, block)).await;
+        };
+        let admitted = self.pool.admit()?;
+        let mut call = self.prepared_call(req, block)?;
+        if let Some(res) = execute_call_within(&mut call, NoOpInspector, budget)? {
+            self.inline_fitted();
+            return call_answer(res.result);
+        }
+        self.inline_overran();
+        let timeout = self.config.call_timeout;
+        let again = move || call_answer(execute_call(&mut call, NoOpInspector, timeout)?.result);
+        self.pool.run_in(admitted, again).await
     }
 
     /// `req` ready to run on the state after `block`, in that block's environment (`eth_call`,
@@ -219,15 +238,19 @@ impl RpcContext {
 
     fn eth_call_blocking(&self, req: CallRequest, block: BlockRef) -> RpcResult<Raw> {
         let mut call = self.prepared_call(req, block)?;
-        let res = execute_call(&mut call, NoOpInspector, self.config.call_timeout)?;
-        match res.result {
-            ExecutionResult::Success { output, .. } => to_value(output.into_data()),
-            ExecutionResult::Revert { output, .. } => Err(RpcError::Reverted {
-                reason: revert_reason(&output),
-                data: Bytes::from(output.to_vec()),
-            }),
-            ExecutionResult::Halt { reason, .. } => Err(RpcError::Execution(halt_message(&reason))),
-        }
+        call_answer(execute_call(&mut call, NoOpInspector, self.config.call_timeout)?.result)
+    }
+}
+
+/// `eth_call`'s answer: the output, or the revert or halt as an error.
+fn call_answer(result: ExecutionResult) -> RpcResult<Raw> {
+    match result {
+        ExecutionResult::Success { output, .. } => to_value(output.into_data()),
+        ExecutionResult::Revert { output, .. } => Err(RpcError::Reverted {
+            reason: revert_reason(&output),
+            data: Bytes::from(output.to_vec()),
+        }),
+        ExecutionResult::Halt { reason, .. } => Err(RpcError::Execution(halt_message(&reason))),
     }
 }
 

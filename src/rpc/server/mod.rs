@@ -7,6 +7,7 @@ pub(crate) mod dispatch;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod in_process;
+pub(crate) mod inline;
 pub(crate) mod json;
 pub(crate) mod methods;
 pub(crate) mod pages;

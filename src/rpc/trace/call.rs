@@ -3,7 +3,6 @@
 //! call's changes to the next in memory.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use alloy_consensus::TxEnvelope;
@@ -29,7 +28,7 @@ use crate::rpc::eth::call::{call_object, call_request};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
-use crate::rpc::{INLINE_BACKOFF, RpcContext, RpcError, RpcResult};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// Most calls one `trace_callMany` takes.
 const MAX_CALL_MANY: usize = 1000;
@@ -54,20 +53,16 @@ impl RpcContext {
         let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
         match execute_call_within(&mut call, &mut tracer, budget)? {
             Some(res) if small_trace(&tracer, &res) => {
-                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "inline")
-                    .increment(1);
+                self.inline_fitted();
                 trace_answer(&call, tracer, &res, &types)
             }
             Some(res) => {
-                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "inline")
-                    .increment(1);
+                self.inline_fitted();
                 let answer = move || trace_answer(&call, tracer, &res, &types);
                 self.pool.run_in(admitted, answer).await
             }
             None => {
-                self.inline_backoff.store(INLINE_BACKOFF, Ordering::Relaxed);
-                metrics::counter!("loupe_trace_call_inline_total", "outcome" => "overran")
-                    .increment(1);
+                self.inline_overran();
                 let timeout = self.config.call_timeout;
                 let again = move || {
                     let mut tracer =
@@ -78,31 +73,6 @@ impl RpcContext {
                 self.pool.run_in(admitted, again).await
             }
         }
-    }
-
-    /// The budget of a call run inline, if this one may be: inline execution is on
-    /// (`--rpc.inline-budget-us` not 0), its parameters are at most [`INLINE_PARAMS`] bytes,
-    /// which bounds what preparing it costs (state overrides' code is analysed as it is loaded),
-    /// and none of the last [`INLINE_BACKOFF`] calls ran past the budget. Handing a call to a
-    /// worker and back costs two wake-ups, more than a short call's EVM run; the workers are
-    /// left for what does not fit. Each call that may not run inline is counted in
-    /// `loupe_trace_call_inline_total{outcome="pool"}` (and `"inline"`, `"overran"` below).
-    pub(crate) fn inline_budget(&self, p: &Params<'_>) -> Option<std::time::Duration> {
-        let budget = self.config.inline_budget;
-        if budget.is_zero() {
-            return None;
-        }
-        let small = p.as_str().is_none_or(|text| text.len() <= INLINE_PARAMS);
-        // One of the backoff's calls taken, if any are left.
-        let backing_off = self
-            .inline_backoff
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok();
-        if !small || backing_off {
-            metrics::counter!("loupe_trace_call_inline_total", "outcome" => "pool").increment(1);
-            return None;
-        }
-        Some(budget.min(self.config.call_timeout))
     }
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
@@ -258,9 +228,6 @@ impl RpcContext {
         trace_answer(&call, tracer, &res, types)
     }
 }
-
-/// Largest `trace_call` parameters, in bytes of JSON, that may run inline.
-const INLINE_PARAMS: usize = 16 * 1024;
 
 /// Most frames, bytes of call data, output and log data, and changed storage slots of a trace
 /// whose answer is built inline; a larger one is built on the EVM pool. Building costs about
