@@ -27,7 +27,7 @@ pub use server::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;
 pub use server::pages::{PageFuture, Pages, RpcCaller};
-use server::{cache, http, methods, pool, ws};
+use server::{cache, http, inline, methods, pool, ws};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -173,9 +173,8 @@ pub struct RpcContext {
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
-    /// EVM calls still to send straight to the pool because an inline attempt ran past its
-    /// budget a few calls ago (`server/inline.rs`).
-    inline_backoff: std::sync::atomic::AtomicU32,
+    /// Whether short EVM calls run inline now (`server/inline.rs`).
+    inline: inline::InlineState,
 }
 
 /// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
@@ -225,7 +224,7 @@ impl RpcContext {
             block_cache,
             tips_cache: fees::TipsCache::default(),
             test_holds: methods::TestHolds::default(),
-            inline_backoff: std::sync::atomic::AtomicU32::new(0),
+            inline: inline::InlineState::default(),
         }
     }
 }
