@@ -142,9 +142,9 @@ impl Default for RpcConfig {
 }
 
 /// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`). A short
-/// `eth_call` or `trace_call` run on the server's thread spares the two wake-ups of a hand-off to a worker and
-/// back: a third less CPU per call with one client and 3–17 % less with eight, on two cores
-/// shared with the load generator (BENCHMARKS.md, issue 42, session 42).
+/// `eth_call` or `trace_call` run on the server's thread spares the two wake-ups of a hand-off to
+/// a worker and back: about a third less CPU per call with one client and 30 % less with eight,
+/// on two cores shared with the load generator (BENCHMARKS.md, issue 42, session 42).
 pub const INLINE_BUDGET_US: u64 = 100;
 
 /// Shared state of all handlers.

@@ -77,12 +77,9 @@ impl InlineState {
                 (0..metrics.num_workers()).map(|i| metrics.worker_park_count(i)).sum();
             let per_thread =
                 sleeps.wrapping_sub(self.sleeps.swap(sleeps, Ordering::Relaxed)) / threads;
-            let was = self.open.load(Ordering::Relaxed);
-            let open = next_open(was, per_thread);
-            if open != was {
-                self.open.store(open, Ordering::Relaxed);
-                metrics::gauge!("loupe_rpc_inline_open").set(if open { 1.0 } else { 0.0 });
-            }
+            let open = next_open(self.open.load(Ordering::Relaxed), per_thread);
+            self.open.store(open, Ordering::Relaxed);
+            metrics::gauge!("loupe_rpc_inline_open").set(if open { 1.0 } else { 0.0 });
         }
         self.open.load(Ordering::Relaxed)
     }
