@@ -51,8 +51,9 @@ pub struct RpcConfig {
     pub gas_cap: u64,
     /// Deadline of one EVM call.
     pub call_timeout: Duration,
-    /// How long a short `eth_call` or `trace_call` may run on the server's thread that parsed it before it
-    /// goes to the EVM pool instead (`--rpc.inline-budget-us`); zero: every call goes to the pool.
+    /// How long a short `eth_call` or `trace_call` may run on the server's thread that parsed it
+    /// before it goes to the EVM pool instead (`--rpc.inline-budget-us`); zero: every call goes
+    /// to the pool. While the server is saturated every call goes there (`server/inline.rs`).
     pub inline_budget: Duration,
     /// EVM worker threads.
     pub workers: usize,
