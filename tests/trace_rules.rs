@@ -435,7 +435,8 @@ fn burst_beyond_pool_and_queue_is_refused_fast() {
 /// A short trace_call or eth_call runs on the server's thread within `inline_budget`; one that
 /// does not fit runs again on the EVM pool. Either way the answer is the one the pool alone
 /// gives, byte for byte: each call below, by both methods, is sent to a node with a budget of
-/// 100 µs and to one with no inline execution (`inline_budget` zero). The calls cover what stays inline (a transfer, the emit
+/// 100 µs and to one with no inline execution (`inline_budget` zero), one by one and then all
+/// in one batch. The calls cover what stays inline (a transfer, the emit
 /// contract now and at block 10, a create nested 5 frames deep, a revert, state and block
 /// overrides) and what leaves it (a precompile call, memory past 16 KiB, an infinite loop under
 /// the deadline, 200 nested frames), plus errors raised before execution.
@@ -485,6 +486,7 @@ fn inline_calls_answer_as_the_pool_does() {
         json!([{"from": a(x), "to": a(FUNDED), "value": "0x1", "gasPrice": "0x1"}, both, "latest"]),
         json!([{"from": a(FUNDED), "to": a(x)}, both, "0x99999"]),
     ];
+    let mut batch = Vec::new();
     for params in cases {
         // The same call as `eth_call`: its params without the trace types.
         let mut eth = params.as_array().unwrap().clone();
@@ -494,8 +496,14 @@ fn inline_calls_answer_as_the_pool_does() {
             let (got, want) =
                 (inline.post_raw(body.to_string()), pooled.post_raw(body.to_string()));
             assert_eq!(got, want, "{method} {params}");
+            batch.push(
+                json!({"jsonrpc": "2.0", "id": batch.len(), "method": method, "params": params}),
+            );
         }
     }
+    // All of them in one batch, which gives the thread back between the calls it runs inline.
+    let body = Value::Array(batch).to_string();
+    assert_eq!(inline.post_raw(body.clone()), pooled.post_raw(body));
 }
 
 /// A node with inline calls on (100 µs), one EVM worker and `queue` places to wait in, a
