@@ -5,7 +5,8 @@
 # (utime + stime from /proc/PID/stat). CASE is `floor` (web3_clientVersion), `lookup`
 # (eth_getTransactionByBlockNumberAndIndex over every transaction of blocks 1-54, as the side by
 # side loads it), a trace_call case of benches/common/calls.rs (emit, nested_create, ...) at
-# the latest block, or `eth_call:` and such a case for the same call as eth_call.
+# the latest block, `eth_call:` and such a case for the same call as eth_call, or a file holding
+# one request body.
 # Usage: benches/cpu_per_call.sh LOUPE_BIN CASE C SECONDS [node flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,8 @@ URL="http://127.0.0.1:$PORT/"
 source benches/common/wrk.sh
 if [ "$CASE" = floor ]; then
   echo '{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[]}' >"$WORK/b"
+elif [ -f "$CASE" ]; then
+  cp "$CASE" "$WORK/b"
 elif [ "$CASE" = lookup ]; then
   lookup_bodies "$URL" "$(seq 1 54)" "$WORK/b"
 else

@@ -9,7 +9,9 @@ mod support;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use alloy_primitives::{Address, U256, address};
+use alloy_primitives::{Address, B256, U256, address};
+use alloy_signer::SignerSync;
+use alloy_signer_local::PrivateKeySigner;
 use serde_json::{Value, json};
 use support::Node;
 
@@ -432,14 +434,14 @@ fn burst_beyond_pool_and_queue_is_refused_fast() {
     }
 }
 
-/// A short trace_call or eth_call runs on the server's thread within `inline_budget`; one that
-/// does not fit runs again on the EVM pool. Either way the answer is the one the pool alone
-/// gives, byte for byte: each call below, by both methods, is sent to a node with a budget of
-/// 100 µs and to one with no inline execution (`inline_budget` zero), one by one and then all
-/// in one batch. The calls cover what stays inline (a transfer, the emit
-/// contract now and at block 10, a create nested 5 frames deep, a revert, state and block
-/// overrides) and what leaves it (a precompile call, memory past 16 KiB, an infinite loop under
-/// the deadline, 200 nested frames), plus errors raised before execution.
+/// A short trace_call or eth_call runs on the server's thread within `inline_budget`; one that does
+/// not fit runs again on the EVM pool. Either way the answer is the one the pool alone gives, byte
+/// for byte: each call below, by both methods, is sent to a node with a budget of 100 µs and to one
+/// with no inline execution (`inline_budget` zero), one by one and then all in one batch. The calls
+/// cover what stays inline (a transfer, the emit contract now and at block 10, a create nested 5
+/// frames deep, a revert, state and block overrides, calls of the identity and ecrecover
+/// precompiles) and what leaves it (a modexp call, memory past 16 KiB, an infinite loop under the
+/// deadline, 200 nested frames), plus errors raised before execution.
 #[test]
 fn inline_calls_answer_as_the_pool_does() {
     let tweak = |cfg: &mut loupe::rpc::RpcConfig| {
@@ -465,8 +467,25 @@ fn inline_calls_answer_as_the_pool_does() {
     for _ in 1..5 {
         create = format!("61{:04x}8061001160003960006000f05000{create}", create.len() / 2);
     }
-    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 4 GAS STATICCALL STOP: the identity precompile.
-    let precompile = "0x602060006000600060045afa00";
+    // PUSH1 32 PUSH1 0 PUSH1 0 PUSH1 0 PUSH1 p GAS STATICCALL STOP: identity (4) stays
+    // inline, modexp (5) leaves it.
+    let precompile = |p: u8| format!("0x6020600060006000600{p}5afa00");
+    // CALLDATACOPY(0, 0, 128); STATICCALL(gas, 1, 0, 128, 0, 32); RETURN(0, 32): ecrecover of
+    // the call data, which stays inline.
+    let ecrecover = "0x60806000600037602060006080600060015afa5060206000f3";
+    // hash, v, r, s of a signature by a known key, which the precompile recovers.
+    let signer = PrivateKeySigner::from_bytes(&B256::repeat_byte(7)).unwrap();
+    let hash = B256::repeat_byte(0x42);
+    let sig = signer.sign_hash_sync(&hash).unwrap();
+    let v = 27 + u64::from(sig.v());
+    let signature = format!("0x{hash:x}{v:064x}{:064x}{:064x}", sig.r(), sig.s());
+    let ecrecover_eth_call =
+        json!([{"to": a(x), "input": signature}, "latest", {a(x): {"code": ecrecover}}]);
+    let recovered = inline.call("eth_call", ecrecover_eth_call).unwrap();
+    assert_eq!(
+        recovered,
+        json!(format!("0x{:0>64}", format!("{:x}", signer.address()).trim_start_matches("0x")))
+    );
     // PUSH1 1 PUSH2 0x8000 MSTORE8 STOP: memory past 32 KiB.
     let big_memory = "0x60016180005300";
     // CALLDATALOAD(0)=n; if n==0 stop; mem[0]=n-1; CALL(gas, self, 0, 0, 32, 0, 0).
@@ -478,7 +497,9 @@ fn inline_calls_answer_as_the_pool_does() {
         json!([{"from": a(FUNDED), "input": format!("0x{create}")}, both, "latest"]),
         json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": "0x60006000fd"}}]),
         json!([{"from": a(FUNDED), "to": a(x)}, ["trace"], "latest", {a(x): {"code": RET42}}, {"number": "0x99"}]),
-        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": precompile}}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": precompile(4)}}]),
+        json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": precompile(5)}}]),
+        json!([{"from": a(FUNDED), "to": a(x), "input": signature}, both, "latest", {a(x): {"code": ecrecover}}]),
         json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": big_memory}}]),
         json!([{"from": a(FUNDED), "to": a(x), "input": word(200)}, ["trace"], "latest", {a(x): {"code": recursive}}]),
         json!([{"from": a(FUNDED), "to": a(x)}, both, "latest", {a(x): {"code": LOOP}}]),

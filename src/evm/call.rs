@@ -317,9 +317,21 @@ fn memory_use(op: u8, stack: &[U256]) -> (u64, u64) {
 
 /// Whether a call to `address` may reach a precompile: every precompile of every fork sits
 /// below `0x10000` (`0x01`-`0x11`, `0x100`). Precompiles run in one step each, some for
-/// milliseconds (KZG, pairings, big `modexp`), so a call run inline never runs one.
+/// milliseconds (KZG, pairings, big `modexp`), so a call run inline runs none but
+/// [`cheap_precompile`]s.
 fn low_address(address: &Address) -> bool {
     address.0[..18].iter().all(|b| *b == 0)
+}
+
+/// The precompiles a call run inline may call: `ecrecover`, SHA-256 and identity, at `0x01`,
+/// `0x02` and `0x04` in every fork. One call of any of them costs tens of µs at most on the
+/// 16 KiB of memory an inline call may pass ([`INLINE_MEMORY`]; an `ecrecover` about 30 µs with
+/// revm's `secp256k1` feature, against some 260 µs with the pure-Rust `k256` it falls back to),
+/// no more than one hashing instruction over that memory. Signature checks (permits,
+/// account abstraction) call `ecrecover`; without it such a call would always leave inline
+/// execution and set off the server's backoff.
+fn cheap_precompile(address: &Address) -> bool {
+    low_address(address) && address.0[18] == 0 && matches!(address.0[19], 0x01 | 0x02 | 0x04)
 }
 
 /// Stops execution once a deadline passes: checks the clock every 1024 steps, then halts every
@@ -376,7 +388,8 @@ impl Deadline {
         if !self.inline {
             return false;
         }
-        if to.is_some_and(low_address) || Instant::now() >= self.until {
+        let precompile = to.is_some_and(|a| low_address(a) && !cheap_precompile(a));
+        if precompile || Instant::now() >= self.until {
             self.expired = true;
         }
         self.expired
@@ -558,5 +571,24 @@ mod tests {
             assert!(low_address(&Address::from(a)), "{p:#x}");
         }
         assert!(!low_address(&"0x00000000000000000000000000000000000c0ffe".parse().unwrap()));
+    }
+
+    #[test]
+    fn only_ecrecover_sha256_and_identity_are_cheap() {
+        let at = |p: u16| {
+            let mut a = [0u8; 20];
+            a[18..].copy_from_slice(&p.to_be_bytes());
+            Address::from(a)
+        };
+        for p in [0x01, 0x02, 0x04] {
+            assert!(cheap_precompile(&at(p)), "{p:#x}");
+        }
+        for p in [0x03].into_iter().chain(0x05..=0x11).chain([0x100, 0x101, 0x201, 0x0401]) {
+            assert!(!cheap_precompile(&at(p)), "{p:#x}");
+        }
+        let mut high = [0u8; 20];
+        high[0] = 1;
+        high[19] = 1;
+        assert!(!cheap_precompile(&Address::from(high)));
     }
 }
