@@ -9,6 +9,7 @@ mod cache;
 mod codec;
 mod copy;
 mod error;
+mod hash_memo;
 pub mod history;
 mod node_writes;
 mod read;

@@ -11,6 +11,7 @@ use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
 use super::codec::{HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp};
+use super::hash_memo;
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
@@ -52,7 +53,7 @@ impl StateAt {
 
     /// The account at `address`, `None` if it did not exist.
     pub fn account(&self, address: &Address) -> StorageResult<Option<StoredAccount>> {
-        Ok(self.hashed_account(&keccak256(address))?.map(|a| a.account))
+        Ok(self.hashed_account(&hash_memo::hashed_address(address))?.map(|a| a.account))
     }
 
     /// The account whose hashed address is `hashed`, with its storage root.
@@ -71,7 +72,7 @@ impl StateAt {
 
     /// The value of storage `slot` of `address` (zero if unset).
     pub fn storage_value(&self, address: &Address, slot: &U256) -> StorageResult<U256> {
-        self.hashed_slot(&keccak256(address), &keccak256(slot.to_be_bytes::<32>()))
+        self.hashed_slot(&hash_memo::hashed_address(address), &hash_memo::hashed_slot(slot))
     }
 
     /// The value of the slot hashed `slot` of the account hashed `account` (zero if unset).
