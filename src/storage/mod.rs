@@ -6,6 +6,7 @@
 //! of block N" for the EVM.
 
 mod cache;
+mod code_cache;
 mod codec;
 mod copy;
 mod error;

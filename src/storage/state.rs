@@ -11,9 +11,9 @@ use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
 use super::codec::{HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp};
-use super::hash_memo;
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
+use super::{code_cache, hash_memo};
 
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
 ///
@@ -98,8 +98,10 @@ impl StateAt {
         if *hash == KECCAK256_EMPTY || hash.is_zero() {
             return Ok(Bytecode::default());
         }
-        let v = self.snap.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
-        Ok(Bytecode::new_raw(v.value().to_vec().into()))
+        code_cache::code(hash, || {
+            let v = self.snap.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
+            Ok(Bytecode::new_raw(v.value().to_vec().into()))
+        })
     }
 
     /// Every account that exists at this block with its non-zero storage, each read through
