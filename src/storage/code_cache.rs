@@ -4,13 +4,12 @@
 //! destinations (`Bytecode::new_raw`), which costs time linear in the code's size on every call
 //! to a large contract. Code is content-addressed (the key is `keccak(code)`), so an entry can
 //! never go stale: not across snapshots, reorgs or databases. A `Bytecode` is one `Arc`, so a
-//! hit costs a lock, a map look-up and a reference count.
+//! hit costs a shard's read lock, a map look-up and a reference count.
 //!
-//! Memory is bounded by [`BUDGET`] bytes of code and jump tables; the map is emptied when a new
-//! entry would pass it (cheap, and the hot contracts come back on their next call).
+//! Memory is bounded by [`BUDGET`] bytes of code and jump tables (quick_cache, as the segments'
+//! block cache and the server's caches: least-recently-used-like eviction by weight).
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 
 use alloy_primitives::B256;
 use revm::bytecode::Bytecode;
@@ -19,49 +18,41 @@ use revm::bytecode::Bytecode;
 /// size and far more typical ones.
 pub(crate) const BUDGET: usize = 32 << 20;
 
-#[derive(Default)]
-struct Cache {
-    codes: HashMap<B256, Bytecode>,
-    bytes: usize,
+/// The cache's weigher: an entry of `len` bytes of code costs the code, its jump table (a bit
+/// per byte) and the entry itself.
+#[derive(Debug, Clone, Copy)]
+struct CodeWeight;
+
+impl quick_cache::Weighter<B256, Bytecode> for CodeWeight {
+    fn weight(&self, _: &B256, code: &Bytecode) -> u64 {
+        let len = code.original_byte_slice().len();
+        (len + len / 8 + 128) as u64
+    }
 }
 
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+static CACHE: LazyLock<quick_cache::sync::Cache<B256, Bytecode, CodeWeight>> =
+    LazyLock::new(|| quick_cache::sync::Cache::with_weighter(4096, BUDGET as u64, CodeWeight));
 
-/// What an entry of `len` bytes of code costs: the code, its jump table (a bit per byte) and
-/// the entry itself.
-fn cost(len: usize) -> usize {
-    len + len / 8 + 128
-}
-
-/// The code with hash `hash`: from the cache, or from `load` (then kept).
+/// The code with hash `hash`: from the cache, or from `load` (then kept). The load runs
+/// outside the cache's locks: two threads may both load a cold contract, and the second insert
+/// replaces an equal value. (`get_or_insert_with`, which makes the second wait, did not keep a
+/// contract inserted into the full cache in the test below.)
 pub(crate) fn code<E>(
     hash: &B256,
     load: impl FnOnce() -> Result<Bytecode, E>,
 ) -> Result<Bytecode, E> {
-    if let Some(code) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).codes.get(hash) {
-        return Ok(code.clone());
+    if let Some(code) = CACHE.get(hash) {
+        return Ok(code);
     }
-    // Loaded and analysed outside the lock: two threads may both load a cold contract, and the
-    // second insert replaces an equal value.
     let code = load()?;
-    let c = cost(code.original_byte_slice().len());
-    if c <= BUDGET {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.bytes + c > BUDGET {
-            cache.codes.clear();
-            cache.bytes = 0;
-        }
-        if cache.codes.insert(*hash, code.clone()).is_none() {
-            cache.bytes += c;
-        }
-    }
+    CACHE.insert(*hash, code.clone());
     Ok(code)
 }
 
 /// Bytes the cache holds now (for tests).
 #[cfg(test)]
 pub(crate) fn held_bytes() -> usize {
-    CACHE.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    CACHE.weight() as usize
 }
 
 #[cfg(test)]
