@@ -6,11 +6,9 @@
 //! of block N" for the EVM.
 
 mod cache;
-mod code_cache;
 mod codec;
 mod copy;
 mod error;
-mod hash_memo;
 pub mod history;
 mod node_writes;
 mod read;

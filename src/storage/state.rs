@@ -10,10 +10,10 @@ use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
+use super::cache;
 use super::codec::{HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp};
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
-use super::{code_cache, hash_memo};
 
 /// Reads accounts, storage, code and block hashes as they were right after block `block`.
 ///
@@ -53,7 +53,7 @@ impl StateAt {
 
     /// The account at `address`, `None` if it did not exist.
     pub fn account(&self, address: &Address) -> StorageResult<Option<StoredAccount>> {
-        Ok(self.hashed_account(&hash_memo::hashed_address(address))?.map(|a| a.account))
+        Ok(self.hashed_account(&cache::hashes::hashed_address(address))?.map(|a| a.account))
     }
 
     /// The account whose hashed address is `hashed`, with its storage root.
@@ -72,7 +72,7 @@ impl StateAt {
 
     /// The value of storage `slot` of `address` (zero if unset).
     pub fn storage_value(&self, address: &Address, slot: &U256) -> StorageResult<U256> {
-        self.hashed_slot(&hash_memo::hashed_address(address), &hash_memo::hashed_slot(slot))
+        self.hashed_slot(&cache::hashes::hashed_address(address), &cache::hashes::hashed_slot(slot))
     }
 
     /// The value of the slot hashed `slot` of the account hashed `account` (zero if unset).
@@ -98,7 +98,7 @@ impl StateAt {
         if *hash == KECCAK256_EMPTY || hash.is_zero() {
             return Ok(Bytecode::default());
         }
-        code_cache::code(hash, || {
+        cache::code::code(hash, || {
             let v = self.snap.bytecodes.get(&hash.0)?.ok_or(StorageError::MissingCode(*hash))?;
             Ok(Bytecode::new_raw(v.value().to_vec().into()))
         })
