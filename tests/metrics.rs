@@ -166,7 +166,7 @@ fn metrics_parse_and_count_exactly_the_requests_sent() {
     assert!(after["process_open_fds"] >= 3.0, "{after:?}");
 }
 
-/// A short `eth_call` or `trace_call` runs on the server's thread (`--rpc.inline-budget-us`, on
+/// A short `eth_call`, `trace_call` or `debug_traceCall` runs on the server's thread (`--rpc.inline-budget-us`, on
 /// by default), calls to the identity precompile included; one that leaves its budget (a call
 /// of any precompile but `ecrecover`, SHA-256 and identity ends an inline attempt at once) sends the next 32 calls of either method straight to the EVM pool, and then calls run inline
 /// again. The counter of each outcome moves by exactly the calls sent, and the answers are the
@@ -205,6 +205,10 @@ fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {
     // as a word: the identity precompile (4) runs inline, modexp (5) ends the attempt.
     let precompile = |p: u8| eth_call(&format!("0x6020600060006000600{p}5afa60005260206000f3"));
     assert_eq!(precompile(4)["result"], format!("0x{:064x}", 1));
+    // debug_traceCall takes the same way.
+    let opts = json!({"tracer": "callTracer", "stateOverrides": {x: {"code": ret42}}});
+    let traced = node.call("debug_traceCall", json!([{"to": x}, "latest", opts]));
+    assert_eq!(traced["result"]["output"], format!("0x{:064x}", 42), "{traced}");
     let between = parse(&python, &node.scrape_text().unwrap());
     assert_eq!(precompile(5)["result"], format!("0x{:064x}", 1));
     (0..32 + 2).for_each(short);
@@ -213,8 +217,8 @@ fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {
         let key = format!("loupe_rpc_inline_calls_total{{outcome=\"{outcome}\"}}");
         to.get(&key).copied().unwrap_or(0.0) - from.get(&key).copied().unwrap_or(0.0)
     };
-    // The four short calls and the identity precompile's ran inline.
-    assert_eq!(delta(&before, &between, "inline"), 4.0 + 1.0);
+    // The four short calls, the identity precompile's and the traced one ran inline.
+    assert_eq!(delta(&before, &between, "inline"), 4.0 + 1.0 + 1.0);
     assert_eq!(delta(&before, &between, "overran"), 0.0);
     assert_eq!(delta(&between, &after, "inline"), 2.0);
     assert_eq!(delta(&between, &after, "overran"), 1.0);

@@ -148,8 +148,8 @@ pub struct RpcArgs {
     /// Execution deadline of one eth_call / trace_call, in seconds.
     #[arg(long = "rpc.evm-timeout", default_value_t = 5.0)]
     pub evm_timeout: f64,
-    /// How long a short eth_call or trace_call may run on the HTTP thread that parsed it, in µs,
-    /// before it goes to the EVM workers instead (0: every call goes to them).
+    /// How long a short eth_call, trace_call or debug_traceCall may run on the HTTP thread that
+    /// parsed it, in µs, before it goes to the EVM workers instead (0: every call goes to them).
     #[arg(long = "rpc.inline-budget-us", default_value_t = crate::rpc::INLINE_BUDGET_US)]
     pub inline_budget_us: u64,
     /// EVM worker threads for eth_call / trace_call (default: CPU cores).

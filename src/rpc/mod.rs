@@ -143,7 +143,7 @@ impl Default for RpcConfig {
 }
 
 /// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`). A short
-/// `eth_call` or `trace_call` run on the server's thread spares the two wake-ups of a hand-off to
+/// `eth_call`, `trace_call` or `debug_traceCall` run on the server's thread spares the two wake-ups of a hand-off to
 /// a worker and back: about a third less CPU per call with one client and 30 % less with eight,
 /// on two cores shared with the load generator (BENCHMARKS.md, issue 42, session 42).
 pub const INLINE_BUDGET_US: u64 = 100;

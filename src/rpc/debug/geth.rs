@@ -19,14 +19,16 @@ use alloy_rpc_types_trace::geth::{
     GethDebugTracingOptions, GethTrace, TraceResult,
 };
 use jsonrpsee::types::Params;
+use revm::context::result::ResultAndState;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
-use crate::evm::{CallRequest, execute_call};
+use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within};
 use crate::rpc::eth::call::call_object;
+use crate::rpc::server::inline::small_debug_trace;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
-use crate::storage::Reader;
+use crate::storage::{Reader, StateAt};
 
 /// The tracers served, as named in requests (no tracer: the struct logger).
 const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flatCallTracer";
@@ -44,6 +46,18 @@ impl TraceOptions {
         DebugInspector::new(self.opts.clone())
             .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))
     }
+}
+
+/// The geth-shape answer of a traced call.
+fn debug_call_answer(
+    call: &PreparedCall<StateAt>,
+    inspector: &mut DebugInspector,
+    res: &ResultAndState,
+) -> RpcResult<Raw> {
+    let trace = inspector
+        .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
+        .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+    to_value(geth_shape(trace))
 }
 
 /// Which stored transactions of a block to trace.
@@ -123,7 +137,13 @@ impl RpcContext {
 
     /// `debug_traceCall(call, block?, options?)`: `eth_call`'s environment and rules, with
     /// `stateOverrides` and `blockOverrides` read from the options.
+    ///
+    /// As `trace_call`, a short call runs on the server's thread that parsed it, within
+    /// `--rpc.inline-budget-us` (and the request's own timeout); one that does not finish
+    /// within it runs again on the EVM pool, and so does the building of a large trace (an
+    /// opcode log of more than a few hundred steps, a mux tracer's).
     pub(crate) async fn debug_trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
+        let inline = self.inline_budget(&p);
         let a = Args::new(&p, 3)?;
         let tx = call_object(&a, 0)?;
         let block = a.block(1, "block")?;
@@ -140,8 +160,33 @@ impl RpcContext {
             state_overrides: call_opts.state_overrides,
             block_overrides: call_opts.block_overrides,
         };
-        let ctx = self.clone();
-        self.pool.run(move || ctx.debug_trace_call_blocking(req, block, &opts)).await
+        let Some(budget) = inline else {
+            let ctx = self.clone();
+            return self.pool.run(move || ctx.debug_trace_call_blocking(req, block, &opts)).await;
+        };
+        let admitted = self.pool.admit()?;
+        let mut call = self.prepared_call(req, block)?;
+        let mut inspector = opts.inspector()?;
+        match execute_call_within(&mut call, &mut inspector, budget.min(opts.timeout))? {
+            Some(res) if small_debug_trace(&inspector, &res) => {
+                self.inline_fitted();
+                debug_call_answer(&call, &mut inspector, &res)
+            }
+            Some(res) => {
+                self.inline_fitted();
+                let answer = move || debug_call_answer(&call, &mut inspector, &res);
+                self.pool.run_in(admitted, answer).await
+            }
+            None => {
+                self.inline_overran();
+                let again = move || {
+                    let mut inspector = opts.inspector()?;
+                    let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
+                    debug_call_answer(&call, &mut inspector, &res)
+                };
+                self.pool.run_in(admitted, again).await
+            }
+        }
     }
 
     fn debug_trace_call_blocking(
@@ -153,10 +198,7 @@ impl RpcContext {
         let mut call = self.prepared_call(req, block)?;
         let mut inspector = opts.inspector()?;
         let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
-        let trace = inspector
-            .get_result(None, &call.tx, &call.env.block_env, &res, &mut &call.state)
-            .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
-        to_value(geth_shape(trace))
+        debug_call_answer(&call, &mut inspector, &res)
     }
 
     /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.

@@ -1,4 +1,4 @@
-//! Short EVM calls (`eth_call`, `trace_call`) run on the server's thread that parsed them,
+//! Short EVM calls (`eth_call`, `trace_call`, `debug_traceCall`) run on the server's thread that parsed them,
 //! within a budget of µs: whether a call may, the gate that sends calls to the pool when the
 //! server is saturated, the backoff after a call that overran, and the counters of each way.
 
@@ -6,12 +6,57 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use jsonrpsee::types::Params;
+use revm::context::result::ResultAndState;
+use revm_inspectors::tracing::{DebugInspector, TracingInspector};
 
 use crate::rpc::RpcContext;
 
 /// Largest call parameters, in bytes of JSON, that may run inline: they bound what preparing
 /// the call costs (state overrides' code is analysed as it is loaded).
 const INLINE_PARAMS: usize = 16 * 1024;
+
+/// Most frames, bytes of call data, output and log data, changed storage slots and recorded
+/// opcode steps of a trace whose answer is built inline; a larger one is built on the EVM
+/// pool. Building costs about as much per frame, byte, slot and step as running them did, and
+/// these bound it to a few µs.
+const INLINE_FRAMES: usize = 64;
+const INLINE_TRACE_BYTES: usize = 16 * 1024;
+const INLINE_SLOTS: usize = 256;
+const INLINE_STEPS: usize = 256;
+
+/// Whether the answer of a call that ran inline with `tracer` may be built inline too.
+pub(crate) fn small_trace(tracer: &TracingInspector, res: &ResultAndState) -> bool {
+    let nodes = tracer.traces().nodes();
+    let bytes: usize = nodes
+        .iter()
+        .map(|n| {
+            let logs: usize = n.logs.iter().map(|l| l.raw_log.data.len()).sum();
+            n.trace.data.len() + n.trace.output.len() + logs
+        })
+        .sum();
+    let steps: usize = nodes.iter().map(|n| n.trace.steps.len()).sum();
+    let slots: usize = res.state.values().map(|a| a.storage.len()).sum();
+    nodes.len() <= INLINE_FRAMES
+        && bytes <= INLINE_TRACE_BYTES
+        && slots <= INLINE_SLOTS
+        && steps <= INLINE_STEPS
+}
+
+/// [`small_trace`] for a geth tracer: the 4byte and noop tracers' answers are always small, a
+/// mux tracer's always goes to the pool.
+pub(crate) fn small_debug_trace(inspector: &DebugInspector, res: &ResultAndState) -> bool {
+    match inspector {
+        DebugInspector::FourByte(_)
+        | DebugInspector::Noop(_)
+        | DebugInspector::StateGasTracer(_) => true,
+        DebugInspector::CallTracer(t, _)
+        | DebugInspector::PreStateTracer(t, _)
+        | DebugInspector::FlatCallTracer(t)
+        | DebugInspector::Erc7562Tracer(t, _)
+        | DebugInspector::Default(t, _) => small_trace(t, res),
+        _ => false,
+    }
+}
 
 /// How many calls go straight to the EVM pool after one ran past its inline budget: a load of
 /// long calls then spends at most one budget on the server's thread in this many calls, and a

@@ -25,6 +25,7 @@ use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call_on};
 use crate::rpc::eth::call::{call_object, call_request};
+use crate::rpc::server::inline::small_trace;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
@@ -227,27 +228,6 @@ impl RpcContext {
         let res = execute_call(&mut call, &mut tracer, self.config.call_timeout)?;
         trace_answer(&call, tracer, &res, types)
     }
-}
-
-/// Most frames, bytes of call data, output and log data, and changed storage slots of a trace
-/// whose answer is built inline; a larger one is built on the EVM pool. Building costs about
-/// as much per frame, byte and slot as running them did, and these bound it to a few µs.
-const INLINE_FRAMES: usize = 64;
-const INLINE_TRACE_BYTES: usize = 16 * 1024;
-const INLINE_SLOTS: usize = 256;
-
-/// Whether the answer of a call that ran inline may be built inline too.
-fn small_trace(tracer: &TracingInspector, res: &ResultAndState) -> bool {
-    let nodes = tracer.traces().nodes();
-    let bytes: usize = nodes
-        .iter()
-        .map(|n| {
-            let logs: usize = n.logs.iter().map(|l| l.raw_log.data.len()).sum();
-            n.trace.data.len() + n.trace.output.len() + logs
-        })
-        .sum();
-    let slots: usize = res.state.values().map(|a| a.storage.len()).sum();
-    nodes.len() <= INLINE_FRAMES && bytes <= INLINE_TRACE_BYTES && slots <= INLINE_SLOTS
 }
 
 /// The Parity-shape answer of a traced call: revm-inspectors' results, [`normalize`]d, as JSON.
