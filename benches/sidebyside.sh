@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Side by side (issues 14 and 42): the same request bodies against reth 2.5.1 and loupe, back to
+# Side by side (issues 14 and 42): the same request bodies (the floor, the lookup, three
+# trace_calls, and one debug_traceCall) against reth 2.5.1 and loupe, back to
 # back per point (reth first), at c=1, 8 and 64, on the execution-apis fixture chain. For each
 # server and point: req/s, p50/p99 (wrk) and the server's own CPU per call, from its utime +
 # stime in /proc/PID/stat before and after the run (what a provider pays for; unlike req/s it
@@ -100,6 +101,13 @@ for block in latest 0xa; do
     ROWS+=("trace_call $name @$block")
   done < <("$BENCH_CALLS" "$block" "$FUNDED")
 done
+# The emit call as debug_traceCall with geth's callTracer (its log included).
+"$BENCH_CALLS" latest "$FUNDED" | awk -F'\t' '$1 == "emit" {print $2}' |
+  sed 's/,\["trace","stateDiff"\],"latest"\]$/,"latest",{"tracer":"callTracer","tracerConfig":{"withLog":true}}]/' |
+  awk '{printf "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"debug_traceCall\",\"params\":%s}\n", $0}' \
+  > "$WORK/debug_traceCall emit callTracer.txt"
+grep -q callTracer "$WORK/debug_traceCall emit callTracer.txt"
+ROWS+=("debug_traceCall emit callTracer")
 
 echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); ${DUR} s per point, wrk on loopback, reth then loupe per point${RETH:+; reth: $("$RETH" --version | head -1)}; loupe: $("$LOUPE" --version | head -1)${LOUPE_ARGS:+ $LOUPE_ARGS}"
 [ -n "$RETH" ] || echo "reth not found (RETH unset, no $PEERS/reth-2.5.1-x86_64-linux-gnu.zst): loupe only"
