@@ -6,7 +6,9 @@
 # (eth_getTransactionByBlockNumberAndIndex over every transaction of blocks 1-54, as the side by
 # side loads it), a trace_call case of benches/common/calls.rs (emit, nested_create, ...) at
 # the latest block, `eth_call:` and such a case for the same call as eth_call, or a file holding
-# one request body.
+# one request body. It also prints the cores' cache-line round trip just before the load
+# (examples/core_pingpong.rs): the host moves the two vCPUs between near and far placements,
+# and the CPU per call moves with it.
 # Usage: benches/cpu_per_call.sh LOUPE_BIN CASE C SECONDS [node flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,8 @@ print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": p})
   fi
 fi
 lua "$WORK/b" >/dev/null
+cargo build --release --locked --quiet --example core_pingpong
+rt=$("${CARGO_TARGET_DIR:-target}/release/examples/core_pingpong")
 T=$((C < 2 ? 1 : 2))
 wrk -t"$T" -c"$C" -d1s -s "$WORK/s.lua" "http://127.0.0.1:$PORT/" >/dev/null
 ticks() { sed 's/.*) //' "/proc/$PID/stat" | awk '{print $12 + $13}'; }
@@ -54,4 +58,4 @@ b=$(ticks)
 n=$(awk '/requests in/ {print $1}' <<<"$out")
 r=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
 echo "$CASE c=$C $*: $r req/s, $(awk -v a="$a" -v b="$b" -v n="$n" -v hz="$(getconf CLK_TCK)" \
-  'BEGIN {printf "%.1f", (b - a) / hz * 1e6 / n}') µs CPU/call"
+  'BEGIN {printf "%.1f", (b - a) / hz * 1e6 / n}') µs CPU/call (cores' round trip $rt ns)"

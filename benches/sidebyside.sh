@@ -20,13 +20,17 @@ FX="${LOUPE_FIXTURES:-$PWD/../shared/fixtures/execution-apis}"
 PEERS="${LOUPE_PEERS:-$PWD/../shared/peers}"
 P_RETH=18645 P_LOUPE=18646
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --locked --quiet --example bench_calls
+cargo build --release --locked --quiet --example bench_calls --example core_pingpong
 LOUPE="${LOUPE_BIN:-}"
 if [ -z "$LOUPE" ]; then
   cargo build --release --locked --quiet
   LOUPE="${CARGO_TARGET_DIR:-target}/release/loupe"
 fi
 BENCH_CALLS="${CARGO_TARGET_DIR:-target}/release/examples/bench_calls"
+# The host's placement of the two cores (examples/core_pingpong.rs): ns a cache line takes from
+# CPU 0 to CPU 1 and back. Every server's CPU per call moves with it (BENCHMARKS.md, session 44).
+PINGPONG="${CARGO_TARGET_DIR:-target}/release/examples/core_pingpong"
+RT_START=$("$PINGPONG")
 WORK=$(mktemp -d)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
@@ -111,6 +115,7 @@ ROWS+=("debug_traceCall emit callTracer")
 
 echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); ${DUR} s per point, wrk on loopback, reth then loupe per point${RETH:+; reth: $("$RETH" --version | head -1)}; loupe: $("$LOUPE" --version | head -1)${LOUPE_ARGS:+ $LOUPE_ARGS}"
 [ -n "$RETH" ] || echo "reth not found (RETH unset, no $PEERS/reth-2.5.1-x86_64-linux-gnu.zst): loupe only"
+echo "Cores' cache-line round trip (examples/core_pingpong.rs): $RT_START ns before the run"
 echo
 echo "| request | c | reth req/s | loupe req/s | loupe / reth req/s | reth p50 / p99 | loupe p50 / p99 | reth µs CPU/call | loupe µs CPU/call | reth / loupe CPU |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -129,6 +134,7 @@ for row in "${ROWS[@]}"; do
   done
 done
 echo
+echo "Cores' cache-line round trip after the run: $("$PINGPONG") ns"
 echo "RSS after the runs: loupe $(( $(ps -o rss= -p "$LOUPE_PID") / 1024 )) MiB${RETH:+, reth $(( $(ps -o rss= -p "${RETH_PID:-0}") / 1024 )) MiB}"
 
 [ -n "${NO_INPROCESS:-}" ] && exit 0
