@@ -166,10 +166,11 @@ fn metrics_parse_and_count_exactly_the_requests_sent() {
     assert!(after["process_open_fds"] >= 3.0, "{after:?}");
 }
 
-/// A short `eth_call`, `trace_call` or `debug_traceCall` runs on the server's thread (`--rpc.inline-budget-us`, on
-/// by default), calls to the identity precompile included; one that leaves its budget (a call
-/// of any precompile but `ecrecover`, SHA-256 and identity ends an inline attempt at once) sends the next 32 calls of either method straight to the EVM pool, and then calls run inline
-/// again. The counter of each outcome moves by exactly the calls sent, and the answers are the
+/// A short `eth_call`, `trace_call` or `debug_traceCall` runs on the server's thread
+/// (`--rpc.inline-budget-us`, on by default), calls to the identity precompile included; one
+/// that leaves its budget (a call of any precompile but `ecrecover`, SHA-256 and identity ends an
+/// inline attempt at once) sends the next 32 calls of either method straight to the EVM pool,
+/// and then calls run inline again. The counter of each outcome moves by exactly the calls sent, and the answers are the
 /// same wherever they ran.
 #[test]
 fn a_call_past_the_inline_budget_sends_the_next_ones_to_the_pool() {

@@ -437,8 +437,9 @@ fn burst_beyond_pool_and_queue_is_refused_fast() {
 /// A short trace_call, eth_call or debug_traceCall runs on the server's thread within
 /// `inline_budget`; one that does not fit runs again on the EVM pool. Either way the answer is the
 /// one the pool alone gives, byte for byte: each call below, by the three methods (geth's opcode
-/// logger, callTracer, prestateTracer and 4byteTracer for the last), is sent to a node with a budget of 100 µs and to one
-/// with no inline execution (`inline_budget` zero), one by one and then all in one batch. The calls
+/// logger, callTracer, prestateTracer and 4byteTracer for the last), is sent to a node with a
+/// budget of 100 µs and to one with no inline execution (`inline_budget` zero), one by one and
+/// then all in one batch. The calls
 /// cover what stays inline (a transfer, the emit contract now and at block 10, a create nested 5
 /// frames deep, a revert, state and block overrides, calls of the identity and ecrecover
 /// precompiles) and what leaves it (a modexp call, memory past 16 KiB, an infinite loop under the

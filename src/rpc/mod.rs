@@ -143,9 +143,10 @@ impl Default for RpcConfig {
 }
 
 /// The default of [`RpcConfig::inline_budget`], in µs (`--rpc.inline-budget-us`). A short
-/// `eth_call`, `trace_call` or `debug_traceCall` run on the server's thread spares the two wake-ups of a hand-off to
-/// a worker and back: about a third less CPU per call with one client and 30 % less with eight,
-/// on two cores shared with the load generator (BENCHMARKS.md, issue 42, session 42).
+/// `eth_call`, `trace_call` or `debug_traceCall` run on the server's thread spares the two
+/// wake-ups of a hand-off to a worker and back: about a third less CPU per call with one client
+/// and 30 % less with eight, on two cores shared with the load generator (BENCHMARKS.md, issue
+/// 42, sessions 42 and 44).
 pub const INLINE_BUDGET_US: u64 = 100;
 
 /// Shared state of all handlers.

@@ -1,6 +1,7 @@
-//! Short EVM calls (`eth_call`, `trace_call`, `debug_traceCall`) run on the server's thread that parsed them,
-//! within a budget of µs: whether a call may, the gate that sends calls to the pool when the
-//! server is saturated, the backoff after a call that overran, and the counters of each way.
+//! Short EVM calls (`eth_call`, `trace_call`, `debug_traceCall`) run on the server's thread
+//! that parsed them, within a budget of µs: whether a call may, whether its trace is small
+//! enough to answer there, the gate that sends calls to the pool when the server is saturated,
+//! the backoff after a call that overran, and the counters of each way.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
