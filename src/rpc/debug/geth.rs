@@ -22,9 +22,9 @@ use jsonrpsee::types::Params;
 use revm::context::result::ResultAndState;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
-use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within};
+use crate::evm::{CallRequest, PreparedCall};
 use crate::rpc::eth::call::call_object;
-use crate::rpc::server::inline::small_debug_trace;
+use crate::rpc::server::inline::{Traced, small_debug_trace};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -40,24 +40,36 @@ struct TraceOptions {
     timeout: Duration,
 }
 
-impl TraceOptions {
+/// `debug_traceCall`'s kind of traced call: the geth tracer asked for, under its deadline.
+impl Traced for TraceOptions {
+    type Inspector = DebugInspector;
+
     fn inspector(&self) -> RpcResult<DebugInspector> {
         // Options were validated when parsed; a failure here is a bug.
         DebugInspector::new(self.opts.clone())
             .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))
     }
-}
 
-/// The geth-shape answer of a traced call.
-fn debug_call_answer(
-    call: &PreparedCall<StateAt>,
-    inspector: &mut DebugInspector,
-    res: &ResultAndState,
-) -> RpcResult<Raw> {
-    let trace = inspector
-        .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
-        .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
-    to_value(geth_shape(trace))
+    fn small(inspector: &DebugInspector, res: &ResultAndState) -> bool {
+        small_debug_trace(inspector, res)
+    }
+
+    /// The geth-shape answer.
+    fn answer(
+        &self,
+        call: &PreparedCall<StateAt>,
+        mut inspector: DebugInspector,
+        res: &ResultAndState,
+    ) -> RpcResult<Raw> {
+        let trace = inspector
+            .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
+            .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+        to_value(geth_shape(trace))
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 /// Which stored transactions of a block to trace.
@@ -160,45 +172,7 @@ impl RpcContext {
             state_overrides: call_opts.state_overrides,
             block_overrides: call_opts.block_overrides,
         };
-        let Some(budget) = inline else {
-            let ctx = self.clone();
-            return self.pool.run(move || ctx.debug_trace_call_blocking(req, block, &opts)).await;
-        };
-        let admitted = self.pool.admit()?;
-        let mut call = self.prepared_call(req, block)?;
-        let mut inspector = opts.inspector()?;
-        match execute_call_within(&mut call, &mut inspector, budget.min(opts.timeout))? {
-            Some(res) if small_debug_trace(&inspector, &res) => {
-                self.inline_fitted();
-                debug_call_answer(&call, &mut inspector, &res)
-            }
-            Some(res) => {
-                self.inline_fitted();
-                let answer = move || debug_call_answer(&call, &mut inspector, &res);
-                self.pool.run_in(admitted, answer).await
-            }
-            None => {
-                self.inline_overran();
-                let again = move || {
-                    let mut inspector = opts.inspector()?;
-                    let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
-                    debug_call_answer(&call, &mut inspector, &res)
-                };
-                self.pool.run_in(admitted, again).await
-            }
-        }
-    }
-
-    fn debug_trace_call_blocking(
-        &self,
-        req: CallRequest,
-        block: BlockRef,
-        opts: &TraceOptions,
-    ) -> RpcResult<Raw> {
-        let mut call = self.prepared_call(req, block)?;
-        let mut inspector = opts.inspector()?;
-        let res = execute_call(&mut call, &mut inspector, opts.timeout)?;
-        debug_call_answer(&call, &mut inspector, &res)
+        self.traced_call(inline, req, block, opts).await
     }
 
     /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.

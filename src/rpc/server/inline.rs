@@ -3,14 +3,22 @@
 //! enough to answer there, the gate that sends calls to the pool when the server is saturated,
 //! the backoff after a call that overran, and the counters of each way.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use alloy_evm::eth::EthEvmContext;
 use jsonrpsee::types::Params;
+use revm::Inspector;
 use revm::context::result::ResultAndState;
+use revm::database::{State, WrapDatabaseRef};
 use revm_inspectors::tracing::{DebugInspector, TracingInspector};
 
-use crate::rpc::RpcContext;
+use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within};
+use crate::rpc::server::json::Raw;
+use crate::rpc::server::params::BlockRef;
+use crate::rpc::{RpcContext, RpcResult};
+use crate::storage::StateAt;
 
 /// Largest call parameters, in bytes of JSON, that may run inline: they bound what preparing
 /// the call costs (state overrides' code is analysed as it is loaded).
@@ -57,6 +65,28 @@ pub(crate) fn small_debug_trace(inspector: &DebugInspector, res: &ResultAndState
         | DebugInspector::Default(t, _) => small_trace(t, res),
         _ => false,
     }
+}
+
+/// A kind of traced call (`trace_call`, `debug_traceCall`), as [`RpcContext::traced_call`] runs
+/// it: its inspector, whether an answer is small enough to build inline, and the answer.
+pub(crate) trait Traced: Send + 'static {
+    /// The inspector that records the call.
+    type Inspector: for<'a> Inspector<EthEvmContext<&'a mut State<WrapDatabaseRef<StateAt>>>>
+        + Send
+        + 'static;
+    /// A fresh inspector.
+    fn inspector(&self) -> RpcResult<Self::Inspector>;
+    /// Whether the answer of a call that ran inline may be built inline too.
+    fn small(inspector: &Self::Inspector, res: &ResultAndState) -> bool;
+    /// The call's answer from what the inspector recorded.
+    fn answer(
+        &self,
+        call: &PreparedCall<StateAt>,
+        inspector: Self::Inspector,
+        res: &ResultAndState,
+    ) -> RpcResult<Raw>;
+    /// The call's deadline.
+    fn timeout(&self) -> Duration;
 }
 
 /// How many calls go straight to the EVM pool after one ran past its inline budget: a load of
@@ -167,6 +197,48 @@ impl RpcContext {
         Some(budget.min(self.config.call_timeout))
     }
 
+    /// Runs a traced call: on the EVM pool when `inline` is `None`, else first on this thread
+    /// within the budget. A call that does not finish within it runs again on the pool, from
+    /// the state already read, and so does the building of an answer that is not
+    /// [`Traced::small`]. Either way the call holds a place in the pool while it runs, so a full
+    /// pool refuses it (-32005).
+    pub(crate) async fn traced_call<T: Traced>(
+        self: Arc<Self>,
+        inline: Option<Duration>,
+        req: CallRequest,
+        block: BlockRef,
+        traced: T,
+    ) -> RpcResult<Raw> {
+        let Some(budget) = inline else {
+            let ctx = self.clone();
+            return self
+                .pool
+                .run(move || {
+                    let mut call = ctx.prepared_call(req, block)?;
+                    traced_on_pool(&mut call, &traced)
+                })
+                .await;
+        };
+        let admitted = self.pool.admit()?;
+        let mut call = self.prepared_call(req, block)?;
+        let mut inspector = traced.inspector()?;
+        match execute_call_within(&mut call, &mut inspector, budget.min(traced.timeout()))? {
+            Some(res) if T::small(&inspector, &res) => {
+                self.inline_fitted();
+                traced.answer(&call, inspector, &res)
+            }
+            Some(res) => {
+                self.inline_fitted();
+                let answer = move || traced.answer(&call, inspector, &res);
+                self.pool.run_in(admitted, answer).await
+            }
+            None => {
+                self.inline_overran();
+                self.pool.run_in(admitted, move || traced_on_pool(&mut call, &traced)).await
+            }
+        }
+    }
+
     /// Counts a call that ran within its inline budget.
     pub(crate) fn inline_fitted(&self) {
         metrics::counter!(COUNTER, "outcome" => "inline").increment(1);
@@ -178,6 +250,16 @@ impl RpcContext {
         self.inline.backoff.store(INLINE_BACKOFF, Ordering::Relaxed);
         metrics::counter!(COUNTER, "outcome" => "overran").increment(1);
     }
+}
+
+/// A traced call run whole under its deadline, with a fresh inspector.
+pub(crate) fn traced_on_pool<T: Traced>(
+    call: &mut PreparedCall<StateAt>,
+    traced: &T,
+) -> RpcResult<Raw> {
+    let mut inspector = traced.inspector()?;
+    let res = execute_call(call, &mut inspector, traced.timeout())?;
+    traced.answer(call, inspector, &res)
 }
 
 #[cfg(test)]

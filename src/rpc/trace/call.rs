@@ -3,7 +3,7 @@
 //! call's changes to the next in memory.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use alloy_consensus::TxEnvelope;
 use alloy_consensus::transaction::{Recovered, SignerRecoverable};
@@ -23,13 +23,14 @@ use revm::primitives::hardfork::SpecId;
 use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
-use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call_on};
+use crate::evm::{CallRequest, PreparedCall, execute_call, prepare_call_on};
 use crate::rpc::eth::call::{call_object, call_request};
-use crate::rpc::server::inline::small_trace;
+use crate::rpc::server::inline::{Traced, small_trace, traced_on_pool};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
+use crate::storage::StateAt;
 
 /// Most calls one `trace_callMany` takes.
 const MAX_CALL_MANY: usize = 1000;
@@ -45,42 +46,17 @@ impl RpcContext {
     pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
         let (req, types, block) = self.trace_call_params(&p)?;
-        let Some(budget) = inline else {
-            let ctx = self.clone();
-            return self.pool.run(move || ctx.trace_call_blocking(req, &types, block)).await;
-        };
-        let admitted = self.pool.admit()?;
-        let mut call = self.prepared_call(req, block)?;
-        let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
-        match execute_call_within(&mut call, &mut tracer, budget)? {
-            Some(res) if small_trace(&tracer, &res) => {
-                self.inline_fitted();
-                trace_answer(&call, tracer, &res, &types)
-            }
-            Some(res) => {
-                self.inline_fitted();
-                let answer = move || trace_answer(&call, tracer, &res, &types);
-                self.pool.run_in(admitted, answer).await
-            }
-            None => {
-                self.inline_overran();
-                let timeout = self.config.call_timeout;
-                let again = move || {
-                    let mut tracer =
-                        TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
-                    let res = execute_call(&mut call, &mut tracer, timeout)?;
-                    trace_answer(&call, tracer, &res, &types)
-                };
-                self.pool.run_in(admitted, again).await
-            }
-        }
+        let traced = ParityTrace { types, timeout: self.config.call_timeout };
+        self.traced_call(inline, req, block, traced).await
     }
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
     /// in-process floor that benchmarks compare the server against.
     pub fn trace_call_direct(&self, params_json: &str) -> RpcResult<String> {
         let (req, types, block) = self.trace_call_params(&Params::new(Some(params_json)))?;
-        self.trace_call_blocking(req, &types, block).map(Raw::into_string)
+        let mut call = self.prepared_call(req, block)?;
+        let traced = ParityTrace { types, timeout: self.config.call_timeout };
+        traced_on_pool(&mut call, &traced).map(Raw::into_string)
     }
 
     fn trace_call_params(
@@ -216,17 +192,36 @@ impl RpcContext {
         }
         Ok(out)
     }
+}
 
-    fn trace_call_blocking(
+/// `trace_call`'s kind of traced call: the trace types asked for, under the operator's deadline.
+struct ParityTrace {
+    types: HashSet<TraceType>,
+    timeout: Duration,
+}
+
+impl Traced for ParityTrace {
+    type Inspector = TracingInspector;
+
+    fn inspector(&self) -> RpcResult<TracingInspector> {
+        Ok(TracingInspector::new(TracingInspectorConfig::from_parity_config(&self.types)))
+    }
+
+    fn small(tracer: &TracingInspector, res: &ResultAndState) -> bool {
+        small_trace(tracer, res)
+    }
+
+    fn answer(
         &self,
-        req: CallRequest,
-        types: &HashSet<TraceType>,
-        block: BlockRef,
+        call: &PreparedCall<StateAt>,
+        tracer: TracingInspector,
+        res: &ResultAndState,
     ) -> RpcResult<Raw> {
-        let mut call = self.prepared_call(req, block)?;
-        let mut tracer = TracingInspector::new(TracingInspectorConfig::from_parity_config(types));
-        let res = execute_call(&mut call, &mut tracer, self.config.call_timeout)?;
-        trace_answer(&call, tracer, &res, types)
+        trace_answer(call, tracer, res, &self.types)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
     }
 }
 
