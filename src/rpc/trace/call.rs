@@ -39,7 +39,7 @@ impl RpcContext {
     /// `trace_call(call, traceTypes, block?, stateOverrides?, blockOverrides?)`.
     ///
     /// A short call runs on the server's thread that parsed it, within
-    /// `--rpc.inline-budget-us` ([`execute_call_within`], [`Self::inline_budget`]); one that
+    /// `--rpc.inline-budget-us` ([`Self::inline_budget`], [`Self::traced_call`]); one that
     /// does not finish within it runs again on the EVM pool, from the state already read, and
     /// so does the building of a large trace. Either way the call holds a place in the pool
     /// while it runs, so a full pool refuses it (-32005).
