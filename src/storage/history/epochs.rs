@@ -29,7 +29,7 @@
 //! epoch that is open again, so a database that unwound and re-imported equals one that only
 //! imported, row for row. Indexing reads the closed epoch's rows once, in key order, and sets
 //! one bit per key: its cost depends on what the epoch changed, not on the chain. The same pass
-//! packs the closed epoch's rows into full leaves (see [`index_one`]): the rows are unchanged,
+//! packs the closed epoch's rows into full leaves (see [`pack_epoch`]): the rows are unchanged,
 //! the space they take is not.
 //!
 //! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
