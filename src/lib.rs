@@ -17,6 +17,10 @@
 //!
 //! CI checks the rule with `grep` (see `.ci/run`). `docs/design.md` describes the tables, the
 //! history lookup and the import flow.
+//!
+//! The docs are meant to be read with private items (`cargo doc --document-private-items`): a
+//! module's doc often points at the private function that does what it describes.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod chain;
 pub mod cli;
