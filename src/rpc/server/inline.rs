@@ -215,7 +215,7 @@ impl RpcContext {
                 .pool
                 .run(move || {
                     let mut call = ctx.prepared_call(req, block)?;
-                    traced_on_pool(&mut call, &traced)
+                    traced_whole(&mut call, &traced)
                 })
                 .await;
         };
@@ -234,7 +234,7 @@ impl RpcContext {
             }
             None => {
                 self.inline_overran();
-                self.pool.run_in(admitted, move || traced_on_pool(&mut call, &traced)).await
+                self.pool.run_in(admitted, move || traced_whole(&mut call, &traced)).await
             }
         }
     }
@@ -252,8 +252,9 @@ impl RpcContext {
     }
 }
 
-/// A traced call run whole under its deadline, with a fresh inspector.
-pub(crate) fn traced_on_pool<T: Traced>(
+/// A traced call run whole under its full deadline with a fresh inspector: on the pool, or on
+/// the calling thread for the in-process benches.
+pub(crate) fn traced_whole<T: Traced>(
     call: &mut PreparedCall<StateAt>,
     traced: &T,
 ) -> RpcResult<Raw> {

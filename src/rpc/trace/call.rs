@@ -25,7 +25,7 @@ use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallRequest, PreparedCall, execute_call, prepare_call_on};
 use crate::rpc::eth::call::{call_object, call_request};
-use crate::rpc::server::inline::{Traced, small_trace, traced_on_pool};
+use crate::rpc::server::inline::{Traced, small_trace, traced_whole};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
@@ -56,7 +56,7 @@ impl RpcContext {
         let (req, types, block) = self.trace_call_params(&Params::new(Some(params_json)))?;
         let mut call = self.prepared_call(req, block)?;
         let traced = ParityTrace { types, timeout: self.config.call_timeout };
-        traced_on_pool(&mut call, &traced).map(Raw::into_string)
+        traced_whole(&mut call, &traced).map(Raw::into_string)
     }
 
     fn trace_call_params(
@@ -182,11 +182,7 @@ impl RpcContext {
             let mut tracer =
                 TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
             let res = execute_call(&mut call, &mut tracer, left)?;
-            let results = tracer
-                .into_parity_builder()
-                .into_trace_results_with_state(&res, &types, &call.state)
-                .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
-            out.push(normalize(results, &res.state, &call.state, call.env.cfg_env.spec)?);
+            out.push(parity_results(&call, tracer, &res, &types)?);
             call.state.commit(res.state);
             state = call.state;
         }
@@ -225,18 +221,28 @@ impl Traced for ParityTrace {
     }
 }
 
-/// The Parity-shape answer of a traced call: revm-inspectors' results, [`normalize`]d, as JSON.
+/// The Parity-shape answer of a traced call, as JSON ([`parity_results`]).
 fn trace_answer<DB: DatabaseRef>(
     call: &PreparedCall<DB>,
     tracer: TracingInspector,
     res: &ResultAndState,
     types: &HashSet<TraceType>,
 ) -> RpcResult<Raw> {
+    trace_results(&parity_results(call, tracer, res, types)?)
+}
+
+/// revm-inspectors' Parity-shape results of a traced call, [`normalize`]d.
+fn parity_results<DB: DatabaseRef>(
+    call: &PreparedCall<DB>,
+    tracer: TracingInspector,
+    res: &ResultAndState,
+    types: &HashSet<TraceType>,
+) -> RpcResult<TraceResults> {
     let results = tracer
         .into_parity_builder()
         .into_trace_results_with_state(res, types, &call.state)
         .map_err(|e| RpcError::Internal(format!("state diff: {e}")))?;
-    trace_results(&normalize(results, &res.state, &call.state, call.env.cfg_env.spec)?)
+    normalize(results, &res.state, &call.state, call.env.cfg_env.spec)
 }
 
 /// The one place where revm-inspectors' output is adjusted to `behaviour.md` §3.3.
