@@ -213,22 +213,12 @@ impl Traced for ParityTrace {
         tracer: TracingInspector,
         res: &ResultAndState,
     ) -> RpcResult<Raw> {
-        trace_answer(call, tracer, res, &self.types)
+        trace_results(&parity_results(call, tracer, res, &self.types)?)
     }
 
     fn timeout(&self) -> Duration {
         self.timeout
     }
-}
-
-/// The Parity-shape answer of a traced call, as JSON ([`parity_results`]).
-fn trace_answer<DB: DatabaseRef>(
-    call: &PreparedCall<DB>,
-    tracer: TracingInspector,
-    res: &ResultAndState,
-    types: &HashSet<TraceType>,
-) -> RpcResult<Raw> {
-    trace_results(&parity_results(call, tracer, res, types)?)
 }
 
 /// revm-inspectors' Parity-shape results of a traced call, [`normalize`]d.
