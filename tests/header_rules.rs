@@ -303,13 +303,19 @@ fn proof_of_stake_rules_on_the_dev_chain() {
     ];
     check_cases(&block, cases, |b| try_replace(&db, &spec, b));
 
-    // A fork loupe cannot execute is refused by name, never with a root mismatch.
+    // Under Amsterdam the same block lacks the fields the fork adds (EIP-7928's block access
+    // list hash first): refused by that rule, never with a root mismatch.
     let mut genesis: serde_json::Value =
         serde_json::from_str(&loupe::dev::dev_genesis_json()).unwrap();
     genesis["config"]["amsterdamTime"] = serde_json::json!(header.timestamp);
     let amsterdam = ChainSpec::from_genesis_json(&genesis.to_string()).unwrap();
     assert_eq!(amsterdam.genesis_hash(), spec.genesis_hash());
-    refused(try_replace(&db, &amsterdam, &block), Rule::Fork, "Amsterdam", "Amsterdam");
+    refused(
+        try_replace(&db, &amsterdam, &block),
+        Rule::BlockAccessList,
+        "no block access list hash",
+        "Amsterdam",
+    );
 
     // The dev policy takes an equal timestamp and any base fee, and nothing else.
     let dev = spec.with_header_policy(HeaderPolicy::Dev);

@@ -3,6 +3,7 @@
 use alloy_consensus::{
     EMPTY_OMMER_ROOT_HASH, EMPTY_ROOT_HASH, Header, constants::EMPTY_WITHDRAWALS,
 };
+use alloy_eip7928::EMPTY_BLOCK_ACCESS_LIST_HASH;
 use alloy_eips::{eip1559::INITIAL_BASE_FEE, eip7685::EMPTY_REQUESTS_HASH};
 use alloy_genesis::Genesis;
 use alloy_hardforks::EthereumHardforks;
@@ -10,11 +11,13 @@ use alloy_primitives::{B64, B256};
 
 /// Builds block 0 from `genesis`. Fork-dependent fields appear only when their fork is active
 /// at genesis: base fee (London), withdrawals root (Shanghai), blob gas and beacon root
-/// (Cancun), requests hash (Prague) — the same rule geth and reth apply.
+/// (Cancun), requests hash (Prague), block access list hash and slot number (Amsterdam) — the
+/// same rule geth and reth apply.
 pub fn genesis_header(genesis: &Genesis, forks: &impl EthereumHardforks) -> Header {
     let ts = genesis.timestamp;
     let london = forks.is_london_active_at_block(0);
     let cancun = forks.is_cancun_active_at_timestamp(ts);
+    let amsterdam = forks.is_amsterdam_active_at_timestamp(ts);
     Header {
         parent_hash: genesis.parent_hash.unwrap_or_default(),
         ommers_hash: EMPTY_OMMER_ROOT_HASH,
@@ -38,6 +41,7 @@ pub fn genesis_header(genesis: &Genesis, forks: &impl EthereumHardforks) -> Head
         excess_blob_gas: cancun.then(|| genesis.excess_blob_gas.unwrap_or_default()),
         parent_beacon_block_root: cancun.then_some(B256::ZERO),
         requests_hash: forks.is_prague_active_at_timestamp(ts).then_some(EMPTY_REQUESTS_HASH),
-        ..Default::default()
+        block_access_list_hash: amsterdam.then_some(EMPTY_BLOCK_ACCESS_LIST_HASH),
+        slot_number: amsterdam.then(|| genesis.slot_number.unwrap_or_default()),
     }
 }

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use alloy_consensus::transaction::Recovered;
 use alloy_consensus::{Block, Eip658Value, ReceiptEnvelope, TxEnvelope};
+use alloy_eip7928::BlockAccessList;
 use alloy_eips::eip7685::Requests;
 use alloy_evm::block::BlockExecutor;
 use alloy_evm::eth::dao_fork::{DAO_HARDFORK_ACCOUNTS, DAO_HARDFORK_BENEFICIARY};
@@ -17,6 +18,7 @@ use alloy_primitives::{Address, B256};
 use revm::database::states::StateChangeset;
 use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{DatabaseRef, OriginalValuesKnown, State};
+use revm::state::bal::BlockAccessIndex;
 
 use super::{EvmError, block_env};
 use crate::chain::ChainSpec;
@@ -38,6 +40,10 @@ pub struct BlockOutcome {
     /// accounts, precompiles called, the author, ommer authors, withdrawal recipients), sorted:
     /// a superset of the addresses its traces name.
     pub touched: Vec<alloy_primitives::Address>,
+    /// The block access list (EIP-7928) its execution built, from Amsterdam on: every account
+    /// and slot the block read or changed, each change at its index (0 the system calls before
+    /// the transactions, `i + 1` transaction `i`, `n + 1` what follows the last of `n`).
+    pub access_list: Option<BlockAccessList>,
 }
 
 /// Executes `block` (whose senders are `senders`) on top of `parent_state`.
@@ -60,7 +66,14 @@ where
 {
     let header = &block.header;
     let pre_byzantium = !spec.is_byzantium_active_at_block(header.number);
-    let mut state = State::builder().with_database_ref(parent_state).with_bundle_update().build();
+    let amsterdam = spec.is_amsterdam_active_at_timestamp(header.timestamp);
+    // From Amsterdam on the state records what each step reads and writes, at the step's
+    // index (EIP-7928); alloy-evm sets the index of each transaction, the rest is set here.
+    let mut state = State::builder()
+        .with_database_ref(parent_state)
+        .with_bundle_update()
+        .with_bal_builder_if(amsterdam)
+        .build();
     apply_dao_fork(spec, header.number, &mut state)?;
     let env = block_env(spec, header);
     let evm = EthEvmFactory::default().create_evm(&mut state, env);
@@ -71,12 +84,14 @@ where
         withdrawals: block.body.withdrawals.as_ref().map(|w| Cow::Borrowed(w.as_slice())),
         extra_data: header.extra_data.clone(),
         tx_count_hint: Some(block.body.transactions.len()),
-        slot_number: None,
+        slot_number: header.slot_number,
     };
     let mut executor =
         EthBlockExecutor::new(evm, ctx, WithoutDao(spec), AlloyReceiptBuilder::default());
     executor.apply_pre_execution_changes().map_err(|e| EvmError::Block(e.to_string()))?;
     for (index, (tx, sender)) in block.body.transactions.iter().zip(senders).enumerate() {
+        // EIP-7928: transaction `i` reads and writes at index `i + 1`.
+        executor.evm_mut().db_mut().set_bal_index(BlockAccessIndex::new(index as u64 + 1));
         executor
             .execute_transaction(Recovered::new_unchecked(tx, *sender))
             .map_err(|e| EvmError::Transaction { index, message: e.to_string() })?;
@@ -95,8 +110,13 @@ where
             }
         }
     }
+    // The requests' system calls, withdrawals and rewards come after the last transaction
+    // (alloy-evm's `finish` leaves the index where the last transaction put it).
+    let post_execution = block.body.transactions.len() as u64 + 1;
+    executor.evm_mut().db_mut().set_bal_index(BlockAccessIndex::new(post_execution));
     let (evm, result) = executor.finish().map_err(|e| EvmError::Block(e.to_string()))?;
     drop(evm);
+    let access_list = state.take_built_alloy_bal();
     let mut touched: Vec<_> = state.cache.accounts.keys().copied().collect();
     touched.sort_unstable();
     state.merge_transitions(BundleRetention::Reverts);
@@ -110,6 +130,7 @@ where
         blob_gas_used: result.blob_gas_used,
         changes,
         touched,
+        access_list,
     })
 }
 

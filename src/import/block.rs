@@ -259,6 +259,7 @@ where
         }
     };
 
+    check_system_contracts(spec, header, hash, &parent_state)?;
     let mut timings = Timings::default();
     let started = std::time::Instant::now();
     // Executed on the import's execution thread already, or here on the writer's state.
@@ -307,6 +308,11 @@ where
             opt(Some(outcome.blob_gas_used)),
         )?;
     }
+    if let Some(access_list) = &outcome.access_list {
+        check_access_list(number, hash, header, access_list)?;
+    } else if let Some(expected) = header.block_access_list_hash {
+        check(number, hash, "block access list hash", opt(Some(expected)), opt(None::<B256>))?;
+    }
     let before_root = started.elapsed();
     match pending {
         Some(pending) => pending.add(&outcome.changes),
@@ -347,6 +353,91 @@ where
         "block executed"
     );
     Ok(())
+}
+
+/// The system contracts each fork calls after a block's transactions, with the EIP that calls
+/// them: a block whose parent state lacks the code of one is invalid (EIP-7002 and EIP-7251
+/// from Prague, EIP-8282 from Amsterdam). alloy-evm's executor calls an address without code as
+/// an empty contract, so the rule is checked here.
+fn check_system_contracts<DB: DatabaseRef>(
+    spec: &ChainSpec,
+    header: &alloy_consensus::Header,
+    hash: B256,
+    state: &DB,
+) -> Result<(), ImportError>
+where
+    DB::Error: std::fmt::Display,
+{
+    use alloy_eips::{eip7002, eip7251, eip8282};
+    let time = header.timestamp;
+    let prague = [
+        ("EIP-7002", "withdrawal request contract", eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS),
+        (
+            "EIP-7251",
+            "consolidation request contract",
+            eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_ADDRESS,
+        ),
+    ];
+    let amsterdam = [
+        ("EIP-8282", "builder deposit contract", eip8282::BUILDER_DEPOSIT_CONTRACT_ADDRESS),
+        ("EIP-8282", "builder exit contract", eip8282::BUILDER_EXIT_CONTRACT_ADDRESS),
+    ];
+    let called = spec
+        .is_prague_active_at_timestamp(time)
+        .then_some(prague.iter())
+        .into_iter()
+        .flatten()
+        .chain(
+            spec.is_amsterdam_active_at_timestamp(time)
+                .then_some(amsterdam.iter())
+                .into_iter()
+                .flatten(),
+        );
+    for &(eip, name, address) in called {
+        let info = state.basic_ref(address).map_err(|e| ImportError::Execution {
+            number: header.number,
+            hash,
+            error: EvmError::Block(format!("reading system contract {address}: {e}")),
+        })?;
+        if info.is_none_or(|i| i.code_hash == alloy_primitives::KECCAK256_EMPTY) {
+            return Err(ImportError::MissingSystemContract {
+                number: header.number,
+                hash,
+                eip,
+                name,
+                address,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// EIP-7928: the block access list its execution built fits the gas limit (2,000 gas an account
+/// or slot) and hashes to the header's `blockAccessListHash`.
+fn check_access_list(
+    number: u64,
+    hash: B256,
+    header: &alloy_consensus::Header,
+    access_list: &[alloy_eip7928::AccountChanges],
+) -> Result<(), ImportError> {
+    let items = alloy_eip7928::total_bal_items(access_list);
+    let cost = items.saturating_mul(alloy_eip7928::ITEM_COST as u64);
+    if cost > header.gas_limit {
+        return Err(ImportError::AccessListTooLarge {
+            number,
+            hash,
+            items,
+            cost,
+            gas_limit: header.gas_limit,
+        });
+    }
+    check(
+        number,
+        hash,
+        "block access list hash",
+        opt(header.block_access_list_hash),
+        opt(Some(alloy_eip7928::compute_block_access_list_hash(access_list))),
+    )
 }
 
 /// Where [`Prepared::new`] recovers the senders.

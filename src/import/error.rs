@@ -85,6 +85,42 @@ pub enum ImportError {
         /// The values that break it.
         detail: String,
     },
+    /// The block access list the block's execution built is larger than its gas limit pays for
+    /// (EIP-7928: each account and each slot costs 2,000 gas).
+    #[error(
+        "block #{number} ({hash}): block access list rule (EIP-7928): {items} accounts and \
+         slots cost {cost} gas, more than the gas limit {gas_limit}"
+    )]
+    AccessListTooLarge {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// Accounts and slots in the list.
+        items: u64,
+        /// What they cost.
+        cost: u64,
+        /// The block's gas limit.
+        gas_limit: u64,
+    },
+    /// A system contract the block's fork calls after its transactions has no code in the
+    /// parent's state: the block is invalid (EIP-7002, EIP-7251, EIP-8282).
+    #[error(
+        "block #{number} ({hash}): system contract rule ({eip}): the {name} at {address} has no \
+         code, so no block of this fork is valid before it is deployed"
+    )]
+    MissingSystemContract {
+        /// Block number.
+        number: u64,
+        /// Block hash.
+        hash: B256,
+        /// The EIP that calls it.
+        eip: &'static str,
+        /// What it is.
+        name: &'static str,
+        /// Where it should be.
+        address: alloy_primitives::Address,
+    },
     /// A block arrived out of order.
     #[error("block #{number} ({hash}) is out of order: expected block #{expected} next")]
     OutOfOrder {

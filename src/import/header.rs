@@ -1,7 +1,8 @@
 //! The consensus rules of a block that execution does not enforce by itself, checked before it
 //! runs: its header against its parent by the rules of its fork (the yellow paper's header
-//! validity, EIP-2/100 difficulty, EIP-1559, EIP-3675, EIP-4844, EIP-4895, EIP-7685, EIP-7934,
-//! the DAO fork's extra data) and its body's shape (ommers, blob sidecars, withdrawals).
+//! validity, EIP-2/100 difficulty, EIP-1559, EIP-3675, EIP-4844, EIP-4895, EIP-7685, EIP-7843,
+//! EIP-7928, EIP-7934, the DAO fork's extra data) and its body's shape (ommers, blob sidecars,
+//! withdrawals). The block access list itself is checked after execution (`import::block`).
 //!
 //! Written here: alloy has no header validator outside reth's consensus crates, which are not
 //! on crates.io. Proof of work is not verified (as in reth, and geth's test runner): a pre-merge
@@ -76,8 +77,10 @@ pub enum Rule {
     BlockSize,
     /// A block body holds transactions in their consensus form: no blob sidecars.
     BlobSidecar,
-    /// A fork loupe cannot execute.
-    Fork,
+    /// The block access list hash (EIP-7928) exactly from Amsterdam on.
+    BlockAccessList,
+    /// The slot number (EIP-7843) exactly from Amsterdam on.
+    SlotNumber,
 }
 
 impl Rule {
@@ -100,7 +103,8 @@ impl Rule {
             Self::Ommers => "ommers",
             Self::BlockSize => "block size",
             Self::BlobSidecar => "blob sidecar",
-            Self::Fork => "fork",
+            Self::BlockAccessList => "block access list",
+            Self::SlotNumber => "slot number",
         }
     }
 
@@ -201,15 +205,6 @@ pub(super) fn check_header(
         return broken(
             Rule::Number,
             format!("number {number} does not follow its parent's {}", parent.number),
-        );
-    }
-    if spec.is_amsterdam_active_at_timestamp(time) {
-        return broken(
-            Rule::Fork,
-            format!(
-                "timestamp {time} is in the Amsterdam fork, which loupe cannot execute yet \
-                 (alloy-evm builds no block access lists)"
-            ),
         );
     }
     if header.extra_data.len() > MAX_EXTRA_DATA {
@@ -396,7 +391,8 @@ fn check_dao_extra_data(spec: &ChainSpec, number: u64, extra: &Bytes) -> Result<
 }
 
 /// The fields each fork requires and forbids: withdrawals root (Shanghai), blob gas, excess
-/// blob gas and beacon root (Cancun), requests hash (Prague).
+/// blob gas and beacon root (Cancun), requests hash (Prague), block access list hash and slot
+/// number (Amsterdam).
 fn check_fork_fields(spec: &ChainSpec, header: &Header, parent: &Header) -> Result<(), Broken> {
     let time = header.timestamp;
     let presence = |rule: Rule, what: &str, present: bool, required: bool, fork: &str| match (
@@ -426,6 +422,21 @@ fn check_fork_fields(spec: &ChainSpec, header: &Header, parent: &Header) -> Resu
     )?;
     let prague = spec.is_prague_active_at_timestamp(time);
     presence(Rule::Requests, "requests hash", header.requests_hash.is_some(), prague, "Prague")?;
+    let amsterdam = spec.is_amsterdam_active_at_timestamp(time);
+    presence(
+        Rule::BlockAccessList,
+        "block access list hash",
+        header.block_access_list_hash.is_some(),
+        amsterdam,
+        "Amsterdam",
+    )?;
+    presence(
+        Rule::SlotNumber,
+        "slot number",
+        header.slot_number.is_some(),
+        amsterdam,
+        "Amsterdam",
+    )?;
     if let (Some(params), Some(used), Some(excess)) =
         (spec.blob_params_at(time), header.blob_gas_used, header.excess_blob_gas)
     {
