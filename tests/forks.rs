@@ -563,3 +563,36 @@ fn eth_blob_base_fee_across_bpo_boundaries_is_the_next_blocks() {
     let got: Vec<U256> = serde_json::from_value(history["baseFeePerBlobGas"].clone()).unwrap();
     assert_eq!(got, prices[0..11], "blocks 1 to 11");
 }
+
+/// A BPO fork after Amsterdam keeps Amsterdam's precompiles and system contracts (and one
+/// before it Osaka's), with its own blob parameters; Amsterdam itself keeps the BPO
+/// parameters in force before it. A genesis file of its own: no named network schedules one.
+#[test]
+fn a_bpo_fork_after_amsterdam_keeps_amsterdams_sets() {
+    let mut genesis: Value = serde_json::from_str(&loupe::dev::dev_genesis_json()).unwrap();
+    let blob =
+        |(t, m, f): (u64, u64, u128)| json!({"target": t, "max": m, "baseFeeUpdateFraction": f});
+    genesis["config"]["bpo1Time"] = json!(50);
+    genesis["config"]["amsterdamTime"] = json!(100);
+    genesis["config"]["bpo2Time"] = json!(200);
+    genesis["config"]["blobSchedule"]["bpo1"] = blob(BPO1);
+    genesis["config"]["blobSchedule"]["bpo2"] = blob(BPO2);
+    let spec = ChainSpec::from_genesis_json(&genesis.to_string()).unwrap();
+    let zero = "0x0000000000000000000000000000000000000000";
+    let at = |t: u64| {
+        serde_json::to_value(loupe::rpc::eth_config_at(&spec, t).unwrap()).unwrap()["current"]
+            .clone()
+    };
+    for (time, activation, set, params) in [
+        (60, 50, Set::Osaka, BPO1),
+        (100, 100, Set::Amsterdam, BPO1),
+        (150, 100, Set::Amsterdam, BPO1),
+        (200, 200, Set::Amsterdam, BPO2),
+    ] {
+        let c = at(time);
+        assert_eq!(c["activationTime"], json!(activation), "at {time}");
+        assert_eq!(c["blobSchedule"], blob(params), "at {time}");
+        assert_eq!(c["precompiles"], precompiles(set), "at {time}");
+        assert_eq!(c["systemContracts"], system_contracts(set, zero), "at {time}");
+    }
+}
