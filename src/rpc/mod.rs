@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
 
 pub(crate) use eth::call::revert_reason;
+pub use eth::config::eth_config_at;
 use eth::{fees, logs};
 pub use server::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;

@@ -6,6 +6,15 @@
 //! transactions sent by the block's fee recipient); the [`TIP_PERCENTILE`]th percentile of those,
 //! capped at [`TIP_MAX`]; [`TIP_DEFAULT`] when the blocks hold no transaction. `eth_gasPrice` is
 //! that tip plus the base fee of the next block.
+//!
+//! The blob base fee of the block after the head (`eth_blobBaseFee`, and the last entry of
+//! `eth_feeHistory`'s `baseFeePerBlobGas` when `newestBlock` is the head) is that block's: its
+//! excess blob gas from the head's (EIP-4844, with EIP-7918's reserve price from Osaka) under
+//! the target and maximum of the fork in force at that block's time, and its price under that
+//! fork's update fraction. Its time is taken as one slot ([`NEXT_BLOCK_DELAY`]) after the
+//! head's, so across a BPO boundary the head just before it already answers with the new
+//! fork's parameters. (geth prices it with the head's parameters: the head's own blob base fee
+//! for `eth_blobBaseFee`, the head's fork for `eth_feeHistory`.)
 
 use std::sync::Arc;
 
@@ -35,6 +44,8 @@ pub(crate) const TIP_MAX: u128 = 500_000_000_000;
 pub(crate) const TIP_DEFAULT: u128 = 1_000_000_000;
 /// Most blocks one `eth_feeHistory` call covers (more are clamped, as geth does).
 pub(crate) const FEE_HISTORY_MAX_BLOCKS: u64 = 1024;
+/// Seconds from the head to the block after it, for the fork that block falls in: one slot.
+pub(crate) const NEXT_BLOCK_DELAY: u64 = 12;
 
 impl RpcContext {
     /// The suggested tip at the head, computed once per head.
@@ -85,6 +96,19 @@ impl RpcContext {
         }
     }
 
+    /// Blob base fee of the block after `header` (`None` if that block is before Cancun): its
+    /// excess blob gas and price under the blob parameters at its time (see the module docs).
+    /// A parent before Cancun counts as no excess and no blob gas used (EIP-4844).
+    fn next_blob_base_fee(&self, header: &Header) -> Option<u128> {
+        let params = self.spec.blob_params_at(header.timestamp.saturating_add(NEXT_BLOCK_DELAY))?;
+        let excess = params.next_block_excess_blob_gas_osaka(
+            header.excess_blob_gas.unwrap_or(0),
+            header.blob_gas_used.unwrap_or(0),
+            header.base_fee_per_gas.unwrap_or(0),
+        );
+        Some(params.calc_blob_fee(excess))
+    }
+
     fn head_header(&self, r: &Reader) -> RpcResult<std::sync::Arc<(Header, B256)>> {
         let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
         r.header_and_hash(head)?.ok_or(RpcError::HeaderNotFound)
@@ -119,13 +143,9 @@ impl RpcContext {
         Args::new(&p, 0)?;
         let r = self.db.begin_read()?;
         let head = self.head_header(&r)?;
-        let fee = self
-            .spec
-            .blob_params_at(head.0.timestamp)
-            .and_then(|params| head.0.next_block_blob_fee(params))
-            .ok_or_else(|| {
-                RpcError::Execution("blob fees are not active (before Cancun)".into())
-            })?;
+        let fee = self.next_blob_base_fee(&head.0).ok_or_else(|| {
+            RpcError::Execution("blob fees are not active (before Cancun)".into())
+        })?;
         to_value(U256::from(fee))
     }
 
@@ -174,12 +194,15 @@ impl RpcContext {
         if let Some(entry) = last {
             let header = &entry.0;
             h.base_fee_per_gas.push(u128::from(self.next_base_fee(header).unwrap_or(0)));
-            let next_blob = self
-                .spec
-                .blob_params_at(header.timestamp)
-                .and_then(|b| header.next_block_blob_fee(b))
-                .unwrap_or(0);
-            h.base_fee_per_blob_gas.push(next_blob);
+            // The block after `newestBlock` is stored unless `newestBlock` is the head: then its
+            // own fee, at its own time, else the estimate `eth_blobBaseFee` gives.
+            let next_blob = match r.header_and_hash(header.number + 1)? {
+                Some(next) => {
+                    self.spec.blob_params_at(next.0.timestamp).and_then(|b| next.0.blob_fee(b))
+                }
+                None => self.next_blob_base_fee(header),
+            };
+            h.base_fee_per_blob_gas.push(next_blob.unwrap_or(0));
         }
         if percentiles.is_some() {
             h.reward = Some(rewards);
