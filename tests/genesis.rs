@@ -1,6 +1,7 @@
 //! Streaming genesis: a large allocation is initialised through the stored trie, and its root
 //! equals alloy's in-memory root of the same allocation; the same genesis (in any order) is
-//! recognised again, and another one is refused with both hashes named.
+//! recognised again, and another one is refused with both hashes named. A public chain id with
+//! another genesis needs `--allow-foreign-genesis`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,6 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
+use alloy_consensus::TxEnvelope;
 use alloy_genesis::Genesis;
 use alloy_primitives::{Address, B256, U256, keccak256};
 use loupe::chain::ChainSpec;
@@ -208,4 +210,112 @@ fn sepolia_merges_at_its_first_proof_of_stake_block() {
         ChainSpec::named(loupe::chain::Network::Mainnet).unwrap().dao_fork(),
         Some((1_920_000, true))
     );
+}
+
+/// Runs `loupe` with `args`, asserting it succeeds; its output.
+fn loupe_ok(args: &[&str]) -> String {
+    let out = loupe(args);
+    assert!(out.status.success(), "loupe {args:?}: {}", text(&out));
+    text(&out)
+}
+
+/// Signs a transfer of `value` wei to `to` from the first dev account, for `chain_id`.
+fn transfer(chain_id: u64, nonce: u64, to: Address, value: u64) -> (TxEnvelope, Address) {
+    use alloy_consensus::{SignableTransaction, TxEip1559};
+    use alloy_signer::SignerSync;
+    let signer = loupe::dev::dev_signers().remove(0);
+    let tx = TxEip1559 {
+        chain_id,
+        nonce,
+        gas_limit: 21_000,
+        max_fee_per_gas: 100_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: to.into(),
+        value: U256::from(value),
+        access_list: Default::default(),
+        input: Default::default(),
+    };
+    let sig = signer.sign_hash_sync(&tx.signature_hash()).unwrap();
+    (TxEnvelope::from(tx.into_signed(sig)), signer.address())
+}
+
+/// The blocks as one RLP chain file (the import format).
+fn write_chain(path: &Path, blocks: &[alloy_consensus::Block<TxEnvelope>]) {
+    let bytes: Vec<u8> = blocks.iter().flat_map(alloy_rlp::encode).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A private chain under mainnet's chain id (issue 59): `loupe init` refuses it, naming
+/// `--allow-foreign-genesis` and both genesis hashes, and writes nothing; with the flag, here
+/// from a `--config` file on `import` (which initialises the datadir), it is taken under the
+/// hash computed in memory from the parsed file, and a chain built on it imports, its
+/// transaction signed for chain id 1.
+#[test]
+fn a_public_chain_id_with_another_genesis_needs_allow_foreign_genesis() {
+    use loupe::chain::Network;
+    use loupe::import::{GenesisSource, InitOptions, init_with};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut genesis: serde_json::Value =
+        serde_json::from_str(&loupe::dev::dev_genesis_json()).unwrap();
+    genesis["config"]["chainId"] = serde_json::json!(1);
+    let genesis = genesis.to_string();
+    let file = tmp.path().join("chain-id-1.json");
+    std::fs::write(&file, &genesis).unwrap();
+    // The second path: alloy's in-memory trie over the parsed file (init streams it into the
+    // database and builds the trie from there).
+    let hash = ChainSpec::from_genesis_json(&genesis).unwrap().genesis_hash();
+
+    let refused = tmp.path().join("refused");
+    let out =
+        loupe(&["init", "--datadir", refused.to_str().unwrap(), "--chain", file.to_str().unwrap()]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "{msg}");
+    assert!(msg.contains("--allow-foreign-genesis"), "the refusal names the flag: {msg}");
+    assert!(msg.contains(&Network::Mainnet.genesis_hash().to_string()), "{msg}");
+    assert!(msg.contains(&hash.to_string()), "{msg}");
+    let db = loupe::storage::Database::open(&refused).unwrap();
+    assert!(loupe::import::load_spec(&db).unwrap().is_none(), "a refused init writes nothing");
+    drop(db);
+
+    // A chain on that genesis, built in process: a transfer signed for chain id 1, then an
+    // empty block.
+    let built = tmp.path().join("built");
+    let db = loupe::storage::Database::open(&built).unwrap();
+    let options = InitOptions { foreign_chain_id: true, ..Default::default() };
+    let (spec, _) = init_with(&db, GenesisSource::Json(&genesis), options).unwrap();
+    assert_eq!((spec.chain_id(), spec.network()), (1, None));
+    let builder = loupe::dev::BlockBuilder::new(&db, &spec);
+    let (tx, sender) = transfer(1, 0, Address::repeat_byte(0x11), 7);
+    let blocks =
+        vec![builder.build(vec![tx], &[sender]).unwrap(), builder.build(vec![], &[]).unwrap()];
+    drop(db);
+    let chain = tmp.path().join("chain.rlp");
+    write_chain(&chain, &blocks);
+
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("loupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "datadir = {:?}\nchain = {:?}\nallow-foreign-genesis = true\n",
+            data.to_str().unwrap(),
+            file.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    loupe_ok(&["import", "--config", config.to_str().unwrap(), chain.to_str().unwrap()]);
+    let db = loupe::storage::Database::open(&data).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.header(0).unwrap().unwrap().hash_slow(), hash);
+    assert_eq!(r.head().unwrap(), Some(2));
+    assert_eq!(r.canonical_hash(2).unwrap(), Some(blocks[1].header.hash_slow()));
+    drop(r);
+    drop(db);
+
+    // The flag on `init` itself; the datadir then holds the same genesis.
+    let d = tmp.path().join("init");
+    let d = d.to_str().unwrap();
+    let f = file.to_str().unwrap();
+    let out = loupe_ok(&["init", "--datadir", d, "--chain", f, "--allow-foreign-genesis"]);
+    assert!(out.contains(&hash.to_string()) && out.contains("chain id 1"), "{out}");
 }

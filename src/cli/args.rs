@@ -53,6 +53,12 @@ pub struct ChainArgs {
     /// a busy chain; `eth_getProof` below the window answers an error naming this choice).
     #[arg(long = "proof-history", value_name = "all|window", value_parser = ["all", "window"])]
     pub proof_history: Option<String>,
+    /// Take a genesis file whose chain id is a named network's (1 is mainnet's) but whose
+    /// genesis is not that network's: a private chain under a public chain id, as the
+    /// consensus test suites, test chains and shadow forks use. Without it such a file is
+    /// refused, naming both genesis hashes. Applies at init only.
+    #[arg(long = "allow-foreign-genesis")]
+    pub allow_foreign_genesis: bool,
 }
 
 impl ChainArgs {
@@ -73,7 +79,7 @@ impl ChainArgs {
                 .proof_history
                 .as_deref()
                 .and_then(crate::storage::ProofHistory::from_name),
-            foreign_chain_id: false,
+            foreign_chain_id: self.allow_foreign_genesis,
         }
     }
 
@@ -101,6 +107,9 @@ impl ChainArgs {
             None => {
                 if self.header_policy.is_some() {
                     tracing::warn!(target: "import", "--header-policy applies only at init (with --chain)");
+                }
+                if self.allow_foreign_genesis {
+                    tracing::warn!(target: "import", "--allow-foreign-genesis applies only at init (with --chain)");
                 }
                 crate::import::load_spec(db)?.ok_or(crate::import::ImportError::NotInitialised)
             }

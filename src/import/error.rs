@@ -141,8 +141,8 @@ pub enum ImportError {
     /// A genesis with a named network's chain id that is not that network's genesis.
     #[error(
         "chain id {chain_id} is {network}'s, whose genesis hash is {known}, but this genesis \
-         gives {given}: use `--chain {network}` for {network}, or another chain id for a \
-         private chain"
+         gives {given}: use `--chain {network}` for {network}; for a private chain, another \
+         chain id, or `--allow-foreign-genesis` to keep this one"
     )]
     NotTheNetwork {
         /// The network.
