@@ -606,7 +606,7 @@ mod tests {
         }
         serde_json::json!({
             "config": config, "difficulty": "0x10000", "gasLimit": "0x1000000",
-            "alloc": {"fe3b557e8fb62b89f4916b721be55ceb828dbd73": account,
+            "alloc": {"70997970c51812dc3a010c7d01b50e0d17dc79c8": account,
                       "0x627306090abab3a6e1400e9345bc60c78a8bef57": {"balance": "0x5"}}
         })
         .to_string()
@@ -642,7 +642,7 @@ mod tests {
     fn unknown_fields_are_dropped_and_named_in_both_paths() {
         let besu = genesis(
             serde_json::json!({"chainId": 7, "contractSizeLimit": 2147483647, "verkleTime": 9}),
-            serde_json::json!({"comment": "a test account", "privateKey": "8f2a"}),
+            serde_json::json!({"comment": "a test account", "privateKey": "59c6"}),
         );
         let plain = genesis(serde_json::json!({"chainId": 7}), serde_json::json!({}));
         let spec = ChainSpec::from_genesis_json(&besu).unwrap();
@@ -906,6 +906,34 @@ mod tests {
         assert_eq!(stored.genesis_reading().fixed_difficulty, Some(U256::from(15)));
         assert!(stored.genesis_reading().implied.is_empty(), "written out already");
         assert!(stored.genesis_reading().ignored.is_empty(), "dropped already");
+    }
+
+    /// A QBFT genesis of the shape Besu's documentation shows (written here): it loads, the
+    /// consensus items named as dropped (loupe checks no QBFT seal), the milestone cumulative.
+    #[test]
+    fn a_besu_qbft_genesis_loads() {
+        let text = r#"{
+          "config": {
+            "chainId": 1337, "berlinBlock": 0,
+            "qbft": {"blockperiodseconds": 2, "epochlength": 30000, "requesttimeoutseconds": 4}
+          },
+          "nonce": "0x0", "timestamp": "0x58ee40ba", "gasLimit": "0x47b760", "difficulty": "0x1",
+          "mixHash": "0x63746963616c2062797a616e74696e65206661756c7420746f6c6572616e6365",
+          "coinbase": "0x0000000000000000000000000000000000000000",
+          "extraData": "0xf83aa00000000000000000000000000000000000000000000000000000000000000000d594c2ab482b506de561668e07f04547232a72897daf808400000000c0",
+          "alloc": {
+            "70997970c51812dc3a010c7d01b50e0d17dc79c8": {
+              "privateKey": "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+              "comment": "a test account", "balance": "0xad78ebc5ac6200000"
+            }
+          }
+        }"#;
+        let spec = ChainSpec::from_genesis_json(text).unwrap();
+        let r = spec.genesis_reading();
+        assert_eq!(r.dialect, Dialect::Besu);
+        assert_eq!(r.ignored, ["config.qbft", "alloc.*.comment", "alloc.*.privateKey"]);
+        assert!(spec.is_berlin_active_at_block(0) && spec.is_istanbul_active_at_block(0));
+        assert_eq!(spec.chain_id(), 1337);
     }
 
     #[test]
