@@ -210,7 +210,10 @@ impl GenesisReading {
             }
         }
         if let Some(d) = self.fixed_difficulty {
-            tracing::info!(target: "genesis", "every proof-of-work block has difficulty {d} (ethash.fixeddifficulty)");
+            tracing::info!(
+                target: "genesis",
+                "every proof-of-work block has difficulty {d} (ethash.fixeddifficulty)"
+            );
         }
     }
 }

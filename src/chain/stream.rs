@@ -65,9 +65,9 @@ pub fn item_digest(item: &GenesisItem) -> U256 {
     U256::from_be_bytes(keccak256(&buf).0)
 }
 
-/// Reads a genesis (geth's or Besu's dialect) from `reader`, calling `on_item` for every account and every
-/// storage slot of the allocation, in file order. An error from `on_item` stops the read and is
-/// returned as is.
+/// Reads a genesis (geth's or Besu's dialect) from `reader`, calling `on_item` for every account
+/// and every storage slot of the allocation, in file order. An error from `on_item` stops the
+/// read and is returned as is.
 pub fn stream_genesis<R, E>(
     reader: R,
     mut on_item: impl FnMut(GenesisItem) -> Result<(), E>,
