@@ -136,3 +136,40 @@ fn namespaces_left_out_answer_method_not_found() {
         assert_eq!(e["code"], json!(-32601), "{m}: {e}");
     }
 }
+
+/// `--allow-foreign-genesis` is a flag of every command that may initialise a datadir from a
+/// genesis file, on the command line or from a `--config` file, and it reaches init's options;
+/// `loupe dev` (its own genesis) has no such flag.
+#[test]
+fn allow_foreign_genesis_is_a_flag_of_every_command_that_initialises() {
+    use loupe::cli::Command;
+    let (_d, path) = file("allow-foreign-genesis = true\n");
+    for command in ["init", "import", "node", "follow"] {
+        let mut base = vec![command, "--datadir", "/tmp/x", "--chain", "g.json"];
+        match command {
+            "import" => base.push("chain.rlp"),
+            "follow" => base.extend(["--upstream", "http://127.0.0.1:1"]),
+            _ => {}
+        }
+        let options = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let chain = match cli.command {
+                Some(Command::Init(c)) => c.chain,
+                Some(Command::Import(c)) => c.chain,
+                Some(Command::Node(c)) => c.chain,
+                Some(Command::Follow(c)) => c.chain,
+                other => panic!("{other:?}"),
+            };
+            chain.options().foreign_chain_id
+        };
+        assert!(!options(&base), "{command}: off by default");
+        let mut flag = base.clone();
+        flag.push("--allow-foreign-genesis");
+        assert!(options(&flag), "{command}: the flag");
+        let mut config = base.clone();
+        config.extend(["--config", &path]);
+        assert!(options(&config), "{command}: from the config file");
+    }
+    let e = parse(&["dev", "--config", &path]).unwrap_err().to_string();
+    assert!(e.contains("unknown key `allow-foreign-genesis`"), "{e}");
+}

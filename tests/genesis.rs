@@ -1,7 +1,8 @@
 //! Streaming genesis: a large allocation is initialised through the stored trie, and its root
 //! equals alloy's in-memory root of the same allocation; the same genesis (in any order) is
 //! recognised again, and another one is refused with both hashes named. A public chain id with
-//! another genesis needs `--allow-foreign-genesis`.
+//! another genesis needs `--allow-foreign-genesis`. A Besu genesis (its dialect, cumulative
+//! milestones and fixed difficulty) initialises and imports its chain.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -318,4 +319,164 @@ fn a_public_chain_id_with_another_genesis_needs_allow_foreign_genesis() {
     let f = file.to_str().unwrap();
     let out = loupe_ok(&["init", "--datadir", d, "--chain", f, "--allow-foreign-genesis"]);
     assert!(out.contains(&hash.to_string()) && out.contains("chain id 1"), "{out}");
+}
+
+/// A Besu genesis of the kind Besu's documentation shows for a private Ethash network (written
+/// here, not copied): `chainID`, one milestone, a fixed difficulty, a Besu-only item, accounts
+/// with `privateKey` and `comment`, balances in decimal and hex, an address without `0x`.
+fn besu_genesis(fixed_difficulty: u64) -> serde_json::Value {
+    let key = loupe::dev::DEV_KEYS[0];
+    let sender = format!("{:x}", loupe::dev::dev_accounts()[0]);
+    serde_json::json!({
+        "config": {
+            "chainID": 2018,
+            "istanbulBlock": 0,
+            "contractSizeLimit": 2147483647,
+            "ethash": {"fixeddifficulty": fixed_difficulty}
+        },
+        "nonce": "0x42",
+        "timestamp": "0x0",
+        "extraData": "0x",
+        "gasLimit": "0x1fffffffffffff",
+        "difficulty": "0x10000",
+        "mixHash": "0x0000000000000000000000000000000000000000000000000000000000000000",
+        "coinbase": "0x0000000000000000000000000000000000000000",
+        "alloc": {
+            sender: {
+                "privateKey": key,
+                "comment": "loupe's first dev key: public, for tests only",
+                "balance": "90000000000000000000000"
+            },
+            "0x00000000000000000000000000000000000000cc": {
+                "comment": "a contract that stores its caller's value",
+                "balance": "0x0",
+                "code": "0x3460005500",
+                "storage": {"0x01": "0x02"}
+            }
+        }
+    })
+}
+
+/// The same chain as geth would need it written: every fork through Istanbul named, `chainId`,
+/// no Besu fields. Parsed by alloy alone, it is the second path to the genesis hash.
+fn geth_equivalent(besu: &serde_json::Value) -> Genesis {
+    let mut g = besu.clone();
+    g["config"] = serde_json::json!({
+        "chainId": 2018, "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0,
+        "eip158Block": 0, "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
+        "istanbulBlock": 0, "ethash": {}
+    });
+    for account in g["alloc"].as_object_mut().unwrap().values_mut() {
+        let a = account.as_object_mut().unwrap();
+        a.remove("comment");
+        a.remove("privateKey");
+    }
+    serde_json::from_value(g).unwrap()
+}
+
+/// Signs a legacy (EIP-155) transfer from the first dev account: Istanbul has no other kind.
+fn legacy_transfer(chain_id: u64, nonce: u64, to: Address, value: u64) -> (TxEnvelope, Address) {
+    use alloy_consensus::{SignableTransaction, TxLegacy};
+    use alloy_signer::SignerSync;
+    let signer = loupe::dev::dev_signers().remove(0);
+    let tx = TxLegacy {
+        chain_id: Some(chain_id),
+        nonce,
+        gas_price: 1_000_000_000,
+        gas_limit: 21_000,
+        to: to.into(),
+        value: U256::from(value),
+        input: Default::default(),
+    };
+    let sig = signer.sign_hash_sync(&tx.signature_hash()).unwrap();
+    (TxEnvelope::from(tx.into_signed(sig)), signer.address())
+}
+
+/// Issue 59's Besu genesis: `comment` fields, `chainID` and `ethash.fixeddifficulty: 15`.
+/// `loupe init` takes it, names the fields it drops in one warning and says it read the file
+/// as Besu does, under the genesis hash of the file geth would need; a chain mined at
+/// difficulty 15 on it (with the dev builder) imports through the binary, each block paying
+/// Constantinople's 2 ETH (Besu's `istanbulBlock: 0` brings it); a block of difficulty 16 is
+/// refused by the difficulty rule, and the same block at 15 then imports.
+#[test]
+fn a_besu_genesis_with_a_fixed_difficulty_imports_its_chain_and_refuses_another_difficulty() {
+    use loupe::import::{GenesisSource, InitOptions, init_with};
+    use revm::DatabaseRef;
+    let tmp = tempfile::tempdir().unwrap();
+    let besu = besu_genesis(15);
+    let json = besu.to_string();
+    let file = tmp.path().join("besu.json");
+    std::fs::write(&file, &json).unwrap();
+    let geth = ChainSpec::from_genesis(geth_equivalent(&besu)).unwrap();
+
+    let data = tmp.path().join("data");
+    let d = data.to_str().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loupe"))
+            .args(args)
+            .args(["--log.filter", "info"])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["init", "--datadir", d, "--chain", file.to_str().unwrap()]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains(&geth.genesis_hash().to_string()), "geth's equivalent's hash: {log}");
+    assert!(log.contains("chain id 2018"), "{log}");
+    assert_eq!(log.matches("genesis fields loupe does not read").count(), 1, "{log}");
+    for field in ["alloc.*.comment", "alloc.*.privateKey", "config.contractSizeLimit"] {
+        assert!(log.contains(field), "the warning names {field}: {log}");
+    }
+    assert!(log.contains("genesis read as Besu reads it"), "{log}");
+    assert!(log.contains("difficulty 15"), "{log}");
+
+    // The chain, built in process on the same file: a transfer, then two empty blocks.
+    let built = tmp.path().join("built");
+    let db = loupe::storage::Database::open(&built).unwrap();
+    let (spec, _) = init_with(&db, GenesisSource::Json(&json), InitOptions::default()).unwrap();
+    assert_eq!(spec.genesis_hash(), geth.genesis_hash());
+    let builder = loupe::dev::BlockBuilder::new(&db, &spec);
+    let (tx, sender) = legacy_transfer(2018, 0, Address::repeat_byte(0x11), 7);
+    let mut blocks = vec![builder.build(vec![tx], &[sender]).unwrap()];
+    blocks.push(builder.build(vec![], &[]).unwrap());
+    blocks.push(builder.build(vec![], &[]).unwrap());
+    let next = builder.build(vec![], &[]).unwrap();
+    drop(db);
+    assert!(blocks.iter().all(|b| b.header.difficulty == U256::from(15)));
+    let chain = tmp.path().join("chain.rlp");
+    write_chain(&chain, &blocks);
+    let out = run(&["import", "--datadir", d, chain.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let db = loupe::storage::Database::open(&data).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.head().unwrap(), Some(3));
+    for b in &blocks {
+        let stored = r.header(b.header.number).unwrap().unwrap();
+        assert_eq!((stored.hash_slow(), stored.difficulty), (b.header.hash_slow(), U256::from(15)));
+    }
+    // Three block rewards of 2 ETH (EIP-1234) and the transfer's fee, all to the coinbase.
+    let coinbase = r.state_at(3).unwrap().basic_ref(Address::ZERO).unwrap().unwrap();
+    let eth = U256::from(10u64).pow(U256::from(18u64));
+    assert_eq!(
+        coinbase.balance,
+        U256::from(3) * U256::from(2) * eth + U256::from(21_000u64 * 1_000_000_000)
+    );
+    drop(r);
+    drop(db);
+
+    // Block 4 at difficulty 16: refused by the difficulty rule, naming both difficulties.
+    let mut other = next.clone();
+    other.header.difficulty = U256::from(16);
+    let bad = tmp.path().join("bad.rlp");
+    write_chain(&bad, std::slice::from_ref(&other));
+    let out = run(&["import", "--datadir", d, bad.to_str().unwrap()]);
+    let msg = text(&out);
+    assert!(!out.status.success(), "{msg}");
+    assert!(msg.contains("difficulty rule") && msg.contains("16") && msg.contains("15"), "{msg}");
+    let good = tmp.path().join("good.rlp");
+    write_chain(&good, std::slice::from_ref(&next));
+    let out = run(&["import", "--datadir", d, good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
 }

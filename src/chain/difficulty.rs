@@ -1,11 +1,11 @@
 //! [`difficulty`]: the proof-of-work difficulty a block must carry, by the formula of its
 //! fork (Frontier, Homestead's EIP-2, Byzantium's EIP-100 with the ice-age delays of each later
-//! fork).
+//! fork), or the chain's fixed difficulty (Besu's `ethash.fixeddifficulty`).
 //!
 //! Written here: no crate outside reth's and geth's consensus code computes it (reth never
 //! merged it). Checked against every vector of ethereum/tests `DifficultyTests`.
 
-use alloy_hardforks::{EthereumHardfork, EthereumHardforks};
+use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks};
 use alloy_primitives::U256;
 
 /// The lowest difficulty any proof-of-work block may have.
@@ -16,6 +16,18 @@ const BOUND_DIVISOR: u64 = 2048;
 const EXP_PERIOD: u64 = 100_000;
 /// Frontier: a block within this many seconds of its parent raises the difficulty.
 const DURATION_LIMIT: u64 = 13;
+
+/// What the difficulty rule reads of a chain: its forks, and a fixed difficulty if it has one.
+pub trait DifficultyRules: EthereumHardforks {
+    /// The difficulty every proof-of-work block of the chain carries, whatever its parent
+    /// (Besu's `ethash.fixeddifficulty`, for test chains); `None`: the formula of each fork.
+    fn fixed_difficulty(&self) -> Option<U256> {
+        None
+    }
+}
+
+/// A bare fork list has no fixed difficulty.
+impl DifficultyRules for EthereumChainHardforks {}
 
 /// What of the parent the formula reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,12 +67,12 @@ fn bomb(period_block: u64) -> U256 {
     if periods > 1 { U256::from(1) << (periods - 2) } else { U256::ZERO }
 }
 
-/// The difficulty block `parent.number + 1`, stamped `timestamp`, must have under `forks`.
-pub fn difficulty(
-    forks: &impl EthereumHardforks,
-    timestamp: u64,
-    parent: &DifficultyParent,
-) -> U256 {
+/// The difficulty block `parent.number + 1`, stamped `timestamp`, must have under `forks`: the
+/// chain's fixed difficulty if it has one, else its fork's formula.
+pub fn difficulty(forks: &impl DifficultyRules, timestamp: u64, parent: &DifficultyParent) -> U256 {
+    if let Some(fixed) = forks.fixed_difficulty() {
+        return fixed;
+    }
     let number = parent.number + 1;
     let step = parent.difficulty / U256::from(BOUND_DIVISOR);
     let gap = timestamp.saturating_sub(parent.timestamp);
@@ -99,7 +111,7 @@ pub fn difficulty(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_hardforks::{EthereumChainHardforks, ForkCondition};
+    use alloy_hardforks::ForkCondition;
 
     fn forks(upto: EthereumHardfork) -> EthereumChainHardforks {
         use EthereumHardfork::*;

@@ -11,13 +11,22 @@ pub enum ChainError {
         /// The underlying I/O error.
         error: std::io::Error,
     },
-    /// The file is not a valid geth-style genesis.
-    #[error("genesis file {path} is not a valid geth genesis.json: {error}")]
+    /// The file is not a valid genesis (of geth's or Besu's dialect).
+    #[error("genesis file {path} is not a valid genesis.json: {error}")]
     Parse {
         /// The path given.
         path: String,
         /// What serde said.
         error: serde_json::Error,
+    },
+    /// The file is JSON of a genesis, but says one field twice with two values (in two
+    /// spellings), or has a value loupe cannot read.
+    #[error("genesis file {path}: {message}")]
+    Dialect {
+        /// The path given.
+        path: String,
+        /// What is wrong.
+        message: String,
     },
     /// The merge is configured in a way loupe cannot place at a block.
     #[error(
@@ -34,4 +43,16 @@ pub enum ChainError {
         /// What was wrong.
         message: String,
     },
+}
+
+impl ChainError {
+    /// The same error naming the file at `path` (errors of a text read name `<json>`).
+    pub fn at(self, path: &std::path::Path) -> Self {
+        let path = path.display().to_string();
+        match self {
+            Self::Parse { error, .. } => Self::Parse { path, error },
+            Self::Dialect { message, .. } => Self::Dialect { path, message },
+            other => other,
+        }
+    }
 }

@@ -10,7 +10,8 @@ use alloy_genesis::Genesis;
 use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition};
 use alloy_primitives::{Address, B256, U256};
 
-use super::{ChainError, HeaderPolicy, Network, genesis_header};
+use super::dialect::{self, GenesisReading};
+use super::{ChainError, DifficultyRules, HeaderPolicy, Network, genesis_header};
 
 /// Everything loupe needs to know about a chain to execute its blocks.
 ///
@@ -31,35 +32,46 @@ struct Inner {
     network: Option<Network>,
     /// The datadir's header policy (`Strict` until [`ChainSpec::with_header_policy`]).
     header_policy: HeaderPolicy,
+    /// How the genesis file was read (its dialect, what was dropped, a fixed difficulty).
+    reading: GenesisReading,
 }
 
 impl ChainSpec {
-    /// Reads a geth-style `genesis.json` from disk.
+    /// Reads a `genesis.json` (geth's or Besu's dialect) from disk.
     pub fn from_genesis_file(path: &std::path::Path) -> Result<Self, ChainError> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| ChainError::Read { path: path.display().to_string(), error })?;
-        Self::from_genesis_json(&text).map_err(|e| match e {
-            ChainError::Parse { error, .. } => {
-                ChainError::Parse { path: path.display().to_string(), error }
-            }
-            other => other,
-        })
+        Self::from_genesis_json(&text).map_err(|e| e.at(path))
     }
 
-    /// Parses a geth-style genesis from JSON text.
+    /// Parses a genesis from JSON text, in geth's or Besu's dialect (`chain::dialect`: field
+    /// names matched ignoring case, unknown fields dropped, Besu's cumulative milestones and
+    /// fixed difficulty); [`ChainSpec::genesis_reading`] says how it was read.
     pub fn from_genesis_json(text: &str) -> Result<Self, ChainError> {
-        let genesis: Genesis = serde_json::from_str(text)
-            .map_err(|error| ChainError::Parse { path: "<json>".into(), error })?;
-        Self::from_genesis(genesis)
+        let (genesis, reading) = read_genesis_json(text)?;
+        Self::build(genesis, None, reading)
     }
 
     /// Builds the spec of a genesis whose allocation was streamed into a database (its `alloc`
-    /// is empty): `state_root` is the root the database computed for that allocation.
+    /// is empty): `state_root` is the root the database computed for that allocation. The
+    /// genesis is taken as geth reads it, without a fixed difficulty: for one read from a file,
+    /// see [`ChainSpec::from_genesis_read`].
     pub fn from_genesis_with_state_root(
         genesis: Genesis,
         state_root: B256,
     ) -> Result<Self, ChainError> {
-        Self::build(genesis, Some(state_root))
+        Self::build(genesis, Some(state_root), GenesisReading::default())
+    }
+
+    /// [`ChainSpec::from_genesis_with_state_root`] for a genesis read from a file
+    /// ([`read_genesis_json`], [`super::stream_genesis`]), with how it was read (a fixed
+    /// difficulty comes with the reading).
+    pub fn from_genesis_read(
+        genesis: Genesis,
+        reading: GenesisReading,
+        state_root: B256,
+    ) -> Result<Self, ChainError> {
+        Self::build(genesis, Some(state_root), reading)
     }
 
     /// Builds the spec from a parsed genesis: fork list as reth derives it, with two
@@ -68,10 +80,14 @@ impl ChainSpec {
     /// genesis of a named network (its chain id and genesis hash) gets the network's schedule
     /// from code instead, whatever its configuration says.
     pub fn from_genesis(genesis: Genesis) -> Result<Self, ChainError> {
-        Self::build(genesis, None)
+        Self::build(genesis, None, GenesisReading::default())
     }
 
-    fn build(genesis: Genesis, state_root: Option<B256>) -> Result<Self, ChainError> {
+    fn build(
+        genesis: Genesis,
+        state_root: Option<B256>,
+        reading: GenesisReading,
+    ) -> Result<Self, ChainError> {
         let c = &genesis.config;
         let mut forks = vec![(EthereumHardfork::Frontier, ForkCondition::Block(0))];
         let block_forks = [
@@ -150,6 +166,7 @@ impl ChainSpec {
                 blob_schedule,
                 network,
                 header_policy: HeaderPolicy::Strict,
+                reading,
             }),
         })
     }
@@ -184,6 +201,7 @@ impl ChainSpec {
                 blob_schedule: inner.blob_schedule.clone(),
                 network: inner.network,
                 header_policy: policy,
+                reading: inner.reading.clone(),
             }),
         }
     }
@@ -218,6 +236,12 @@ impl ChainSpec {
     /// The parsed genesis file.
     pub fn genesis(&self) -> &Genesis {
         &self.inner.genesis
+    }
+
+    /// How the genesis file was read: its dialect, the fields dropped, the forks a Besu
+    /// reading implied, a fixed difficulty.
+    pub fn genesis_reading(&self) -> &GenesisReading {
+        &self.inner.reading
     }
 
     /// The genesis block header (block 0).
@@ -266,10 +290,31 @@ impl EthereumHardforks for ChainSpec {
     }
 }
 
+impl DifficultyRules for ChainSpec {
+    fn fixed_difficulty(&self) -> Option<U256> {
+        self.inner.reading.fixed_difficulty
+    }
+}
+
 impl EthExecutorSpec for ChainSpec {
     fn deposit_contract_address(&self) -> Option<Address> {
         self.inner.genesis.config.deposit_contract_address
     }
+}
+
+/// Reads genesis JSON text in geth's or Besu's dialect: the genesis (allocation included) and
+/// how it was read.
+pub fn read_genesis_json(text: &str) -> Result<(Genesis, GenesisReading), ChainError> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|error| ChainError::Parse { path: "<json>".into(), error })?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(ChainError::Dialect {
+            path: "<json>".into(),
+            message: "a genesis is a JSON object".into(),
+        });
+    };
+    let read = dialect::read(map, Default::default())?;
+    Ok((read.genesis, read.reading))
 }
 
 #[cfg(test)]
@@ -278,7 +323,9 @@ mod tests {
 
     #[test]
     fn dao_fork_needs_support_flag() {
-        let json = r#"{"config":{"chainId":1,"daoForkBlock":5,"daoForkSupport":false},
+        // (Homestead named: geth refuses a DAO fork without it, and loupe then reads the file
+        // as Besu's, which has no support flag.)
+        let json = r#"{"config":{"chainId":1,"homesteadBlock":0,"daoForkBlock":5,"daoForkSupport":false},
             "difficulty":"0x1","gasLimit":"0x1000000","alloc":{}}"#;
         let spec = ChainSpec::from_genesis_json(json).unwrap();
         assert_eq!(spec.ethereum_fork_activation(EthereumHardfork::Dao), ForkCondition::Never);

@@ -1,7 +1,9 @@
 //! Streaming `genesis.json`: the allocation is handed out one account, and one storage slot, at
 //! a time, so a genesis with tens of millions of accounts, or one contract with tens of
 //! millions of slots, is read in bounded memory. Everything else in the file is kept (it is
-//! small) and becomes the [`Genesis`] with an empty `alloc`.
+//! small) and becomes the [`Genesis`] with an empty `alloc`. Both dialects are read as
+//! [`super::ChainSpec::from_genesis_json`] reads them (`super::dialect`): each account's fields
+//! as it streams by, the rest once the allocation is behind.
 
 use std::io::Read;
 
@@ -10,14 +12,18 @@ use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::ChainError;
+use super::dialect::{self, AccountNotes, GenesisReading};
 
 /// What streaming a genesis file produced besides the accounts.
 #[derive(Debug, Clone)]
 pub struct GenesisHead {
-    /// The genesis without its allocation (`alloc` is empty).
+    /// The genesis without its allocation (`alloc` is empty), in the dialect's reading.
     pub genesis: Genesis,
-    /// The same, as JSON text: what a datadir stores.
+    /// The same, as JSON text as loupe reads it (names canonical, unknown fields dropped,
+    /// forks a Besu reading implied written out): what a datadir stores.
     pub json: String,
+    /// How the file was read.
+    pub reading: GenesisReading,
     /// Accounts in the allocation.
     pub accounts: u64,
     /// An order-independent digest of the allocation (the wrapping sum of one keccak per
@@ -59,9 +65,9 @@ pub fn item_digest(item: &GenesisItem) -> U256 {
     U256::from_be_bytes(keccak256(&buf).0)
 }
 
-/// Reads a geth-style genesis from `reader`, calling `on_item` for every account and every
-/// storage slot of the allocation, in file order. An error from `on_item` stops the read and is
-/// returned as is.
+/// Reads a genesis (geth's or Besu's dialect) from `reader`, calling `on_item` for every account
+/// and every storage slot of the allocation, in file order. An error from `on_item` stops the
+/// read and is returned as is.
 pub fn stream_genesis<R, E>(
     reader: R,
     mut on_item: impl FnMut(GenesisItem) -> Result<(), E>,
@@ -70,6 +76,7 @@ where
     R: Read,
 {
     let mut failure: Option<E> = None;
+    let mut notes = AccountNotes::default();
     let mut accounts = 0u64;
     let mut digest = U256::ZERO;
     let mut de =
@@ -82,22 +89,20 @@ where
                 failure = Some(e);
             })
         },
+        notes: &mut notes,
     };
     let parsed = top.deserialize(&mut de).and_then(|map| de.end().map(|()| map));
     if let Some(e) = failure {
         return Err(e);
     }
-    let parse = |error| ChainError::Parse { path: "<json>".into(), error };
-    let mut map = match parsed {
+    let map = match parsed {
         Ok(map) => map,
-        Err(error) => return Ok(Err(parse(error))),
+        Err(error) => return Ok(Err(ChainError::Parse { path: "<json>".into(), error })),
     };
-    map.insert("alloc".into(), serde_json::Value::Object(Default::default()));
-    let json = serde_json::Value::Object(map);
-    let text = json.to_string();
-    Ok(serde_json::from_value::<Genesis>(json).map_err(parse).map(|genesis| GenesisHead {
-        genesis,
-        json: text,
+    Ok(dialect::read(map, notes).map(|read| GenesisHead {
+        genesis: read.genesis,
+        json: serde_json::Value::Object(read.json).to_string(),
+        reading: read.reading,
         accounts,
         alloc_digest: digest,
     }))
@@ -111,6 +116,7 @@ fn stopped<E: serde::de::Error>(_: ()) -> E {
 
 struct TopSeed<'f, 'g> {
     on_item: &'f mut ItemFn<'g>,
+    notes: &'f mut AccountNotes,
 }
 
 impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
@@ -131,8 +137,11 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if key == "alloc" {
-                map.next_value_seed(AllocSeed { on_item: &mut *self.on_item })?;
+            if key.eq_ignore_ascii_case("alloc") {
+                map.next_value_seed(AllocSeed {
+                    on_item: &mut *self.on_item,
+                    notes: &mut *self.notes,
+                })?;
             } else {
                 let value: serde_json::Value = map.next_value()?;
                 out.insert(key, value);
@@ -144,6 +153,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
 
 struct AllocSeed<'f, 'g> {
     on_item: &'f mut ItemFn<'g>,
+    notes: &'f mut AccountNotes,
 }
 
 impl<'de> DeserializeSeed<'de> for AllocSeed<'_, '_> {
@@ -163,19 +173,24 @@ impl<'de> Visitor<'de> for AllocSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(address) = map.next_key::<Address>()? {
-            let account =
-                map.next_value_seed(AccountSeed { address, on_item: &mut *self.on_item })?;
+            let account = map.next_value_seed(AccountSeed {
+                address,
+                on_item: &mut *self.on_item,
+                notes: &mut *self.notes,
+            })?;
             (self.on_item)(GenesisItem::Account(address, account)).map_err(stopped)?;
         }
         Ok(())
     }
 }
 
-/// One account object: its fields are parsed by alloy's `GenesisAccount` (same leniency as
-/// any genesis reader), except `storage`, whose entries are handed out one by one.
+/// One account object: its fields are parsed by alloy's `GenesisAccount` once the dialect has
+/// named them (unknown ones dropped and noted), except `storage`, whose entries are handed out
+/// one by one.
 struct AccountSeed<'f, 'g> {
     address: Address,
     on_item: &'f mut ItemFn<'g>,
+    notes: &'f mut AccountNotes,
 }
 
 impl<'de> DeserializeSeed<'de> for AccountSeed<'_, '_> {
@@ -196,7 +211,7 @@ impl<'de> Visitor<'de> for AccountSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<GenesisAccount, A::Error> {
         let mut fields = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if key == "storage" {
+            if key.eq_ignore_ascii_case("storage") {
                 map.next_value_seed(StorageSeed {
                     address: self.address,
                     on_item: &mut *self.on_item,
@@ -205,6 +220,8 @@ impl<'de> Visitor<'de> for AccountSeed<'_, '_> {
                 fields.insert(key, map.next_value()?);
             }
         }
+        let fields =
+            dialect::account_fields(fields, self.notes).map_err(serde::de::Error::custom)?;
         serde_json::from_value(serde_json::Value::Object(fields)).map_err(serde::de::Error::custom)
     }
 }

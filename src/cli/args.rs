@@ -38,8 +38,8 @@ impl DatadirArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ChainArgs {
     /// The chain: `mainnet`, `sepolia`, `holesky` or `hoodi` (built in), or the path of a
-    /// geth-style genesis.json. An empty datadir is initialised with it; an initialised one must
-    /// hold the same genesis.
+    /// genesis.json (geth's or Besu's). An empty datadir is initialised with it; an initialised
+    /// one must hold the same genesis.
     #[arg(long = "chain", visible_alias = "genesis", value_name = "NAME|FILE")]
     pub chain: Option<String>,
     /// How strictly headers are checked, recorded at init: `strict` (every consensus rule) or

@@ -34,7 +34,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Initialise a datadir: a named network (`--chain mainnet`) or a geth-style genesis.json.
+    /// Initialise a datadir: a named network (`--chain mainnet`) or a genesis.json (geth's or
+    /// Besu's).
     Init(InitCmd),
     /// Import RLP chain files (concatenated blocks) and era1 history files, executing and
     /// verifying every block.

@@ -1,15 +1,18 @@
 //! [`BlockBuilder`]: seals blocks of signed transactions on top of the stored head, executing
-//! them on the import path so every root is computed the same way import verifies it.
+//! them on the import path so every root is computed the same way import verifies it. Before
+//! the merge a block carries the difficulty the chain's rule gives (its seal is not mined:
+//! loupe does not verify proof of work) and only the fields its forks have.
 
 use alloy_consensus::proofs::{
     calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root,
 };
 use alloy_consensus::{Block, BlockBody, EMPTY_OMMER_ROOT_HASH, Header, TxEnvelope, TxReceipt};
-use alloy_eips::eip1559::BaseFeeParams;
+use alloy_eips::eip1559::{BaseFeeParams, INITIAL_BASE_FEE};
 use alloy_eips::eip4895::Withdrawals;
-use alloy_primitives::{Address, B256, Bloom, keccak256};
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, B256, Bloom, U256, keccak256};
 
-use crate::chain::ChainSpec;
+use crate::chain::{ChainSpec, DifficultyParent, difficulty};
 use crate::evm::execute_block;
 use crate::import::{ImportError, import_block};
 use crate::storage::Database;
@@ -52,7 +55,24 @@ impl<'a> BlockBuilder<'a> {
         let number = head + 1;
         let timestamp = parent.timestamp + BLOCK_TIME;
         let blob_params = self.spec.blob_params_at(timestamp);
-        let withdrawals = Withdrawals::default();
+        let spec = self.spec;
+        let withdrawals =
+            spec.is_shanghai_active_at_timestamp(timestamp).then(Withdrawals::default);
+        let difficulty = if spec.is_paris_active_at_block(number) {
+            U256::ZERO
+        } else {
+            let parent = DifficultyParent {
+                number: parent.number,
+                timestamp: parent.timestamp,
+                difficulty: parent.difficulty,
+                has_ommers: parent.ommers_hash != EMPTY_OMMER_ROOT_HASH,
+            };
+            difficulty(spec, timestamp, &parent)
+        };
+        // From London on: EIP-1559 from the parent's, 1 gwei at the London block.
+        let base_fee_per_gas = spec.is_london_active_at_block(number).then(|| {
+            parent.next_block_base_fee(BaseFeeParams::ethereum()).unwrap_or(INITIAL_BASE_FEE)
+        });
         let mut header = Header {
             parent_hash,
             ommers_hash: EMPTY_OMMER_ROOT_HASH,
@@ -63,24 +83,24 @@ impl<'a> BlockBuilder<'a> {
             timestamp,
             extra_data: parent.extra_data.clone(),
             mix_hash: keccak256(number.to_be_bytes()),
-            base_fee_per_gas: parent.next_block_base_fee(BaseFeeParams::ethereum()),
-            withdrawals_root: Some(calculate_withdrawals_root(&withdrawals)),
-            excess_blob_gas: blob_params.and_then(|p| parent.next_block_excess_blob_gas(p)),
-            parent_beacon_block_root: Some(B256::ZERO),
+            difficulty,
+            base_fee_per_gas,
+            withdrawals_root: withdrawals.as_ref().map(|w| calculate_withdrawals_root(w)),
+            // (0 at the Cancun block, whose parent has none.)
+            excess_blob_gas: blob_params.map(|p| parent.next_block_excess_blob_gas(p).unwrap_or(0)),
+            parent_beacon_block_root: spec
+                .is_cancun_active_at_timestamp(timestamp)
+                .then_some(B256::ZERO),
             ..Default::default()
         };
         let mut block = Block {
             header: header.clone(),
-            body: BlockBody {
-                transactions: txs,
-                ommers: Vec::new(),
-                withdrawals: Some(withdrawals),
-            },
+            body: BlockBody { transactions: txs, ommers: Vec::new(), withdrawals },
         };
         // Execute once to learn the results, in a write transaction that is then dropped.
         let writer = self.db.begin_write()?;
         let outcome = execute_block(self.spec, reader.state_at(head)?, &block, senders, |_| {
-            Err::<B256, &str>("dev chains start post-Byzantium")
+            Err::<B256, &str>("the dev builder builds blocks from Byzantium on")
         })
         .map_err(|error| ImportError::Execution { number, hash: B256::ZERO, error })?;
         writer.apply_changeset(number, &outcome.changes)?;
@@ -94,7 +114,8 @@ impl<'a> BlockBuilder<'a> {
             b
         });
         header.blob_gas_used = blob_params.map(|_| outcome.blob_gas_used);
-        header.requests_hash = Some(outcome.requests.requests_hash());
+        header.requests_hash =
+            spec.is_prague_active_at_timestamp(timestamp).then(|| outcome.requests.requests_hash());
         block.header = header;
         // Store through import, which re-executes and verifies every commitment.
         import_block(self.db, self.spec, &block, self.durable)?;

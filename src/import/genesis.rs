@@ -10,7 +10,6 @@ use std::io::Read;
 use std::path::Path;
 
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
-use alloy_genesis::Genesis;
 use alloy_primitives::{B256, KECCAK256_EMPTY, U256, keccak256};
 use revm::bytecode::Bytecode;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
@@ -31,11 +30,11 @@ const GENESIS_BATCH: usize = 200_000;
 pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
     let r = db.begin_read()?;
     let Some(json) = r.genesis_json()? else { return Ok(None) };
-    let genesis: Genesis = serde_json::from_str(&json)
-        .map_err(|error| ChainError::Parse { path: "<stored genesis>".into(), error })?;
+    let (genesis, reading) =
+        crate::chain::read_genesis_json(&json).map_err(|e| e.at(Path::new("<stored genesis>")))?;
     let number = genesis.number.unwrap_or_default();
     let header = r.header(number)?.ok_or(ImportError::NotInitialised)?;
-    let spec = ChainSpec::from_genesis_with_state_root(genesis, header.state_root)?;
+    let spec = ChainSpec::from_genesis_read(genesis, reading, header.state_root)?;
     let policy = match r.header_policy()? {
         Some(name) => HeaderPolicy::from_name(&name).ok_or_else(|| {
             ImportError::Storage(crate::storage::StorageError::Corrupt {
@@ -69,7 +68,7 @@ pub struct InitOptions {
 pub enum GenesisSource<'a> {
     /// A named network's built-in genesis.
     Network(Network),
-    /// A geth-style genesis.json file, streamed (any size).
+    /// A genesis.json file (geth's or Besu's dialect), streamed (any size).
     File(&'a Path),
     /// genesis.json text.
     Json(&'a str),
@@ -91,7 +90,28 @@ pub fn init_genesis_file(db: &Database, path: &Path) -> Result<(ChainSpec, bool)
 /// Initialises `db` from `source` with `options`; returns the spec (under the recorded header
 /// policy) and whether anything was written. A named network's genesis must give its known
 /// hash, and [`HeaderPolicy::Dev`] is refused for the named networks and their chain ids.
+/// When a genesis file was written, how it was read is logged (its dialect, and one warning
+/// naming the fields dropped).
 pub fn init_with(
+    db: &Database,
+    source: GenesisSource<'_>,
+    options: InitOptions,
+) -> Result<(ChainSpec, bool), ImportError> {
+    let result = init_source(db, source, options);
+    if let Ok((spec, true)) = &result
+        && matches!(source, GenesisSource::File(_))
+    {
+        spec.genesis_reading().log();
+    }
+    match (result, source) {
+        (Err(ImportError::Chain(e)), GenesisSource::File(path)) => {
+            Err(ImportError::Chain(e.at(path)))
+        }
+        (other, _) => other,
+    }
+}
+
+fn init_source(
     db: &Database,
     source: GenesisSource<'_>,
     options: InitOptions,
@@ -169,8 +189,9 @@ fn init_from(
         let head = parsed(stream_genesis(open()?, |_| Ok::<(), ImportError>(()))?)?;
         // Built with the stored root, so that only the configuration is compared (a genesis
         // that does not build is not the same one).
-        let same_config = ChainSpec::from_genesis_with_state_root(
+        let same_config = ChainSpec::from_genesis_read(
             head.genesis,
+            head.reading,
             stored.genesis_header().state_root,
         )
         .is_ok_and(|s| s.genesis_hash() == stored.genesis_hash());
@@ -227,7 +248,7 @@ fn init_from(
     };
     writer.apply_genesis(&batch)?;
     let root = build_state_root(writer.transaction())?;
-    let spec = ChainSpec::from_genesis_with_state_root(head.genesis.clone(), root)?;
+    let spec = ChainSpec::from_genesis_read(head.genesis.clone(), head.reading.clone(), root)?;
     let policy = check(&spec)?;
     store_genesis_block(&mut writer, &spec, &head)?;
     writer.set_header_policy(policy.name())?;
