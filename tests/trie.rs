@@ -213,7 +213,8 @@ fn store_in(
     }
     let header = Header { number, state_root: root, ..Default::default() };
     let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
-    w.insert_block(&block, B256::with_last_byte(number as u8), &[], &[]).map_err(|e| fail(&e))?;
+    w.insert_block(&block, B256::with_last_byte(number as u8), &[], &[], None)
+        .map_err(|e| fail(&e))?;
     w.set_markers(number, number, number).map_err(|e| fail(&e))?;
     Ok(root)
 }

@@ -139,7 +139,7 @@ impl ChainSpec {
             time_forks.into_iter().filter_map(|(f, t)| Some((f, ForkCondition::Timestamp(t?)))),
         );
         let mut hardforks = EthereumChainHardforks::new(forks);
-        let blob_schedule = c.blob_schedule_blob_params();
+        let blob_schedule = blob_schedule_of(c);
         let mut genesis_header = genesis_header(&genesis, &hardforks);
         if let Some(root) = state_root {
             genesis_header.state_root = root;
@@ -284,6 +284,19 @@ impl ChainSpec {
     }
 }
 
+/// The blob schedule of `config`, with geth's spelling of Amsterdam's entry (`amsterdam`) read
+/// too: alloy-genesis 2.5 reads only `Amsterdam` and would drop it silently.
+fn blob_schedule_of(config: &alloy_genesis::ChainConfig) -> BlobScheduleBlobParams {
+    match config.blob_schedule.get("amsterdam") {
+        Some(params) if !config.blob_schedule.contains_key("Amsterdam") => {
+            let mut c = config.clone();
+            c.blob_schedule.insert("Amsterdam".to_string(), *params);
+            c.blob_schedule_blob_params()
+        }
+        _ => config.blob_schedule_blob_params(),
+    }
+}
+
 impl EthereumHardforks for ChainSpec {
     fn ethereum_fork_activation(&self, fork: EthereumHardfork) -> ForkCondition {
         self.inner.hardforks.ethereum_fork_activation(fork)
@@ -320,6 +333,24 @@ pub fn read_genesis_json(text: &str) -> Result<(Genesis, GenesisReading), ChainE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Amsterdam's blob parameters are read under geth's key as under alloy's.
+    #[test]
+    fn amsterdam_blob_parameters_under_either_spelling() {
+        for key in ["amsterdam", "Amsterdam"] {
+            let json = format!(
+                r#"{{"config":{{"chainId":7,"terminalTotalDifficulty":0,"shanghaiTime":0,
+                "cancunTime":0,"pragueTime":0,"osakaTime":0,"amsterdamTime":100,
+                "blobSchedule":{{"{key}":{{"target":20,"max":30,"baseFeeUpdateFraction":9000000}}}}}},
+                "difficulty":"0x0","gasLimit":"0x1000000","alloc":{{}}}}"#
+            );
+            let spec = ChainSpec::from_genesis_json(&json).unwrap();
+            assert_eq!(spec.blob_params_at(99).map(|p| p.max_blob_count), Some(9), "{key}");
+            let at = spec.blob_params_at(100).unwrap();
+            assert_eq!((at.target_blob_count, at.max_blob_count), (20, 30), "{key}");
+            assert_eq!(at.update_fraction, 9_000_000, "{key}");
+        }
+    }
 
     #[test]
     fn dao_fork_needs_support_flag() {

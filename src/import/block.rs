@@ -328,9 +328,21 @@ where
     // with blob sidecars (anvil's, whose header commits to them), and they are not stored.
     if block.body.transactions.iter().any(super::header::has_sidecar) {
         let (stripped, _) = super::without_sidecars(block.clone());
-        writer.insert_block(&stripped, hash, senders, &outcome.receipts)?;
+        writer.insert_block(
+            &stripped,
+            hash,
+            senders,
+            &outcome.receipts,
+            outcome.access_list.as_ref(),
+        )?;
     } else {
-        writer.insert_block(block, hash, senders, &outcome.receipts)?;
+        writer.insert_block(
+            block,
+            hash,
+            senders,
+            &outcome.receipts,
+            outcome.access_list.as_ref(),
+        )?;
     }
     writer.index_trace_addresses(number, &outcome.touched)?;
     writer.set_head(number)?;

@@ -306,7 +306,7 @@ fn store_genesis_block(
     let withdrawals = header.withdrawals_root.map(|_| Default::default());
     let block =
         Block::<TxEnvelope> { header, body: BlockBody { withdrawals, ..Default::default() } };
-    writer.insert_block(&block, hash, &[], &[])?;
+    writer.insert_block(&block, hash, &[], &[], None)?;
     // Genesis executes nothing; indexing it (empty) starts the trace-address index here.
     writer.index_trace_addresses(0, &[])?;
     let n = block.header.number;

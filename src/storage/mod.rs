@@ -5,6 +5,7 @@
 //! reads go through a [`Reader`] snapshot, and [`StateAt`] answers state queries "as of the end
 //! of block N" for the EVM.
 
+mod access_list;
 mod cache;
 mod codec;
 mod copy;

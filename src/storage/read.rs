@@ -353,6 +353,25 @@ impl Reader {
         decode(v.value()).map(Some).map_err(|e| corrupt("receipts", e))
     }
 
+    /// The block access list (EIP-7928) of block `number`, as its execution built it and its
+    /// header commits to; `None` for a block before Amsterdam (or not stored).
+    pub fn access_list(
+        &self,
+        number: u64,
+    ) -> StorageResult<Option<alloy_eip7928::BlockAccessList>> {
+        let decode = |row: &[u8]| {
+            super::access_list::decode_access_list(row).map_err(|e| corrupt("access_lists", e))
+        };
+        if let Some(epoch) = self.frozen(number) {
+            let Some(v) = self.frozen_row(Kind::AccessLists, epoch, &number.to_be_bytes())? else {
+                return Ok(None);
+            };
+            return decode(&v).map(Some);
+        }
+        let Some(v) = self.snap.access_lists.get(number)? else { return Ok(None) };
+        decode(v.value()).map(Some)
+    }
+
     /// The first block of the trace-address index (`None`: nothing indexed yet).
     pub fn trace_index_from(&self) -> StorageResult<Option<u64>> {
         let Some(v) = self.snap.meta.get(super::tables::meta::TRACE_INDEX_FROM)? else {

@@ -32,6 +32,12 @@ pub const TRANSACTIONS: TableDefinition<'_, &[u8; 12], &[u8]> =
 /// Pre-Byzantium receipts carry the intermediate state root instead of a status.
 pub const RECEIPTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("receipts");
 
+/// `block number → 0x00 ++ RLP(block access list)`, or `0x01 ++ length u32 BE ++ zstd(RLP)` for
+/// a long one (`storage::access_list`): the EIP-7928 list an Amsterdam block's execution built,
+/// which its header's `blockAccessListHash` commits to (`eth_getBlockAccessList`). No row for a
+/// block before Amsterdam. Frozen with the block's other data.
+pub const ACCESS_LISTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("access_lists");
+
 /// `tx hash → (block number BE, index u32 BE)`: lookups by transaction hash.
 pub const TX_LOOKUP: TableDefinition<'_, &[u8; 32], &[u8; 12]> = TableDefinition::new("tx_lookup");
 
@@ -153,6 +159,7 @@ macro_rules! for_each_table {
             BODIES,
             TRANSACTIONS,
             RECEIPTS,
+            ACCESS_LISTS,
             TX_LOOKUP,
             BYTECODES,
             PREIMAGES,

@@ -306,6 +306,7 @@ impl Writer {
         self.txn.open_table(tables::BODIES)?;
         self.txn.open_table(tables::TRANSACTIONS)?;
         self.txn.open_table(tables::RECEIPTS)?;
+        self.txn.open_table(tables::ACCESS_LISTS)?;
         self.txn.open_table(tables::TX_LOOKUP)?;
         self.txn.open_table(tables::BYTECODES)?;
         self.txn.open_table(tables::PREIMAGES)?;
@@ -606,6 +607,7 @@ impl Writer {
         hash: B256,
         senders: &[Address],
         receipts: &[ReceiptEnvelope],
+        access_list: Option<&alloy_eip7928::BlockAccessList>,
     ) -> StorageResult<()> {
         let number = block.header.number;
         let mut buf = Vec::with_capacity(512);
@@ -640,6 +642,11 @@ impl Writer {
         buf.clear();
         super::codec::encode_receipts(receipts, &mut buf);
         self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
+        if let Some(list) = access_list {
+            buf.clear();
+            super::access_list::encode_access_list(list, &mut buf);
+            self.txn.open_table(tables::ACCESS_LISTS)?.insert(number, buf.as_slice())?;
+        }
         Ok(())
     }
 
@@ -956,7 +963,7 @@ mod tests {
     fn store(w: &Writer, number: u64, count: u64, touched: &[Address]) -> Vec<B256> {
         let b = block(number, count);
         let senders = vec![Address::with_last_byte(1); count as usize];
-        w.insert_block(&b, B256::with_last_byte(number as u8), &senders, &[]).unwrap();
+        w.insert_block(&b, B256::with_last_byte(number as u8), &senders, &[], None).unwrap();
         w.index_trace_addresses(number, touched).unwrap();
         w.set_head(number).unwrap();
         b.body.transactions.iter().map(|t| *t.tx_hash()).collect()

@@ -1,7 +1,8 @@
 //! The `eth_`, `net_` and `web3_` namespaces: reads of blocks, transactions, receipts, state
 //! and logs, fees, simulated calls (`eth_call`, `eth_estimateGas`, `eth_simulateV1`), proofs,
-//! `eth_config`, and the forwarding of raw transactions.
+//! `eth_config`, block access lists, and the forwarding of raw transactions.
 
+pub(crate) mod access_list;
 pub(crate) mod call;
 pub(crate) mod config;
 pub(crate) mod convert;

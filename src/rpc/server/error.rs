@@ -113,6 +113,10 @@ pub enum RpcError {
     /// A proof below the window of a datadir that keeps trie history for it only (-32000).
     #[error("{0}")]
     ProofsNotKept(String),
+    /// What a getter names does not exist at the block it names (-32001, execution-apis #851:
+    /// a block access list before Amsterdam).
+    #[error("resource not found: {0}")]
+    ResourceNotFound(String),
     /// Storage failed (-32603; details are logged, not sent).
     #[error("internal error")]
     Storage(#[from] StorageError),
@@ -145,6 +149,8 @@ pub mod codes {
     pub const TX_REJECTED: i32 = -32003;
     /// Limit exceeded.
     pub const LIMIT: i32 = -32005;
+    /// Resource not found (EIP-1474; execution-apis #851's block access list getters).
+    pub const RESOURCE_NOT_FOUND: i32 = -32001;
     /// Method not found (or not available on this node).
     pub const METHOD_NOT_FOUND: i32 = -32601;
     /// Execution reverted (EIP-1474 / geth).
@@ -190,6 +196,7 @@ impl From<RpcError> for ErrorObjectOwned {
             | RpcError::UpstreamUnavailable(_)
             | RpcError::ProofsNotKept(_) => codes::SERVER,
             RpcError::NoUpstream(_) => codes::METHOD_NOT_FOUND,
+            RpcError::ResourceNotFound(_) => codes::RESOURCE_NOT_FOUND,
             RpcError::Upstream { code, .. } | RpcError::Simulate { code, .. } => *code,
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,

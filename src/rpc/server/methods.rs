@@ -109,6 +109,8 @@ impl Methods {
             "eth_getFilterLogs" => filter_logs,
             "eth_getStorageValues" => storage_values,
             "debug_getRawReceipts" => raw_receipts,
+            "eth_getBlockAccessList" => block_access_list,
+            "debug_getRawBlockAccessList" => raw_block_access_list,
         }
         table.insert(
             "web3_clientVersion",

@@ -451,6 +451,7 @@ impl Writer {
             txn.open_table(tables::HEADERS)?.remove(head)?;
             txn.open_table(tables::BODIES)?.remove(head)?;
             txn.open_table(tables::RECEIPTS)?.remove(head)?;
+            txn.open_table(tables::ACCESS_LISTS)?.remove(head)?;
             let mut txs = txn.open_table(tables::TRANSACTIONS)?;
             let mut lookup = txn.open_table(tables::TX_LOOKUP)?;
             let from = crate::storage::codec::tx_key(head, 0);

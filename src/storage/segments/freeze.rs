@@ -85,6 +85,10 @@ pub fn segment_value(kind: Kind, value: &[u8]) -> StorageResult<std::borrow::Cow
         return crate::storage::codec::plain_receipts_row(value)
             .map_err(|e| StorageError::Corrupt { table: "receipts", detail: e.to_string() });
     }
+    if kind == Kind::AccessLists {
+        return crate::storage::access_list::plain_access_list_row(value)
+            .map_err(|e| StorageError::Corrupt { table: "access_lists", detail: e.to_string() });
+    }
     Ok(std::borrow::Cow::Borrowed(value))
 }
 
@@ -475,6 +479,17 @@ pub(crate) fn freeze_due(
                 &manifest,
                 pending,
                 Kind::Receipts,
+                span,
+                blocks,
+                copy,
+            )?,
+            freeze_block_rows(
+                txn,
+                tables::ACCESS_LISTS,
+                store,
+                &manifest,
+                pending,
+                Kind::AccessLists,
                 span,
                 blocks,
                 copy,

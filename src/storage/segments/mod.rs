@@ -99,6 +99,8 @@ pub enum Kind {
     Transactions,
     /// `receipts`.
     Receipts,
+    /// `access_lists`.
+    AccessLists,
     /// `trace_addresses` (`address ++ block`), frozen with the block data of the same epochs
     /// ([`Manifest::trace_frozen_to`]). Unlike the other kinds, a file's rows are in address
     /// order, so a lookup reads every file whose epochs it covers, and a merge interleaves its
@@ -108,7 +110,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::AccountHistory,
         Self::StorageHistory,
         Self::AccountTrieHistory,
@@ -118,6 +120,7 @@ impl Kind {
         Self::Bodies,
         Self::Transactions,
         Self::Receipts,
+        Self::AccessLists,
         Self::TraceAddresses,
     ];
 
@@ -156,7 +159,12 @@ impl Kind {
     pub const fn is_block_data(self) -> bool {
         matches!(
             self,
-            Self::Headers | Self::Canonical | Self::Bodies | Self::Transactions | Self::Receipts
+            Self::Headers
+                | Self::Canonical
+                | Self::Bodies
+                | Self::Transactions
+                | Self::Receipts
+                | Self::AccessLists
         )
     }
 
@@ -172,6 +180,7 @@ impl Kind {
             Self::Bodies => "bodies",
             Self::Transactions => "transactions",
             Self::Receipts => "receipts",
+            Self::AccessLists => "access-lists",
             Self::TraceAddresses => "trace-addresses",
         }
     }
