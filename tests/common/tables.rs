@@ -38,6 +38,7 @@ pub fn dump_tables(dir: &Path) -> (Tables, Vec<String>) {
         BODIES,
         TRANSACTIONS,
         RECEIPTS,
+        ACCESS_LISTS,
         TX_LOOKUP,
         HASHED_ACCOUNTS,
         HASHED_STORAGE,
@@ -92,8 +93,8 @@ pub fn debug_bytes(text: &str) -> Vec<u8> {
 
 /// Puts the rows of `dir`'s frozen segments back among the rows of the tables they were taken
 /// from, in key order, and drops the manifest: a datadir compares equal to one that froze
-/// less, or later, when it holds the same rows. Receipts rows are compared in the form a
-/// segment keeps them (their zstd frame undone).
+/// less, or later, when it holds the same rows. Receipts and access list rows are compared in the
+/// form a segment keeps them (their zstd frame undone).
 fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
     use loupe::storage::segments::{Kind, Manifest, Segment, segment_value};
     use loupe::storage::tables;
@@ -115,13 +116,17 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
             Kind::Bodies => tables::BODIES.name(),
             Kind::Transactions => tables::TRANSACTIONS.name(),
             Kind::Receipts => tables::RECEIPTS.name(),
+            Kind::AccessLists => tables::ACCESS_LISTS.name(),
             Kind::TraceAddresses => tables::TRACE_ADDRESSES.name(),
         }
         .to_string()
     };
     // Tables keyed by a block number print it as one; the others print their key bytes.
     let by_number = |kind: Kind| {
-        matches!(kind, Kind::Headers | Kind::Canonical | Kind::Bodies | Kind::Receipts)
+        matches!(
+            kind,
+            Kind::Headers | Kind::Canonical | Kind::Bodies | Kind::Receipts | Kind::AccessLists
+        )
     };
     let key_text = |kind: Kind, key: &[u8]| -> String {
         if by_number(kind) {
@@ -130,12 +135,13 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
             format!("{key:?}")
         }
     };
-    let receipts = table_of(Kind::Receipts);
-    if let Some(rows) = out.get_mut(&receipts) {
-        for (_, v) in rows.iter_mut() {
-            let bytes = debug_bytes(v);
-            let plain = segment_value(Kind::Receipts, &bytes).expect("a receipts row");
-            *v = format!("{:?}", plain.as_ref());
+    for kind in [Kind::Receipts, Kind::AccessLists] {
+        if let Some(rows) = out.get_mut(&table_of(kind)) {
+            for (_, v) in rows.iter_mut() {
+                let bytes = debug_bytes(v);
+                let plain = segment_value(kind, &bytes).expect("a receipts or access list row");
+                *v = format!("{:?}", plain.as_ref());
+            }
         }
     }
     for kind in Kind::ALL {
