@@ -93,8 +93,8 @@ pub fn debug_bytes(text: &str) -> Vec<u8> {
 
 /// Puts the rows of `dir`'s frozen segments back among the rows of the tables they were taken
 /// from, in key order, and drops the manifest: a datadir compares equal to one that froze
-/// less, or later, when it holds the same rows. Receipts and access list rows are compared in the
-/// form a segment keeps them (their zstd frame undone).
+/// less, or later, when it holds the same rows. Receipts and access list rows are compared in
+/// the form a segment keeps them (their zstd frame undone).
 fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
     use loupe::storage::segments::{Kind, Manifest, Segment, segment_value};
     use loupe::storage::tables;
