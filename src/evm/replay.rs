@@ -122,7 +122,7 @@ where
         withdrawals: None,
         extra_data: header.extra_data.clone(),
         tx_count_hint: Some(end),
-        slot_number: None,
+        slot_number: header.slot_number,
     };
     let mut executor = EthBlockExecutor::new(
         evm,
