@@ -460,26 +460,31 @@ fn export_era1(
 #[derive(Debug, Default, clap::Args)]
 pub struct DevCmd {
     /// Data directory of the dev chain (default: $XDG_DATA_HOME/loupe/dev or
-    /// ~/.local/share/loupe/dev).
+    /// ~/.local/share/loupe/dev; with `--fork amsterdam`, loupe/dev-amsterdam).
     #[arg(long, value_name = "DIR")]
     pub datadir: Option<PathBuf>,
+    /// The fork the dev chain runs from genesis: `osaka` (mainnet's) or `amsterdam`
+    /// (`amsterdamTime: 0`, in its own datadir).
+    #[arg(long, value_name = "osaka|amsterdam", default_value_t = crate::dev::DevFork::Osaka)]
+    pub fork: crate::dev::DevFork,
     /// Server flags.
     #[command(flatten)]
     pub rpc: Option<RpcArgs>,
 }
 
-fn default_dev_datadir() -> PathBuf {
+fn default_dev_datadir(fork: crate::dev::DevFork) -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
-    base.join("loupe/dev")
+    base.join("loupe").join(fork.datadir_name())
 }
 
 impl DevCmd {
     fn run(self) -> Result<()> {
         use clap::FromArgMatches;
-        let dir = self.datadir.unwrap_or_else(default_dev_datadir);
+        let fork = self.fork;
+        let dir = self.datadir.unwrap_or_else(|| default_dev_datadir(fork));
         let db = match Database::open(&dir) {
             // The dev chain is rebuilt the same from its built-in genesis, so a dev datadir
             // written by an older loupe (another storage format) is replaced, not refused.
@@ -496,10 +501,28 @@ impl DevCmd {
             }
             other => other?,
         };
-        let (spec, _) = init_genesis(&db, &crate::dev::dev_genesis_json())?;
+        let (spec, _) = match init_genesis(&db, &fork.genesis_json()) {
+            Err(e @ crate::import::ImportError::GenesisMismatch { .. }) => {
+                return Err(e).wrap_err_with(|| {
+                    format!(
+                        "{} holds another dev chain than the {fork} one: give its --fork, or \
+                         another --datadir",
+                        dir.display()
+                    )
+                });
+            }
+            other => other?,
+        };
         let built = crate::dev::build_sample_history(&db, &spec)?;
         if built > 0 {
-            println!("built the dev chain's sample history: {built} blocks in {}", dir.display());
+            let which = match fork {
+                crate::dev::DevFork::Osaka => "",
+                crate::dev::DevFork::Amsterdam => "Amsterdam ",
+            };
+            println!(
+                "built the {which}dev chain's sample history: {built} blocks in {}",
+                dir.display()
+            );
         }
         let rpc = match self.rpc {
             Some(rpc) => rpc,
@@ -510,7 +533,8 @@ impl DevCmd {
         };
         let mut config = rpc.to_config()?;
         let explorer = with_explorer(&mut config, rpc.explorer.unwrap_or(true));
-        let banner = Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr, explorer));
+        let banner =
+            Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr, explorer, fork));
         serve(std::sync::Arc::new(db), spec, config, Some(banner), None)
     }
 }
@@ -523,10 +547,15 @@ fn with_explorer(config: &mut crate::rpc::RpcConfig, on: bool) -> bool {
     on
 }
 
-fn print_dev_banner(addr: std::net::SocketAddr, explorer: bool) {
+fn print_dev_banner(addr: std::net::SocketAddr, explorer: bool, fork: crate::dev::DevFork) {
     let url = format!("http://{addr}");
+    // The default chain's banner is the one README shows; the Amsterdam chain names its fork.
+    let named = match fork {
+        crate::dev::DevFork::Osaka => String::new(),
+        crate::dev::DevFork::Amsterdam => ", Amsterdam from genesis".to_string(),
+    };
     println!(
-        "\nloupe dev chain (chain id {}) serving JSON-RPC at {url}\n",
+        "\nloupe dev chain (chain id {}{named}) serving JSON-RPC at {url}\n",
         crate::dev::DEV_CHAIN_ID
     );
     if explorer {

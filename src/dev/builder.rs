@@ -1,7 +1,9 @@
 //! [`BlockBuilder`]: seals blocks of signed transactions on top of the stored head, executing
 //! them on the import path so every root is computed the same way import verifies it. Before
 //! the merge a block carries the difficulty the chain's rule gives (its seal is not mined:
-//! loupe does not verify proof of work) and only the fields its forks have.
+//! loupe does not verify proof of work) and only the fields its forks have. From Amsterdam a
+//! block carries its slot number and the hash of the block access list (EIP-7928) its
+//! execution built.
 
 use alloy_consensus::proofs::{
     calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root,
@@ -56,6 +58,7 @@ impl<'a> BlockBuilder<'a> {
         let timestamp = parent.timestamp + BLOCK_TIME;
         let blob_params = self.spec.blob_params_at(timestamp);
         let spec = self.spec;
+        let amsterdam = spec.is_amsterdam_active_at_timestamp(timestamp);
         let withdrawals =
             spec.is_shanghai_active_at_timestamp(timestamp).then(Withdrawals::default);
         let difficulty = if spec.is_paris_active_at_block(number) {
@@ -91,6 +94,12 @@ impl<'a> BlockBuilder<'a> {
             parent_beacon_block_root: spec
                 .is_cancun_active_at_timestamp(timestamp)
                 .then_some(B256::ZERO),
+            // Amsterdam (EIP-7843's SLOTNUM reads it, so it is set before execution): derived
+            // from the timestamp as the beacon chain counts slots, one every `BLOCK_TIME`
+            // seconds since genesis. The dev builder misses no slot, so on a chain built by it
+            // from genesis this is the block number.
+            slot_number: amsterdam
+                .then(|| timestamp.saturating_sub(spec.genesis_header().timestamp) / BLOCK_TIME),
             ..Default::default()
         };
         let mut block = Block {
@@ -107,6 +116,8 @@ impl<'a> BlockBuilder<'a> {
         header.state_root =
             update_state_root(&writer, number, &outcome.changes, RootMode::Compute)?;
         drop(writer);
+        // From Amsterdam the block's gas is the larger of its regular and its state gas
+        // (EIP-7778, EIP-8037), as alloy-evm's executor sums it.
         header.gas_used = outcome.gas_used;
         header.receipts_root = calculate_receipt_root(&outcome.receipts);
         header.logs_bloom = outcome.receipts.iter().fold(Bloom::ZERO, |mut b, r| {
@@ -116,6 +127,12 @@ impl<'a> BlockBuilder<'a> {
         header.blob_gas_used = blob_params.map(|_| outcome.blob_gas_used);
         header.requests_hash =
             spec.is_prague_active_at_timestamp(timestamp).then(|| outcome.requests.requests_hash());
+        // (Import checks it against the list its own execution builds.)
+        header.block_access_list_hash = amsterdam.then(|| {
+            alloy_eip7928::compute_block_access_list_hash(
+                outcome.access_list.as_deref().unwrap_or_default(),
+            )
+        });
         block.header = header;
         // Store through import, which re-executes and verifies every commitment.
         import_block(self.db, self.spec, &block, self.durable)?;

@@ -9,6 +9,7 @@ use alloy_consensus::{
 };
 use alloy_eips::eip2930::{AccessList, AccessListItem};
 use alloy_eips::eip7702::Authorization;
+use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, Bytes, Signature, TxKind, U256, address, hex};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
@@ -93,6 +94,14 @@ impl WithGas for TxEip1559 {
     }
 }
 
+/// How many times its Osaka gas limit a sample transaction gets on a chain whose history
+/// reaches Amsterdam: EIP-8037 charges state gas on top of the regular gas (1,530 gas a state
+/// byte in revm 43: 183,600 for a new account, 97,920 for a storage slot set from zero, 1,530 a
+/// byte of deployed code), which the Osaka limits do not cover (a payment to a fresh address
+/// needs about 205,000, `Prober`'s deployment about 2 million). Unused gas is refunded, so only
+/// the limits change; on the default (Osaka) chain the factor is 1 and its blocks stay the same.
+const AMSTERDAM_GAS_FACTOR: u64 = 3;
+
 fn eip1559(nonce: u64, to: TxKind, value: U256, input: Bytes) -> TxEip1559 {
     TxEip1559 {
         chain_id: DEV_CHAIN_ID,
@@ -104,6 +113,28 @@ fn eip1559(nonce: u64, to: TxKind, value: U256, input: Bytes) -> TxEip1559 {
         value,
         access_list: AccessList::default(),
         input,
+    }
+}
+
+/// Seals `txs` into the next block and checks that each ended as meant (`succeeds`), so that a
+/// gas limit a fork's costs outgrow stops the history, naming the transaction.
+fn build_checked(
+    builder: &BlockBuilder<'_>,
+    db: &Database,
+    (txs, senders): (Vec<TxEnvelope>, &[Address]),
+    kind: &'static str,
+    succeeds: bool,
+) -> Result<(), DevError> {
+    let number = builder.build(txs, senders)?.header.number;
+    let receipts = db.begin_read()?.receipts(number)?.ok_or(DevError::MissingBlock(number))?;
+    match receipts.iter().position(|r| r.status() != succeeds) {
+        Some(index) => Err(DevError::UnexpectedOutcome {
+            block: number,
+            index,
+            kind,
+            expected_success: succeeds,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -119,6 +150,18 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     };
     let (a0, a1, a2) = (s0.address(), s1.address(), s2.address());
     let builder = BlockBuilder::new(db, spec);
+    let build = |txs: Vec<TxEnvelope>, senders: &[Address], kind: &'static str| {
+        build_checked(&builder, db, (txs, senders), kind, true)
+    };
+    // Every gas limit below, times AMSTERDAM_GAS_FACTOR when the history reaches Amsterdam.
+    let genesis_time = spec.genesis_header().timestamp;
+    let last_time = genesis_time.saturating_add(HISTORY_BLOCKS * super::BLOCK_TIME);
+    let factor =
+        if spec.is_amsterdam_active_at_timestamp(last_time) { AMSTERDAM_GAS_FACTOR } else { 1 };
+    let gas = |osaka: u64| osaka * factor;
+    let eip1559 = |nonce: u64, to: TxKind, value: U256, input: Bytes| {
+        eip1559(nonce, to, value, input).gas(gas(200_000))
+    };
     let eth = U256::from(10u64).pow(U256::from(18u64));
     let mut nonces = [0u64; 3];
     let mut next = |i: usize| {
@@ -133,7 +176,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
             .map_err(|e| DevError::Sign(e.to_string()))?,
     );
     let deploy = sign(s0, eip1559(next(0), TxKind::Create, U256::ZERO, init))?;
-    builder.build(vec![deploy], &[a0])?;
+    build(vec![deploy], &[a0], "deploy Counter")?;
 
     // Block 2: a legacy EIP-155 transfer and an access-list (type 1) transfer.
     let legacy = sign(
@@ -142,7 +185,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
             chain_id: Some(DEV_CHAIN_ID),
             nonce: next(1),
             gas_price: 10 * GWEI,
-            gas_limit: 21_000,
+            gas_limit: gas(21_000),
             to: TxKind::Call(a2),
             value: eth,
             input: Bytes::new(),
@@ -154,7 +197,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
             chain_id: DEV_CHAIN_ID,
             nonce: next(2),
             gas_price: 10 * GWEI,
-            gas_limit: 30_000,
+            gas_limit: gas(30_000),
             to: TxKind::Call(a0),
             value: eth / U256::from(2u64),
             access_list: AccessList(vec![AccessListItem {
@@ -164,7 +207,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
             input: Bytes::new(),
         },
     )?;
-    builder.build(vec![legacy, access], &[a1, a2])?;
+    build(vec![legacy, access], &[a1, a2], "transfer")?;
 
     let c = sample_contracts();
     let word = |a: Address| format!("{:0>64}", hex::encode(a));
@@ -175,37 +218,40 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     // Block 3: account 0 deploys Token with a supply of 1,000,000 × 10^18.
     let supply = U256::from(1_000_000u64) * eth;
     let token = calldata(format!("{}{:064x}", &TOKEN_INIT[2..], supply))?;
-    builder.build(
-        vec![sign(s0, eip1559(next(0), TxKind::Create, U256::ZERO, token).gas(1_000_000))?],
+    build(
+        vec![sign(s0, eip1559(next(0), TxKind::Create, U256::ZERO, token).gas(gas(1_000_000)))?],
         &[a0],
+        "deploy Token",
     )?;
 
     // Block 4: account 0 deploys Stamp and Prober.
     let stamp = sign(
         s0,
         eip1559(next(0), TxKind::Create, U256::ZERO, calldata(STAMP_INIT[2..].into())?)
-            .gas(1_000_000),
+            .gas(gas(1_000_000)),
     )?;
     let prober = sign(
         s0,
         eip1559(next(0), TxKind::Create, U256::ZERO, calldata(PROBER_INIT[2..].into())?)
-            .gas(1_000_000),
+            .gas(gas(1_000_000)),
     )?;
-    builder.build(vec![stamp, prober], &[a0, a0])?;
+    build(vec![stamp, prober], &[a0, a0], "deploy Stamp and Prober")?;
 
     // Block 5: Token.transfer(account 1, 1000) — a Transfer log.
     let transfer = calldata(format!("a9059cbb{}{:064x}", word(a1), 1000))?;
-    builder.build(
+    build(
         vec![sign(s0, eip1559(next(0), TxKind::Call(c.token), U256::ZERO, transfer))?],
         &[a0],
+        "Token.transfer",
     )?;
 
     // Block 6: Prober.probe(token, stamp, account 1) — nested CALL, STATICCALL, DELEGATECALL.
     let probe =
         calldata(format!("{PROBE_SELECTOR}{}{}{}", word(c.token), word(c.stamp), word(a1)))?;
-    builder.build(
+    build(
         vec![sign(s1, eip1559(next(1), TxKind::Call(c.prober), U256::ZERO, probe))?],
         &[a1],
+        "Prober.probe",
     )?;
 
     // Block 7: Prober.fail() reverts (included with status 0). Block 8: Ephemeral is created
@@ -214,10 +260,10 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
         s2,
         eip1559(next(2), TxKind::Call(c.prober), U256::ZERO, calldata(FAIL_SELECTOR.into())?),
     )?;
-    builder.build(vec![fail], &[a2])?;
+    build_checked(&builder, db, (vec![fail], &[a2]), "Prober.fail", false)?;
     let ephemeral = calldata(EPHEMERAL_INIT[2..].into())?;
-    builder
-        .build(vec![sign(s2, eip1559(next(2), TxKind::Create, GWEI_U256, ephemeral))?], &[a2])?;
+    let ephemeral = sign(s2, eip1559(next(2), TxKind::Create, GWEI_U256, ephemeral))?;
+    build(vec![ephemeral], &[a2], "create Ephemeral")?;
 
     // Block 9: a blob transaction (type 3) carrying one versioned hash (no sidecar is needed
     // to execute it).
@@ -226,7 +272,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     let blob = TxEip4844 {
         chain_id: DEV_CHAIN_ID,
         nonce: next(1),
-        gas_limit: 21_000,
+        gas_limit: gas(21_000),
         max_fee_per_gas: 100 * GWEI,
         max_priority_fee_per_gas: GWEI,
         to: a2,
@@ -239,7 +285,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     let sig =
         s1.sign_hash_sync(&blob.signature_hash()).map_err(|e| DevError::Sign(e.to_string()))?;
     let blob: Signed<TxEip4844Variant> = blob.into_signed(sig).into();
-    builder.build(vec![TxEnvelope::Eip4844(blob)], &[a1])?;
+    build(vec![TxEnvelope::Eip4844(blob)], &[a1], "blob transfer")?;
 
     // Block 10: account 2 delegates its code to Counter (EIP-7702, type 4, sent by account 0),
     // and the same transaction calls account 2, running Counter's code on account 2's storage.
@@ -250,7 +296,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
     let setcode = TxEip7702 {
         chain_id: DEV_CHAIN_ID,
         nonce: next(0),
-        gas_limit: 200_000,
+        gas_limit: gas(200_000),
         max_fee_per_gas: 100 * GWEI,
         max_priority_fee_per_gas: GWEI,
         to: a2,
@@ -259,7 +305,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
         authorization_list: vec![auth.into_signed(auth_sig)],
         input: Bytes::new(),
     };
-    builder.build(vec![sign(s0, setcode)?], &[a0])?;
+    build(vec![sign(s0, setcode)?], &[a0], "set code")?;
 
     // Blocks 11..=20: account 0 increments Counter; account 1 pays a fresh address.
     for b in 11..=HISTORY_BLOCKS {
@@ -276,7 +322,7 @@ pub fn build_sample_history(db: &Database, spec: &ChainSpec) -> Result<u64, DevE
                 Bytes::new(),
             ),
         )?;
-        builder.build(vec![call, pay], &[a0, a1])?;
+        build(vec![call, pay], &[a0, a1], "Counter call and payment")?;
     }
     Ok(HISTORY_BLOCKS)
 }

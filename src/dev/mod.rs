@@ -64,10 +64,81 @@ pub fn all_forks_config(chain_id: u64) -> serde_json::Value {
     })
 }
 
+/// The fork a dev chain runs from its genesis (`loupe dev --fork`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DevFork {
+    /// Every fork through Osaka, mainnet's fork: the default dev chain.
+    #[default]
+    Osaka,
+    /// Osaka's forks and Amsterdam (`amsterdamTime: 0`), with EIP-8282's predeploys.
+    Amsterdam,
+}
+
+impl DevFork {
+    /// The fork's name as `--fork` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Osaka => "osaka",
+            Self::Amsterdam => "amsterdam",
+        }
+    }
+
+    /// The name of the chain's default datadir under `$XDG_DATA_HOME/loupe` (each fork has its
+    /// own, so the chains never share one).
+    pub fn datadir_name(self) -> &'static str {
+        match self {
+            Self::Osaka => "dev",
+            Self::Amsterdam => "dev-amsterdam",
+        }
+    }
+
+    /// The dev genesis of this fork: [`dev_genesis_json`] or [`amsterdam_dev_genesis_json`]
+    /// with Amsterdam at genesis.
+    pub fn genesis_json(self) -> String {
+        match self {
+            Self::Osaka => dev_genesis_json(),
+            Self::Amsterdam => amsterdam_dev_genesis_json(0),
+        }
+    }
+}
+
+impl std::fmt::Display for DevFork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DevFork {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "osaka" => Ok(Self::Osaka),
+            "amsterdam" | "glamsterdam" => Ok(Self::Amsterdam),
+            _ => Err(format!("unknown dev fork {s:?} (osaka or amsterdam)")),
+        }
+    }
+}
+
 /// The dev genesis as geth-style JSON: every fork active from block 0 (through Osaka), merged
 /// from genesis (TTD 0), Prague system contracts deployed, each dev account with 10,000 ETH.
 pub fn dev_genesis_json() -> String {
-    use alloy_eips::{eip2935, eip4788, eip7002, eip7251};
+    dev_genesis(None).to_string()
+}
+
+/// The dev genesis with Amsterdam scheduled at `amsterdam_time` (0: from genesis; later: a
+/// chain that crosses the fork at the first block at or after it), and EIP-8282's builder
+/// deposit and exit contracts deployed, which every Amsterdam block requires (EIP-8282,
+/// "Deployment": the contracts must be in place before the fork).
+pub fn amsterdam_dev_genesis_json(amsterdam_time: u64) -> String {
+    dev_genesis(Some(amsterdam_time)).to_string()
+}
+
+/// EIP-8282's excess inhibitor (`2**256 - 1` in slot 0): while it is stored, a request to the
+/// contract reverts; the first system call after the fork replaces it by an excess of 0.
+const EXCESS_INHIBITOR: &str = "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+
+fn dev_genesis(amsterdam_time: Option<u64>) -> serde_json::Value {
+    use alloy_eips::{eip2935, eip4788, eip7002, eip7251, eip8282};
     let mut alloc = serde_json::Map::new();
     let balance = U256::from(10_000u64) * U256::from(10u64).pow(U256::from(18u64));
     for a in dev_accounts() {
@@ -90,8 +161,36 @@ pub fn dev_genesis_json() -> String {
             json!({ "balance": "0x0", "nonce": "0x1", "code": code.to_string() }),
         );
     }
+    let mut config = all_forks_config(DEV_CHAIN_ID);
+    if let Some(time) = amsterdam_time {
+        config["amsterdamTime"] = json!(time);
+        // EIP-8282 deploys both contracts through a CREATE2 factory before the fork; a genesis
+        // entry is the state that deployment leaves. The exit contract's constructor stores the
+        // excess inhibitor in slot 0 (requests revert until the fork's first system call resets
+        // it), the deposit contract's stores nothing (its fee getter answers at once on the
+        // devnets that deploy it so). (The EIP-7002 and EIP-7251 entries above
+        // carry no storage, as in geth's dev genesis, so that the default chain stays as it was;
+        // under Prague from genesis their first system call would clear the inhibitor anyway.)
+        alloc.insert(
+            format!("{:#x}", eip8282::BUILDER_DEPOSIT_CONTRACT_ADDRESS),
+            json!({
+                "balance": "0x0",
+                "nonce": "0x1",
+                "code": eip8282::BUILDER_DEPOSIT_CONTRACT_CODE.to_string(),
+            }),
+        );
+        alloc.insert(
+            format!("{:#x}", eip8282::BUILDER_EXIT_CONTRACT_ADDRESS),
+            json!({
+                "balance": "0x0",
+                "nonce": "0x1",
+                "code": eip8282::BUILDER_EXIT_CONTRACT_CODE.to_string(),
+                "storage": { format!("{:#x}", B256::ZERO): EXCESS_INHIBITOR },
+            }),
+        );
+    }
     json!({
-        "config": all_forks_config(DEV_CHAIN_ID),
+        "config": config,
         "nonce": "0x0",
         "timestamp": "0x0",
         "extraData": "0x6c6f75706520646576",
@@ -102,5 +201,4 @@ pub fn dev_genesis_json() -> String {
         "baseFeePerGas": "0x3b9aca00",
         "alloc": alloc
     })
-    .to_string()
 }
