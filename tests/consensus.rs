@@ -1,12 +1,15 @@
-//! The Ethereum consensus tests (ethereum/tests `BlockchainTests` and `DifficultyTests`, the
-//! suites every execution client runs) against loupe's import: every valid block accepted,
-//! every invalid block refused with the chain going on from its parent, the head equal to
-//! `lastblockhash`, the post-state equal to the test's; and the difficulty formula against
-//! every vector.
+//! The Ethereum consensus tests (ethereum/tests `BlockchainTests` and `DifficultyTests`, and
+//! execution-specs' blockchain tests: the suites every execution client runs) against loupe's
+//! import, in process: every valid block accepted, every invalid block refused with the chain
+//! going on from its parent, the head equal to `lastblockhash`, the post-state equal to the
+//! test's; and the difficulty formula against every vector. `tests/consensus_cli.rs` runs the
+//! same suites through the binary; what both share (the archives, a test's genesis, the rules
+//! an invalid block is refused by, the runner) is in `tests/support/consensus/`.
 //!
-//! The fixtures are `../shared/fixtures/ethereum-tests/*.tar.zst` (or `$LOUPE_ETHEREUM_TESTS`),
-//! unpacked once under `target/ethereum-tests/`. The `blockchain-tests-blocks` suite and the
-//! difficulty vectors run whole in CI, and `blockchain-tests-general-state` but for a few
+//! The fixtures are `../shared/fixtures/ethereum-tests/*.tar.zst` (or `$LOUPE_ETHEREUM_TESTS`)
+//! and `../shared/fixtures/eest/` (or `$LOUPE_EEST`), unpacked once under
+//! `target/ethereum-tests/`. The `blockchain-tests-blocks` suite, execution-specs' suites and
+//! the difficulty vectors run whole in CI, and `blockchain-tests-general-state` but for a few
 //! tests that take minutes in a debug build ([`SLOW_IN_DEBUG`]); the whole suite runs with
 //! `cargo nextest run --test consensus --run-ignored only` (README). Skips are listed with
 //! their reason and counted: tests whose blocks do not form one chain (side chains that win by
@@ -17,206 +20,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use alloy_consensus::{Block, Header, TxEnvelope};
-use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
-use alloy_rlp::Decodable;
+use alloy_primitives::{Address, B256, U256, keccak256};
 use loupe::import::{GenesisSource, InitOptions, init_with};
 use loupe::storage::Database;
 use revm::database::DatabaseRef;
 use serde_json::{Value, json};
 
-/// Where an archive of the suites is: ethereum/tests' in `$LOUPE_ETHEREUM_TESTS` (default
-/// `../shared/fixtures/ethereum-tests`), execution-specs' in `$LOUPE_EEST` (default
-/// `../shared/fixtures/eest`).
-fn archive_path(archive: &str) -> Option<PathBuf> {
-    let (var, default) = if archive == EEST_ARCHIVE {
-        ("LOUPE_EEST", "../shared/fixtures/eest")
-    } else {
-        ("LOUPE_ETHEREUM_TESTS", "../shared/fixtures/ethereum-tests")
-    };
-    let dir = match std::env::var_os(var) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(default),
-    };
-    if dir.join(archive).is_file() {
-        return Some(dir.join(archive));
-    }
-    let msg = format!("consensus fixture {archive} not found in {}; set {var}", dir.display());
-    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    assert!(!ci, "{msg}");
-    eprintln!("note: skipping test: {msg}");
-    None
-}
+#[path = "support/consensus/mod.rs"]
+mod consensus_suite;
 
-/// Unpacks `archive` (a `.tar.zst` of the fixtures folder) once, under `target/`; returns the
-/// folder. A marker file written last makes a half-unpacked folder be unpacked again.
-fn unpacked(archive: &str) -> Option<PathBuf> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let src = archive_path(archive)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let dir = target.join("ethereum-tests").join(archive.trim_end_matches(".tar.zst"));
-    let marker = dir.join(".unpacked");
-    let stamp = std::fs::metadata(&src).map(|m| m.len().to_string()).unwrap();
-    if std::fs::read_to_string(&marker).ok().as_deref() == Some(stamp.as_str()) {
-        return Some(dir);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = std::fs::File::open(&src).unwrap();
-    let decoder = zstd::stream::read::Decoder::new(file).unwrap();
-    tar::Archive::new(decoder).unpack(&dir).unwrap();
-    std::fs::write(&marker, stamp).unwrap();
-    Some(dir)
-}
-
-fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            json_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "json") {
-            out.push(p);
-        }
-    }
-}
-
-fn hex_u64(v: &Value) -> u64 {
-    let s = v.as_str().unwrap();
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Networks
-
-/// execution-specs' blockchain tests, filled at Osaka and Amsterdam (`../shared/fixtures/eest`).
-const EEST_ARCHIVE: &str = "eest-blockchain-tests.tar.zst";
-
-/// The forks in order, with the geth `config` key that activates each.
-const FORKS: [(&str, &str); 24] = [
-    ("Frontier", ""),
-    ("Homestead", "homesteadBlock"),
-    ("EIP150", "eip150Block"),
-    ("EIP158", "eip155Block,eip158Block"),
-    ("Byzantium", "byzantiumBlock"),
-    ("Constantinople", "constantinopleBlock"),
-    ("ConstantinopleFix", "petersburgBlock"),
-    ("Istanbul", "istanbulBlock"),
-    ("MuirGlacier", "muirGlacierBlock"),
-    ("Berlin", "berlinBlock"),
-    ("London", "londonBlock"),
-    ("ArrowGlacier", "arrowGlacierBlock"),
-    ("GrayGlacier", "grayGlacierBlock"),
-    ("Paris", "terminalTotalDifficulty"),
-    ("Shanghai", "shanghaiTime"),
-    ("Cancun", "cancunTime"),
-    ("Prague", "pragueTime"),
-    ("Osaka", "osakaTime"),
-    ("BPO1", "bpo1Time"),
-    ("BPO2", "bpo2Time"),
-    ("BPO3", "bpo3Time"),
-    ("BPO4", "bpo4Time"),
-    ("BPO5", "bpo5Time"),
-    ("Amsterdam", "amsterdamTime"),
-];
-
-fn fork_index(name: &str) -> Option<usize> {
-    let name = if name == "Merge" { "Paris" } else { name };
-    FORKS.iter().position(|(n, _)| *n == name)
-}
-
-/// The geth-style `config` of a test `network` (geth's `tests/init.go` names): `X` has every
-/// fork up to X from genesis; `AToBAt5` has A's forks from genesis and B's at block 5;
-/// `AToBAtTime15k` B's at time 15,000; `ArrowGlacierToParisAtDiffC0000` the merge at total
-/// difficulty 0xC0000; `HomesteadToDaoAt5` the DAO fork (supported) at block 5.
-fn network_config(network: &str) -> Option<Value> {
-    let mut c = serde_json::Map::new();
-    c.insert("chainId".into(), json!(1));
-    let set = |c: &mut serde_json::Map<String, Value>, upto: usize, at: Value| {
-        for (_, keys) in &FORKS[1..=upto] {
-            for key in keys.split(',') {
-                if key == "terminalTotalDifficulty" {
-                    c.insert(key.into(), json!(0));
-                    c.insert("mergeNetsplitBlock".into(), json!(0));
-                } else {
-                    c.entry(key.to_string()).or_insert(at.clone());
-                }
-            }
-        }
-    };
-    if network == "HomesteadToDaoAt5" {
-        set(&mut c, fork_index("Homestead")?, json!(0));
-        c.insert("daoForkBlock".into(), json!(5));
-        c.insert("daoForkSupport".into(), json!(true));
-        return Some(Value::Object(c));
-    }
-    if network == "ArrowGlacierToParisAtDiffC0000" {
-        set(&mut c, fork_index("ArrowGlacier")?, json!(0));
-        c.insert("terminalTotalDifficulty".into(), json!(0xC0000));
-        return Some(Value::Object(c));
-    }
-    if let Some((from, rest)) = network.split_once("To") {
-        let (to, at) = if let Some(to) = rest.strip_suffix("AtTime15k") {
-            (to, json!(15_000))
-        } else {
-            (rest.strip_suffix("At5")?, json!(5))
-        };
-        let (a, b) = (fork_index(from)?, fork_index(to)?);
-        set(&mut c, a, json!(0));
-        // The forks between A and B (inclusive of B) at the transition.
-        for (_, keys) in &FORKS[a + 1..=b] {
-            for key in keys.split(',') {
-                c.insert(key.into(), at.clone());
-            }
-        }
-        return Some(Value::Object(c));
-    }
-    set(&mut c, fork_index(network)?, json!(0));
-    Some(Value::Object(c))
-}
-
-/// execution-specs' fixtures carry their chain id and blob schedule (`config`, in hex): they
-/// replace the defaults, under geth's keys (`cancun`, …, `bpo2`) and alloy-genesis's spelling of
-/// Amsterdam's (`Amsterdam`).
-fn with_fixture_config(config: &mut Value, given: &Value) {
-    if let Some(id) = given.get("chainid") {
-        config["chainId"] = json!(hex_u64(id));
-    }
-    let Some(schedule) = given.get("blobSchedule").and_then(Value::as_object) else { return };
-    let mut out = serde_json::Map::new();
-    for (fork, p) in schedule {
-        let key = if fork == "Amsterdam" { fork.clone() } else { fork.to_lowercase() };
-        out.insert(
-            key,
-            json!({
-                "target": hex_u64(&p["target"]),
-                "max": hex_u64(&p["max"]),
-                "baseFeeUpdateFraction": hex_u64(&p["baseFeeUpdateFraction"]),
-            }),
-        );
-    }
-    config["blobSchedule"] = Value::Object(out);
-}
+use consensus_suite::fixtures::{
+    BLOCKS_ARCHIVE, DIFFICULTY_ARCHIVE, EEST_ARCHIVE, GENERAL_STATE_ARCHIVE, suite_files, tests_in,
+};
+use consensus_suite::genesis::{Setup, decode_block, hex_u64, network_config, setup};
+use consensus_suite::rules::{Refusal, by_another_rule, names_the_rule};
+use consensus_suite::runner::{Outcome, Tally, run_tests, scratch_dir};
 
 // ---------------------------------------------------------------------------------------------
 // One blockchain test
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Pass,
-    Skip(&'static str),
-    Fail(String),
-    /// An Amsterdam block the suite's version of the fork takes and revm's refuses: what the
-    /// block gives without EIP-8282 (the test stops there).
-    Differs(Diagnosis),
-}
 
 /// What an Amsterdam block executed by the second path ([`without_eip8282`]) gives against the
 /// suite's block, bal-devnet-4, which has no EIP-8282.
@@ -285,6 +108,12 @@ impl Diagnosis {
     }
 }
 
+impl From<Diagnosis> for Outcome {
+    fn from(d: Diagnosis) -> Self {
+        Self::Differs { under: d.listed_under(), reason: d.reason() }
+    }
+}
+
 /// The first transaction that failed having used its whole gas limit.
 fn ran_out_of_gas(
     receipts: &[alloy_consensus::ReceiptEnvelope],
@@ -301,49 +130,6 @@ fn ran_out_of_gas(
 
 fn opt_hash(h: Option<B256>) -> String {
     h.map_or_else(|| "none".into(), |h| h.to_string())
-}
-
-/// Invalid blocks loupe refuses by another rule than the suite names, each with why: counted
-/// and printed with the refusals.
-const OTHER_RULE: [(&str, &str); 1] = [(
-    "test_system_contract_errors[fork_Osaka-blockchain_test-system_contract_out_of_gas",
-    "the suite's EIP-7002/7251 contract runs out of its 30,000,000 system-call gas and the \
-     block is invalid; revm 43 completes the call, so the block is refused by its state root",
-)];
-
-/// What loupe's reason for refusing a block says, for each `expectException` of the suites
-/// (several alternatives joined by `|` in the suite): one of these words.
-fn reason_words(expect: &str) -> &'static [&'static str] {
-    match expect.split('.').next_back().unwrap_or_default() {
-        "INTRINSIC_GAS_TOO_LOW" => &["call gas cost", "intrinsic", "gas floor"],
-        "INTRINSIC_GAS_BELOW_FLOOR_GAS_COST" => &["gas floor"],
-        "INVALID_REQUESTS" => &["requests hash"],
-        "GAS_LIMIT_EXCEEDS_MAXIMUM" => &["greater than the cap"],
-        "INVALID_DEPOSIT_EVENT_LAYOUT" => &["deposit requests", "requests hash"],
-        "SENDER_NOT_EOA" => &["senders with deployed code"],
-        "TYPE_3_TX_BLOB_COUNT_EXCEEDED" => &["too many blobs"],
-        "TYPE_3_TX_MAX_BLOB_GAS_ALLOWANCE_EXCEEDED" => &["blob gas"],
-        "SYSTEM_CONTRACT_CALL_FAILED" => &["contract call", "system contract rule"],
-        "RLP_BLOCK_LIMIT_EXCEEDED" => &["block size rule"],
-        // A type-4 transaction has no creation form: its RLP does not decode.
-        "TYPE_4_TX_CONTRACT_CREATION" => &["unexpected length"],
-        "TYPE_4_EMPTY_AUTHORIZATION_LIST" => &["empty authorization list"],
-        "PRIORITY_GREATER_THAN_MAX_FEE_PER_GAS" => &["priority fee is greater than max fee"],
-        "NONCE_MISMATCH_TOO_LOW" => &["too low"],
-        "INSUFFICIENT_MAX_FEE_PER_GAS" => &["less than basefee"],
-        "GAS_ALLOWANCE_EXCEEDED" | "GAS_USED_OVERFLOW" => &["available gas", "gas used"],
-        "INITCODE_SIZE_EXCEEDED" => &["initcode size"],
-        "INVALID_BLOCK_ACCESS_LIST" | "INVALID_BAL_HASH" | "INCORRECT_BLOCK_FORMAT" => {
-            &["block access list"]
-        }
-        "BLOCK_ACCESS_LIST_GAS_LIMIT_EXCEEDED" => &["block access list rule"],
-        _ => &[],
-    }
-}
-
-/// Whether loupe's `reason` names the rule of one of the suite's alternatives in `expect`.
-fn names_the_rule(expect: &str, reason: &str) -> bool {
-    expect.split('|').any(|e| reason_words(e).iter().any(|w| reason.contains(w)))
 }
 
 /// EIP-8282's predeploys, which revm 43's Amsterdam calls after every block.
@@ -506,132 +292,17 @@ fn without_eip8282(
     Ok(Diagnosis::AsTheSuite)
 }
 
-/// Withdrawn EIP-7610 tests: a creation onto an address that has storage but no code and no
-/// nonce. No mainnet account is in that state and execution-specs removed these tests in 2026.
-const EIP7610: [&str; 6] = [
-    "InitCollision",
-    "create2collisionStorage",
-    "RevertInCreateInInit",
-    "dynamicAccountOverwriteEmpty",
-    "collisionStorage",
-    "CollisionToEmpty",
-];
-
-fn decode_block(rlp: &str) -> Result<Block<TxEnvelope>, String> {
-    let bytes: Bytes = rlp.parse().map_err(|e| format!("rlp hex: {e}"))?;
-    let mut slice = bytes.as_ref();
-    let block = Block::<TxEnvelope>::decode(&mut slice).map_err(|e| e.to_string())?;
-    if !slice.is_empty() {
-        return Err(format!("{} trailing bytes", slice.len()));
-    }
-    Ok(block)
-}
-
-/// The genesis.json of a test: its genesis header's fields, `pre` as the allocation, and the
-/// network's config.
-fn genesis_json(test: &Value, config: Value) -> String {
-    let g = &test["genesisBlockHeader"];
-    let mut out = json!({
-        "config": config,
-        "nonce": g["nonce"],
-        "timestamp": g["timestamp"],
-        "extraData": g["extraData"],
-        "gasLimit": g["gasLimit"],
-        "difficulty": g["difficulty"],
-        "mixHash": g["mixHash"],
-        "coinbase": g["coinbase"],
-        "number": "0x0",
-        "parentHash": g["parentHash"],
-        "alloc": test["pre"],
-    });
-    for (from, to) in [
-        ("baseFeePerGas", "baseFeePerGas"),
-        ("blobGasUsed", "blobGasUsed"),
-        ("excessBlobGas", "excessBlobGas"),
-        ("slotNumber", "slotNumber"),
-    ] {
-        if let Some(v) = g.get(from) {
-            out[to] = v.clone();
-        }
-    }
-    out.to_string()
-}
-
-/// The valid blocks' chain: `Err` when a valid block does not extend the one before it (a side
-/// chain), so the test's blocks do not form one chain.
-fn one_chain(test: &Value, genesis: B256) -> Result<(), ()> {
-    let mut head = genesis;
-    for b in test["blocks"].as_array().unwrap() {
-        if b.get("expectException").is_some() {
-            continue;
-        }
-        let Ok(block) = decode_block(b["rlp"].as_str().unwrap()) else { return Err(()) };
-        if block.header.parent_hash != head {
-            return Err(());
-        }
-        head = block.header.hash_slow();
-    }
-    Ok(())
-}
-
-/// For a network whose merge is at a total difficulty (`ArrowGlacierToParisAtDiffC0000`), the
-/// first block whose parent's total difficulty reaches it, along the valid blocks.
-fn merge_block(test: &Value, ttd: U256) -> Option<u64> {
-    let g = &test["genesisBlockHeader"];
-    let mut td: U256 = g["difficulty"].as_str()?.parse().ok()?;
-    for b in test["blocks"].as_array()? {
-        if b.get("expectException").is_some() {
-            continue;
-        }
-        let block = decode_block(b["rlp"].as_str()?).ok()?;
-        if td >= ttd {
-            return Some(block.header.number);
-        }
-        td += block.header.difficulty;
-    }
-    None
-}
-
-fn scratch_dir() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
-}
-
-/// One invalid block's refusal: the suite's `expectException` and loupe's reason.
-type Refusal = (String, String);
-
 /// `rules`: an invalid block must be refused by the rule its `expectException` names
 /// ([`names_the_rule`]; execution-specs' suites), not only refused (ethereum/tests, whose
 /// exception names are older).
 fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) -> Outcome {
-    if std::env::var("LOUPE_CONSENSUS_ONLY").is_ok_and(|only| !name.contains(&only)) {
-        return Outcome::Skip("not chosen by LOUPE_CONSENSUS_ONLY");
-    }
-    if EIP7610.iter().any(|p| name.contains(p)) {
-        return Outcome::Skip("EIP-7610 (withdrawn)");
-    }
-    let network = test["network"].as_str().unwrap_or_default();
-    let Some(mut config) = network_config(network) else {
-        return Outcome::Fail(format!("network {network} is not mapped"));
+    let Setup { genesis: json, genesis_hash } = match setup(name, test) {
+        Ok(s) => s,
+        Err(u) => return u.into(),
     };
-    if let Some(given) = test.get("config") {
-        with_fixture_config(&mut config, given);
-    }
-    let genesis_hash: B256 = test["genesisBlockHeader"]["hash"].as_str().unwrap().parse().unwrap();
-    if one_chain(test, genesis_hash).is_err() {
-        return Outcome::Skip("side chains");
-    }
-    if config.get("mergeNetsplitBlock").is_none()
-        && let Some(ttd) = config.get("terminalTotalDifficulty").and_then(Value::as_u64)
-        && ttd > 0
-    {
-        let block = merge_block(test, U256::from(ttd)).unwrap_or(u64::MAX / 2);
-        config["mergeNetsplitBlock"] = json!(block);
-    }
     let dir =
         tempfile::Builder::new().prefix("loupe-consensus-").tempdir_in(scratch_dir()).unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let json = genesis_json(test, config);
     let options = InitOptions { foreign_chain_id: true, ..Default::default() };
     let spec = match init_with(&db, GenesisSource::Json(&json), options) {
         Ok((spec, _)) => spec,
@@ -682,7 +353,7 @@ fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) 
                 refusals.push((why.to_string(), format!("{e}; without EIP-8282: {reason}")));
             }
             (Err(e), Some(why)) => {
-                if OTHER_RULE.iter().any(|(n, _)| name.contains(n)) {
+                if by_another_rule(name) {
                     refusals.push((why.to_string(), format!("{e} (listed: another rule)")));
                     continue;
                 }
@@ -699,7 +370,7 @@ fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) 
             (Err(e), None) if eip8282(&e) => {
                 let block = decoded.as_ref().unwrap();
                 return match without_eip8282(&db, &spec, block, b) {
-                    Ok(d) => Outcome::Differs(d),
+                    Ok(d) => d.into(),
                     Err(e) => Outcome::Fail(format!("block {i}: second path: {e}")),
                 };
             }
@@ -776,141 +447,18 @@ fn check_post_state(
 // ---------------------------------------------------------------------------------------------
 // Suites
 
-#[derive(Default)]
-struct Tally {
-    pass: usize,
-    /// The slowest tests: (seconds, name).
-    slowest: Vec<(f64, String)>,
-    skipped: BTreeMap<&'static str, Vec<String>>,
-    failed: Vec<(String, String)>,
-    /// Every invalid block refused: (test, the suite's `expectException`, loupe's reason).
-    refused: Vec<(String, String, String)>,
-    /// Amsterdam tests whose versions of the fork differ, by the difference.
-    differ: BTreeMap<&'static str, Vec<(String, String)>>,
-}
-
-/// Runs every test of `files` on all cores but those whose names contain one of `left_out`
-/// (`rules` as for [`run_test`]);
-/// prints the counts and lists skips and failures.
-fn run_files(suite: &str, files: &[PathBuf], left_out: &[&str], rules: bool) -> Tally {
-    let tests: Vec<(String, PathBuf)> = files
-        .iter()
-        .flat_map(|f| {
-            let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
-            v.as_object().unwrap().keys().map(|k| (k.clone(), f.clone())).collect::<Vec<_>>()
-        })
-        .collect();
-    let next = AtomicUsize::new(0);
-    let tally = Mutex::new(Tally::default());
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let started = std::time::Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut cached: Option<(PathBuf, Value)> = None;
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((name, file)) = tests.get(i) else { break };
-                    if cached.as_ref().is_none_or(|(f, _)| f != file) {
-                        let v = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-                        cached = Some((file.clone(), v));
-                    }
-                    let test = &cached.as_ref().unwrap().1[name];
-                    if left_out.iter().any(|p| name.contains(p)) {
-                        let mut t = tally.lock().unwrap();
-                        t.skipped
-                            .entry("slow in a debug build: run by the full suite")
-                            .or_default()
-                            .push(name.clone());
-                        continue;
-                    }
-                    let began = std::time::Instant::now();
-                    let mut refusals = Vec::new();
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run_test(name, test, rules, &mut refusals)
-                    }))
-                    .unwrap_or_else(|p| {
-                        let msg = p
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        Outcome::Fail(format!("panicked: {msg}"))
-                    });
-                    let mut t = tally.lock().unwrap();
-                    t.refused.extend(refusals.into_iter().map(|(e, r)| (name.clone(), e, r)));
-                    t.slowest.push((began.elapsed().as_secs_f64(), name.clone()));
-                    t.slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
-                    t.slowest.truncate(40);
-                    match outcome {
-                        Outcome::Pass => t.pass += 1,
-                        Outcome::Skip(why) => t.skipped.entry(why).or_default().push(name.clone()),
-                        Outcome::Differs(d) => t
-                            .differ
-                            .entry(d.listed_under())
-                            .or_default()
-                            .push((name.clone(), d.reason())),
-                        Outcome::Fail(e) => {
-                            t.failed.push((format!("{} :: {name}", file.display()), e))
-                        }
-                    }
-                }
-            });
-        }
-    });
-    let t = tally.into_inner().unwrap();
-    let skipped: usize = t.skipped.values().map(Vec::len).sum();
-    let differ: usize = t.differ.values().map(Vec::len).sum();
-    println!(
-        "{suite}: {} tests: {} passed, {} failed, {skipped} skipped, {differ} listed under a \
-         difference of the fork's versions, in {:.1}s",
-        tests.len(),
-        t.pass,
-        t.failed.len(),
-        started.elapsed().as_secs_f64()
-    );
-    for (why, names) in &t.differ {
-        println!("  listed ({why}): {}", names.len());
-        for (n, reason) in names {
-            println!("    {n}: {reason}");
-        }
-    }
-    for (secs, name) in &t.slowest {
-        println!("  slow: {secs:.2}s {name}");
-    }
-    for (why, names) in &t.skipped {
-        println!("  skipped ({why}): {}", names.len());
-        for n in names {
-            println!("    {n}");
-        }
-    }
-    if !t.refused.is_empty() {
-        println!(
-            "  invalid blocks refused: {} (the suite's exception, then loupe's reason)",
-            t.refused.len()
-        );
-        for (name, expected, reason) in &t.refused {
-            println!("    {name}\n      expected {expected}\n      loupe:   {reason}");
-        }
-    }
-    for (name, e) in &t.failed {
-        println!("  FAILED {name}: {e}");
-    }
-    t
-}
-
-fn suite_files(archive: &str, sub: &str) -> Option<Vec<PathBuf>> {
-    let dir = unpacked(archive)?.join(sub);
-    let mut files = Vec::new();
-    json_files(&dir, &mut files);
-    assert!(!files.is_empty(), "no tests under {}", dir.display());
-    Some(files)
+/// Runs every test of `files` in process on all cores but those whose names contain one of
+/// `left_out` (`rules` as for [`run_test`]); prints the counts and lists skips and failures.
+fn run_files(suite: &str, files: &[std::path::PathBuf], left_out: &[&str], rules: bool) -> Tally {
+    run_tests(suite, &tests_in(files), left_out, |name, test, refusals| {
+        run_test(name, test, rules, refusals)
+    })
 }
 
 /// `BlockchainTests/{ValidBlocks,InvalidBlocks,TransitionTests}`: every test.
 #[test]
 fn blockchain_tests_blocks() {
-    let Some(files) = suite_files("blockchain-tests-blocks.tar.zst", "BlockchainTests") else {
+    let Some(files) = suite_files(BLOCKS_ARCHIVE, "BlockchainTests") else {
         return;
     };
     let t = run_files("blockchain-tests-blocks", &files, &[], false);
@@ -926,8 +474,7 @@ const SLOW_IN_DEBUG: [&str; 4] =
 /// `BlockchainTests/GeneralStateTests`: every test but [`SLOW_IN_DEBUG`]'s.
 #[test]
 fn blockchain_tests_general_state_but_the_slowest() {
-    let Some(files) =
-        suite_files("blockchain-tests-general-state.tar.zst", "BlockchainTests/GeneralStateTests")
+    let Some(files) = suite_files(GENERAL_STATE_ARCHIVE, "BlockchainTests/GeneralStateTests")
     else {
         return;
     };
@@ -945,8 +492,7 @@ fn blockchain_tests_general_state_but_the_slowest() {
 #[ignore = "the whole general-state suite: about 14k tests"]
 fn blockchain_tests_general_state() {
     // Not in CI: the whole suite, the slowest tests included (about 6 minutes on 2 cores).
-    let Some(files) =
-        suite_files("blockchain-tests-general-state.tar.zst", "BlockchainTests/GeneralStateTests")
+    let Some(files) = suite_files(GENERAL_STATE_ARCHIVE, "BlockchainTests/GeneralStateTests")
     else {
         return;
     };
@@ -983,7 +529,7 @@ fn eest_amsterdam() {
 /// `DifficultyTests`: the difficulty of every vector, from its parent, by `chain::difficulty`.
 #[test]
 fn difficulty_tests() {
-    let Some(files) = suite_files("difficulty-transaction-tests.tar.zst", "DifficultyTests") else {
+    let Some(files) = suite_files(DIFFICULTY_ARCHIVE, "DifficultyTests") else {
         return;
     };
     let (mut pass, mut failed) = (0usize, Vec::new());
