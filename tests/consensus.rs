@@ -35,7 +35,7 @@ use consensus_suite::fixtures::{
     BLOCKS_ARCHIVE, DIFFICULTY_ARCHIVE, EEST_ARCHIVE, GENERAL_STATE_ARCHIVE, suite_files, tests_in,
 };
 use consensus_suite::genesis::{Setup, decode_block, hex_u64, network_config, setup};
-use consensus_suite::rules::{Refusal, by_another_rule, names_the_rule};
+use consensus_suite::rules::{Refusal, names_the_rule};
 use consensus_suite::runner::{Outcome, Tally, run_tests, scratch_dir};
 
 // ---------------------------------------------------------------------------------------------
@@ -353,10 +353,6 @@ fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) 
                 refusals.push((why.to_string(), format!("{e}; without EIP-8282: {reason}")));
             }
             (Err(e), Some(why)) => {
-                if by_another_rule(name) {
-                    refusals.push((why.to_string(), format!("{e} (listed: another rule)")));
-                    continue;
-                }
                 if rules && !names_the_rule(why, &e) {
                     return Outcome::Fail(format!(
                         "block {i} was refused for another rule than {why}: {e}"

@@ -30,7 +30,7 @@ mod consensus_suite;
 
 use consensus_suite::fixtures::{BLOCKS_ARCHIVE, EEST_ARCHIVE, every_nth, suite_files, tests_in};
 use consensus_suite::genesis::{Setup, setup};
-use consensus_suite::rules::{Refusal, by_another_rule, names_the_rule};
+use consensus_suite::rules::{Refusal, names_the_rule};
 use consensus_suite::runner::{Outcome, run_tests, scratch_dir};
 
 /// A folder of blockchain tests.
@@ -256,10 +256,6 @@ fn run_cli_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusa
                 ));
             }
             Err(e) => return Outcome::Fail(e),
-        }
-        if by_another_rule(name) {
-            refusals.push((why.to_string(), format!("{reason} (listed: another rule)")));
-            continue;
         }
         if rules && !names_the_rule(why, &reason) {
             return Outcome::Fail(format!(

@@ -76,7 +76,10 @@ where
         .build();
     apply_dao_fork(spec, header.number, &mut state)?;
     let env = block_env(spec, header);
-    let evm = EthEvmFactory::default().create_evm(&mut state, env);
+    // System calls get execution-specs' gas (`system_gas`).
+    let evm = super::system_gas::SystemGasEvm(
+        EthEvmFactory::default().create_evm(&mut state, env).into_inner(),
+    );
     let ctx = EthBlockExecutionCtx {
         parent_hash: header.parent_hash,
         parent_beacon_block_root: header.parent_beacon_block_root,

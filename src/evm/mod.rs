@@ -7,6 +7,7 @@ mod env;
 mod error;
 mod execute;
 mod replay;
+mod system_gas;
 mod transfers;
 
 pub use call::{

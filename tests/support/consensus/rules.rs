@@ -4,18 +4,6 @@
 /// One invalid block's refusal: the suite's `expectException` and loupe's reason.
 pub type Refusal = (String, String);
 
-/// Invalid blocks loupe refuses by another rule than the suite names, each with why: counted
-/// and printed with the refusals.
-pub const OTHER_RULE: [(&str, &str); 1] = [(
-    "test_system_contract_errors[fork_Osaka-blockchain_test-system_contract_out_of_gas",
-    "the suite's EIP-7002/7251 contract needs 30,000,001 gas (1,357 SSTOREs to fresh slots at \
-     22,106 each with their pushes, then 2,159 JUMPDESTs) and runs out of execution-specs' \
-     30,000,000 system-call gas, so the block is invalid; revm 43 gives every system call \
-     31,566,720 (its SYSTEM_CALL_GAS_LIMIT: 30,000,000 and EIP-8037's state-gas reservoir for \
-     16 SSTOREs, all of it regular gas before Amsterdam), the call completes, and the block is \
-     refused by its state root",
-)];
-
 /// What loupe's reason for refusing a block says, for each `expectException` of the suites
 /// (several alternatives joined by `|` in the suite): one of these words.
 pub fn reason_words(expect: &str) -> &'static [&'static str] {
@@ -49,9 +37,4 @@ pub fn reason_words(expect: &str) -> &'static [&'static str] {
 /// Whether loupe's `reason` names the rule of one of the suite's alternatives in `expect`.
 pub fn names_the_rule(expect: &str, reason: &str) -> bool {
     expect.split('|').any(|e| reason_words(e).iter().any(|w| reason.contains(w)))
-}
-
-/// Whether test `name` is one of [`OTHER_RULE`]'s.
-pub fn by_another_rule(name: &str) -> bool {
-    OTHER_RULE.iter().any(|(n, _)| name.contains(n))
 }
