@@ -17,6 +17,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/served.rs"]
+mod served;
+use served::served_url;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -105,17 +109,6 @@ fn head_number(datadir: &Path) -> Result<Option<u64>, String> {
     let stats: Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("loupe db stats --json: {e}: {}", text(&out)))?;
     Ok(stats["head"].as_u64())
-}
-
-/// `http://127.0.0.1:PORT` from the log line announcing the JSON-RPC server.
-fn served_url(line: &str) -> Option<String> {
-    const HOST: &str = "http://127.0.0.1:";
-    if !line.contains("serving JSON-RPC") {
-        return None;
-    }
-    let rest = &line[line.find(HOST)? + HOST.len()..];
-    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some(format!("{HOST}{port}"))
 }
 
 /// The head block's number and hash, from `loupe node` on a free port:

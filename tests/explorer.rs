@@ -8,6 +8,10 @@
 //! `$LOUPE_ARTIFACTS`, by default `target/explorer-artifacts/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/served.rs"]
+mod served;
+use served::served_url;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -104,17 +108,6 @@ fn start(args: &[&str]) -> Served {
         }
     };
     Served { child, base, lines }
-}
-
-/// `http://127.0.0.1:PORT` from the line announcing the JSON-RPC server.
-fn served_url(line: &str) -> Option<String> {
-    const HOST: &str = "http://127.0.0.1:";
-    if !line.contains("serving JSON-RPC") {
-        return None;
-    }
-    let rest = &line[line.find(HOST)? + HOST.len()..];
-    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some(format!("{HOST}{port}"))
 }
 
 /// `loupe dev` on a new datadir, with `extra` flags.
