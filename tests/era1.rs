@@ -23,6 +23,8 @@ const ROOT: B256 = b256!("0x5ec1ffb8c3b146f42606c74ced973dc16ec5a107c0345858c343
 const MAINNET_GENESIS: B256 =
     b256!("0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3");
 const LAST: u64 = 8191;
+/// The fixture folder's second file, mainnet's blocks 8,192–16,383 (issue 61's fixtures).
+const NEXT: &str = "mainnet-00001-a5364e9a.era1";
 
 fn loupe(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loupe")).args(args).output().expect("run loupe")
@@ -76,7 +78,7 @@ fn accumulator(bytes: &[u8]) -> B256 {
 }
 
 /// One test, so that a test runner with a process per test (nextest) imports the 8,191 blocks
-/// only twice: the fixture, and the file exported from it.
+/// only twice (the fixture, and the file exported from it), then the next epoch's once.
 #[test]
 fn the_fixture_imports_verifies_reimports_as_a_no_op_and_exports_to_its_own_root() {
     let Some(fx) = fixtures() else { return };
@@ -90,8 +92,8 @@ fn the_fixture_imports_verifies_reimports_as_a_no_op_and_exports_to_its_own_root
     let out = loupe(&["verify", "--datadir", path(&data)]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("verified head #8191"), "{}", text(&out));
-    // Again, through the folder: every block is already stored.
-    let (out, again) = import(&data, &[&fx]);
+    // Again: every block is already stored.
+    let (out, again) = import(&data, &[&fx.join(FIXTURE)]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout)
@@ -102,6 +104,17 @@ fn the_fixture_imports_verifies_reimports_as_a_no_op_and_exports_to_its_own_root
     eprintln!("imported the fixture again (a no-op) in {again:.2?}");
     assert_eq!(head(&data), LAST);
     exported_again(&fx, &data);
+    // Through the folder, which also holds the next epoch's file (blocks 8,192–16,383): the
+    // stored epoch is skipped and the next one imported, every block executed and its roots
+    // checked against its header.
+    assert!(fx.join(NEXT).is_file(), "{NEXT} missing from {}", fx.display());
+    let (out, took) = import(&data, &[&fx]);
+    assert!(out.status.success(), "{}", text(&out));
+    eprintln!("imported the next epoch through the folder in {took:.2?}");
+    assert_eq!(head(&data), 2 * LAST + 1);
+    let out = loupe(&["verify", "--datadir", path(&data)]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("verified head #16383"), "{}", text(&out));
 }
 
 /// A copy of the fixture with block `number`'s header changed (one byte of its mix hash) and
