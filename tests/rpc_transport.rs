@@ -683,3 +683,45 @@ fn block_and_range_reads_run_on_the_read_pool_not_the_server_threads() {
         assert!(node.call(method, params.clone()).is_ok(), "{method} after the release");
     }
 }
+
+/// `HEAD` is answered wherever `GET` is (a load balancer may check `/health` with it): the
+/// status and headers of the `GET` answer, no body; and a method neither takes is still 405.
+#[test]
+fn head_is_answered_where_get_is() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let http = reqwest::blocking::Client::new();
+    let url = format!("{}health", node.url);
+    let get = http.get(&url).send().unwrap();
+    let head = http.head(&url).send().unwrap();
+    assert_eq!(head.status(), get.status());
+    assert_eq!(head.status().as_u16(), 200);
+    assert_eq!(head.headers().get("content-type"), get.headers().get("content-type"));
+    assert!(head.bytes().unwrap().is_empty());
+    assert!(!get.bytes().unwrap().is_empty());
+    let put = http.put(&url).send().unwrap();
+    assert_ne!(put.status().as_u16(), 200);
+}
+
+/// `eth_feeHistory` takes at most 100 reward percentiles, strictly increasing (geth's rules):
+/// beyond, or a repeat, is -32602 naming what is wrong, and the node goes on answering.
+#[test]
+fn fee_history_percentiles_are_bounded_and_strictly_increasing() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let fee = |ps: Value| node.call("eth_feeHistory", json!(["0x2", "latest", ps]));
+    let hundred: Vec<f64> = (0..100).map(f64::from).collect();
+    let ok = fee(json!(hundred)).unwrap();
+    assert_eq!(ok["reward"][0].as_array().unwrap().len(), 100);
+    let many: Vec<f64> = (0..101).map(|i| f64::from(i) * 0.5).collect();
+    let err = fee(json!(many)).unwrap_err();
+    assert_eq!(err["code"], json!(-32602), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("limit of 100"), "{err}");
+    let err = fee(json!([10, 10])).unwrap_err();
+    assert_eq!(err["code"], json!(-32602), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("strictly increasing"), "{err}");
+    let err = fee(json!([50, 101])).unwrap_err();
+    assert!(err["message"].as_str().unwrap().contains("from 0 to 100"), "{err}");
+    // A negative number is named as one, not as a missing prefix.
+    let err = node.call("eth_getBlockByNumber", json!(["-0x1", false])).unwrap_err();
+    assert!(err["message"].as_str().unwrap().contains("is negative"), "{err}");
+    assert!(node.call("eth_blockNumber", json!([])).is_ok());
+}

@@ -156,16 +156,7 @@ impl RpcContext {
         let newest = a.block_req(1, "newestBlock")?;
         let percentiles: Option<Vec<f64>> = a.opt(2, "rewardPercentiles")?;
         if let Some(ps) = &percentiles {
-            let mut prev = 0.0;
-            for (i, p) in ps.iter().enumerate() {
-                if !(0.0..=100.0).contains(p) || *p < prev {
-                    return Err(invalid(format!(
-                        "invalid reward percentile {p} at index {i}: want values from 0 to 100, \
-                         in ascending order"
-                    )));
-                }
-                prev = *p;
-            }
+            check_percentiles(ps)?;
         }
         let r = self.db.begin_read()?;
         let newest = self.resolve_required(&r, newest)?;
@@ -218,6 +209,38 @@ fn ratio(used: u64, limit: u64) -> f64 {
 /// Memory for [`TipsCache`]: about 520,000 transactions, 1,024 blocks of 500 (the most one
 /// `eth_feeHistory` covers).
 const TIPS_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Most reward percentiles one `eth_feeHistory` takes (geth's limit): each costs a pass over
+/// every block's tips, so the list bounds the request's work and memory.
+pub(crate) const MAX_REWARD_PERCENTILES: usize = 100;
+
+/// `rewardPercentiles`: at most [`MAX_REWARD_PERCENTILES`], each from 0 to 100, strictly
+/// increasing (as geth requires); the refusal names what is wrong.
+fn check_percentiles(ps: &[f64]) -> RpcResult<()> {
+    if ps.len() > MAX_REWARD_PERCENTILES {
+        return Err(invalid(format!(
+            "{} reward percentiles, more than the limit of {MAX_REWARD_PERCENTILES}",
+            ps.len()
+        )));
+    }
+    for (i, p) in ps.iter().enumerate() {
+        if !(0.0..=100.0).contains(p) {
+            return Err(invalid(format!(
+                "invalid reward percentile {p} at index {i}: want values from 0 to 100"
+            )));
+        }
+        if let Some(prev) = i.checked_sub(1).map(|j| ps[j])
+            && *p <= prev
+        {
+            return Err(invalid(format!(
+                "invalid reward percentile {p} at index {i}: not above {prev} at index {}, \
+                 want strictly increasing values",
+                i - 1
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Each block's transactions as (effective tip, gas used), sorted by tip: what the rewards of
 /// `eth_feeHistory` are read from. Wallets ask for the rewards of the newest blocks on every

@@ -74,7 +74,10 @@ impl App {
         B::Error: Into<BoxError>,
     {
         let path = req.uri().path();
-        if path == "/health" && req.method() == Method::GET {
+        // HEAD wherever GET is served (a load balancer may check with it): answered as GET,
+        // and hyper sends the headers alone.
+        let get = req.method() == Method::GET || req.method() == Method::HEAD;
+        if path == "/health" && get {
             return health(&self.ctx.db, &self.sync);
         }
         if req.headers().contains_key(HEALTH_GATE) {
@@ -84,7 +87,8 @@ impl App {
             }
         }
         if let Some(pages) = self.pages.as_ref().filter(|p| p.claims(path)) {
-            let (method, uri) = (req.method().clone(), req.uri().clone());
+            let method = if get { Method::GET } else { req.method().clone() };
+            let uri = req.uri().clone();
             drop(req);
             let rpc =
                 RpcCaller::new(self.ctx.clone(), self.methods.clone(), self.limits.max_response);

@@ -171,6 +171,9 @@ pub(crate) fn quantity(v: &Value) -> Result<u64, String> {
         return Err(format!("expected a hex string, got {v}"));
     };
     let Some(digits) = s.strip_prefix("0x") else {
+        if s.starts_with('-') {
+            return Err(format!("{s:?} is negative: a quantity is a 0x-prefixed unsigned number"));
+        }
         return Err(format!("hex string without 0x prefix: {s:?}"));
     };
     if digits.is_empty() {
