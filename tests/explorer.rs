@@ -386,7 +386,7 @@ async fn pages_in_a_browser_show_what_the_methods_answer() {
         field.send_keys(value).await.unwrap();
     }
     c.find(Locator::Css("form.call button[type=submit]")).await.unwrap().click().await.unwrap();
-    c.wait().for_element(Locator::Css("section.result")).await.unwrap();
+    after_navigation(c, "section.result").await;
     let url = c.current_url().await.unwrap();
     let query = url.query().unwrap_or("");
     assert!(query.contains(&format!("to={COUNTER}")) && query.contains("block=13"), "{url}");
@@ -421,7 +421,7 @@ async fn pages_in_a_browser_show_what_the_methods_answer() {
         field.send_keys(value).await.unwrap();
     }
     c.find(Locator::Css("form.call button[type=submit]")).await.unwrap().click().await.unwrap();
-    c.wait().for_element(Locator::Css("section.result")).await.unwrap();
+    after_navigation(c, "section.result").await;
     match c.get_alert_text().await {
         Err(e) if e.is_no_such_alert() => {}
         other => panic!("a dialog is open: {other:?}"),
@@ -465,7 +465,7 @@ async fn pages_in_a_browser_show_what_the_methods_answer() {
     let search = c.find(Locator::Css("form.search input[name=q]")).await.unwrap();
     search.send_keys(&hash6).await.unwrap();
     c.find(Locator::Css("form.search button")).await.unwrap().click().await.unwrap();
-    c.wait().for_element(Locator::Css("details.frame")).await.unwrap();
+    after_navigation(c, "details.frame").await;
     assert!(c.current_url().await.unwrap().path().ends_with(&hash6));
 
     browser.client.clone().close().await.unwrap();
@@ -524,11 +524,15 @@ async fn status_codes_headers_and_search() {
     }
     let (got, headers, _) = get(&base, "/explorer").await;
     assert_eq!((got, headers["location"].to_str().unwrap()), (303, "/explorer/"));
-    // GET only.
-    for method in [reqwest::Method::HEAD, reqwest::Method::POST, reqwest::Method::PUT] {
+    // HEAD as GET (status and headers, no body); any other method 405.
+    let head = http.head(format!("{base}/explorer/")).send().await.unwrap();
+    assert_eq!(head.status().as_u16(), 200);
+    assert!(head.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(head.bytes().await.unwrap().is_empty());
+    for method in [reqwest::Method::POST, reqwest::Method::PUT] {
         let r = http.request(method.clone(), format!("{base}/explorer/")).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 405, "{method}");
-        assert_eq!(r.headers()["allow"], "GET", "{method}");
+        assert_eq!(r.headers()["allow"], "GET, HEAD", "{method}");
     }
     // The stylesheet and the script: embedded, cached for a year under their hash.
     let (_, _, home) = get(&base, "/explorer/").await;
@@ -590,5 +594,24 @@ fn the_explorer_is_served_only_when_asked() {
         // The banner ends with the curl examples.
         assert!(node.printed("curl -s -X POST"));
         assert!(!node.lines.lock().unwrap().iter().any(|l| l.contains("Explorer:")));
+    }
+}
+
+/// Waits for `css` on the page a click is navigating to. The browser may abort a lookup made
+/// while the old page is being left ("aborted by navigation"): that lookup is made again, as a
+/// missing element is, until the wait's own timeout.
+async fn after_navigation(c: &Client, css: &str) {
+    let started = Instant::now();
+    loop {
+        match c.wait().for_element(Locator::Css(css)).await {
+            Ok(_) => return,
+            Err(e)
+                if e.to_string().contains("aborted by navigation")
+                    && started.elapsed() < Duration::from_secs(30) =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("waiting for {css}: {e}"),
+        }
     }
 }

@@ -14,7 +14,7 @@
 //!   names, cached for a year.
 //! - **Errors**: a malformed hash, address or number is a 400 page, something not in the chain
 //!   a 404 page, a method's refusal (-32005, a deadline) a 503 page, each saying what is wrong;
-//!   a method other than GET gets 405.
+//!   a method other than GET (or HEAD, answered as GET without its body) gets 405.
 
 mod address;
 mod block;
@@ -153,7 +153,7 @@ async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri) -> Response<Bytes> {
             body.text(&e.to_string()).raw("</p><p><a href=\"/explorer/\">Start page</a></p>");
             let mut response = html_response(status, layout(&rpc, e.title(), body).await);
             if status == StatusCode::METHOD_NOT_ALLOWED {
-                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             }
             response
         }
