@@ -68,7 +68,7 @@ where
     let pre_byzantium = !spec.is_byzantium_active_at_block(header.number);
     let amsterdam = spec.is_amsterdam_active_at_timestamp(header.timestamp);
     // From Amsterdam on the state records what each step reads and writes, at the step's
-    // index (EIP-7928); alloy-evm sets the index of each transaction, the rest is set here.
+    // index (EIP-7928), which is set below before each transaction and before `finish`.
     let mut state = State::builder()
         .with_database_ref(parent_state)
         .with_bundle_update()
