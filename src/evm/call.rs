@@ -1,8 +1,10 @@
 //! Simulated calls (`eth_call`, `trace_call`): the call environment of block N and its rules.
 //!
-//! The environment is block N's own header on the state after block N. Switched off, as for
-//! every node's `eth_call`: nonce check, EIP-3607, fee-cap-vs-base-fee, block gas limit and the
-//! EIP-7825 per-transaction cap. Kept: intrinsic gas, and the balance check for priced calls.
+//! The environment is block N's own header on the state after block N. Switched off
+//! (behaviour.md §3.2): nonce check, EIP-3607, fee-cap-vs-base-fee (a cap below the base fee is
+//! charged the cap; geth and reth refuse it unless every fee field is zero), block gas limit and
+//! the EIP-7825 per-transaction cap. Kept: intrinsic gas, and the balance check for priced
+//! calls.
 
 use std::time::{Duration, Instant};
 
@@ -165,8 +167,21 @@ where
     {
         blob.blob_gasprice = 0;
     }
-    let mut tx_env: TxEnv =
-        tx.try_into_tx_env(&env).map_err(|e| CallError::InvalidRequest(e.to_string()))?;
+    // A fee cap below the base fee is not refused: behaviour.md §3.2 switches that check off
+    // (revm's `disable_base_fee` above). alloy-evm refuses it while pricing the request, so the
+    // request is priced against a base fee lowered to the cap: the effective price is then
+    // min(cap, base fee + tip) = the cap, the price geth's formula gives a call. revm charges
+    // it and pays the coinbase the part above the block's real base fee: nothing.
+    let base_fee = env.block_env.basefee;
+    if tx.gas_price.is_none()
+        && let Some(cap) = tx.max_fee_per_gas
+        && cap < u128::from(base_fee)
+    {
+        env.block_env.basefee = u64::try_from(cap).unwrap_or(base_fee);
+    }
+    let tx_env = tx.try_into_tx_env(&env);
+    env.block_env.basefee = base_fee;
+    let mut tx_env: TxEnv = tx_env.map_err(|e| CallError::InvalidRequest(e.to_string()))?;
     if tx_env.gas_price == 0 {
         env.block_env.basefee = 0;
     } else if !gas_given {
