@@ -24,6 +24,7 @@ use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::evm::{CallRequest, PreparedCall};
 use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::overrides::{OverridesOf, check_block_overrides};
 use crate::rpc::server::inline::{Traced, small_debug_trace};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -161,6 +162,11 @@ impl RpcContext {
         let block = a.block(1, "block")?;
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for tracing"));
+        }
+        if let Some(o) = a.get(2).and_then(|o| o.get("blockOverrides")) {
+            check_block_overrides(o, OverridesOf::Call).map_err(|e| {
+                invalid(format!("invalid argument 2 (options): blockOverrides: {e}"))
+            })?;
         }
         let call_opts: GethDebugTracingCallOptions = a.opt(2, "options")?.unwrap_or_default();
         if call_opts.tx_index.is_some() {

@@ -13,6 +13,7 @@ use revm::inspector::NoOpInspector;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::overrides::{OverridesOf, check_block_overrides};
 use crate::evm::{
     CallError, CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call,
 };
@@ -44,6 +45,10 @@ const CALL_FIELDS: &[&str] = &[
 
 /// Parses the call object at `i` and the overrides at `so` (state) and `bo` (block).
 pub(crate) fn call_request(a: &Args, i: usize, so: usize, bo: usize) -> RpcResult<CallRequest> {
+    if let Some(v) = a.get(bo) {
+        check_block_overrides(v, OverridesOf::Call)
+            .map_err(|e| invalid(format!("invalid argument {bo} (blockOverrides): {e}")))?;
+    }
     Ok(CallRequest {
         tx: call_object(a, i)?,
         state_overrides: a.opt(so, "stateOverrides")?,

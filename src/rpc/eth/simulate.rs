@@ -50,6 +50,7 @@ use revm::database::{State, WrapDatabaseRef};
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
 use crate::rpc::eth::call::{halt_message, revert_reason};
 use crate::rpc::eth::convert::{BlockTxs, rpc_block};
+use crate::rpc::eth::overrides::check_simulate_payload;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -222,6 +223,10 @@ impl RpcContext {
     /// `eth_simulateV1(payload, block?)`.
     pub(crate) async fn simulate_v1(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let a = Args::new(&p, 2)?;
+        if let Some(v) = a.get(0) {
+            check_simulate_payload(v)
+                .map_err(|e| invalid(format!("invalid argument 0 (payload): {e}")))?;
+        }
         let payload: SimulatePayload = a.req(0, "payload")?;
         let block = a.block(1, "block")?;
         let calls: usize = payload.block_state_calls.iter().map(|b| b.calls.len()).sum();
