@@ -23,7 +23,7 @@ use revm::primitives::hardfork::SpecId;
 use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
-use crate::evm::{CallRequest, PreparedCall, execute_call, prepare_call_on};
+use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call_on};
 use crate::rpc::eth::call::{call_object, call_request};
 use crate::rpc::server::inline::{Traced, small_trace, traced_whole};
 use crate::rpc::server::json::{Raw, to_value};
@@ -181,7 +181,12 @@ impl RpcContext {
             let mut call = prepare_call_on(&self.spec, &header.0, state, req, self.config.gas_cap)?;
             let mut tracer =
                 TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
-            let res = execute_call(&mut call, &mut tracer, left)?;
+            // Each call runs within what is left of the batch's deadline: when it fires, the
+            // deadline that passed is the batch's, not the part of it this call had left.
+            let res = execute_call(&mut call, &mut tracer, left).map_err(|e| match e {
+                CallError::Timeout(_) => RpcError::Timeout(timeout),
+                other => other.into(),
+            })?;
             out.push(parity_results(&call, tracer, &res, &types)?);
             call.state.commit(res.state);
             state = call.state;
