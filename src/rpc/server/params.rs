@@ -60,9 +60,9 @@ impl Args {
     pub(crate) fn opt<T: DeserializeOwned>(&self, i: usize, name: &str) -> RpcResult<Option<T>> {
         match self.get(i) {
             None => Ok(None),
-            Some(v) => T::deserialize(v)
-                .map(Some)
-                .map_err(|e| invalid(format!("invalid argument {i} ({name}): {e}"))),
+            Some(v) => T::deserialize(v).map(Some).map_err(|e| {
+                invalid(format!("invalid argument {i} ({name}): {}", serde_message(&e)))
+            }),
         }
     }
 
@@ -161,6 +161,20 @@ pub(crate) fn storage_key(s: &str) -> RpcResult<U256> {
         .map_err(|_| invalid(format!("invalid hex in storage key: \"{s}\"")))
 }
 
+/// serde's message for a value that did not parse, with a negative number named as one, as
+/// [`quantity`] names it: alloy's number types call `"-0x1"` an "invalid value: string
+/// \"-0x1\", expected a 32 byte hex string", which does not say what is wrong.
+pub(crate) fn serde_message(e: &impl std::fmt::Display) -> String {
+    let msg = e.to_string();
+    if let Some(rest) = msg.strip_prefix("invalid value: string \"-")
+        && let Some((digits, _)) = rest.split_once('"')
+        && !digits.is_empty()
+    {
+        return format!("\"-{digits}\" is negative: a quantity is a 0x-prefixed unsigned number");
+    }
+    msg
+}
+
 pub(crate) fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::InvalidParams(msg.into())
 }
@@ -248,6 +262,19 @@ mod tests {
         ] {
             assert!(quantity(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_negative_number_is_named_by_every_parser() {
+        for v in [json!("-0x1"), json!("-1")] {
+            let e = serde_json::from_value::<alloy_primitives::U256>(v.clone()).unwrap_err();
+            assert!(serde_message(&e).contains("is negative"), "{v}: {e}");
+            let e = serde_json::from_value::<alloy_primitives::U64>(v.clone()).unwrap_err();
+            assert!(serde_message(&e).contains("is negative"), "{v}: {e}");
+            assert!(quantity(&v).is_err_and(|e| e.contains("is negative")), "{v}");
+        }
+        let e = serde_json::from_value::<alloy_primitives::U256>(json!("0xzz")).unwrap_err();
+        assert!(!serde_message(&e).contains("negative"), "{e}");
     }
 
     #[test]
