@@ -140,13 +140,10 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
                     Value::Null => Vec::new(),
                     Value::Array(items) => items
                         .iter()
-                        .map(|t| serde_json::from_value(t.clone()))
-                        .collect::<Result<_, _>>()
-                        .map_err(|e| bad(format!("topics[{p}]: {e}")))?,
-                    t => vec![
-                        serde_json::from_value(t.clone())
-                            .map_err(|e| bad(format!("topics[{p}]: {e}")))?,
-                    ],
+                        .enumerate()
+                        .map(|(j, t)| topic(t).map_err(|e| bad(format!("topics[{p}][{j}]: {e}"))))
+                        .collect::<Result<_, _>>()?,
+                    t => vec![topic(t).map_err(|e| bad(format!("topics[{p}]: {e}")))?],
                 };
                 topics.push(parsed);
             }
@@ -158,6 +155,19 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
         topics.pop();
     }
     Ok(FilterQuery { scope, filter: LogFilter { addresses, topics } })
+}
+
+/// One topic of a filter's topic position: a 32-byte hash. The message says what a position
+/// takes, since a nested array (`[[[T]]]`) or a short hash is the usual mistake.
+fn topic(v: &Value) -> Result<B256, String> {
+    const TAKES: &str = "a topic position is null, a 32-byte hash or an array of 32-byte hashes";
+    match v {
+        Value::String(s) => s
+            .parse::<B256>()
+            .map_err(|_| format!("{s:?} is not a 32-byte hash (0x and 64 hex digits): {TAKES}")),
+        Value::Array(_) => Err(format!("an array inside an array: {TAKES}")),
+        other => Err(format!("expected a 32-byte hash, got {other}: {TAKES}")),
+    }
 }
 
 /// One installed filter.
