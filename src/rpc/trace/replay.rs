@@ -142,10 +142,17 @@ impl RpcContext {
         let to = raw.remove("toBlock");
         let filter: TraceFilter = serde_json::from_value(Value::Object(raw))
             .map_err(|e| invalid(format!("invalid argument 0 (filter): {e}")))?;
+        // `pending` is refused as by every trace method (behaviour.md §3.1): this node builds
+        // no pending block to trace.
         let bound = |v: Option<Value>, name: &str, default: BlockRef| match v {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => block_ref(&v, false)
-                .map_err(|e| invalid(format!("invalid argument 0 (filter.{name}): {e}"))),
+            Some(v) => match block_ref(&v, false) {
+                Ok(BlockRef::Pending) => Err(invalid(format!(
+                    "invalid argument 0 (filter.{name}): pending is not supported for tracing"
+                ))),
+                Ok(b) => Ok(b),
+                Err(e) => Err(invalid(format!("invalid argument 0 (filter.{name}): {e}"))),
+            },
         };
         let from = bound(from, "fromBlock", BlockRef::Earliest)?;
         let to = bound(to, "toBlock", BlockRef::Latest)?;
