@@ -152,6 +152,33 @@ fn get_logs_equals_the_receipts_for_every_address_and_topic() {
     assert_eq!(got.as_array().unwrap().iter().collect::<Vec<_>>(), want);
 }
 
+/// A topic position is null, a hash or an array of hashes: a nested array (`[[[T]]]`), a short
+/// hash or a number is -32602 naming the position (and the item within it) and saying what a
+/// position takes, in `eth_getLogs` and `eth_newFilter` alike; a valid filter still answers.
+#[test]
+fn a_malformed_topic_is_named_by_its_position() {
+    let Some(n) = node() else { return };
+    let t = format!("{:#x}", B256::repeat_byte(7));
+    let cases = [
+        (json!([[[t]]]), "topics[0][0]"),
+        (json!([null, [t, [t]]]), "topics[1][1]"),
+        (json!([null, null, "0x12"]), "topics[2]"),
+        (json!([5]), "topics[0]"),
+        (json!([[t, {}]]), "topics[0][1]"),
+    ];
+    for (topics, position) in cases {
+        for method in ["eth_getLogs", "eth_newFilter"] {
+            let e = n.call(method, json!([{"topics": topics}])).unwrap_err();
+            assert_eq!(e["code"], json!(-32602), "{method} {topics}: {e}");
+            let msg = e["message"].as_str().unwrap();
+            assert!(msg.contains(&format!("{position}:")), "{method} {topics}: {msg}");
+            assert!(msg.contains("null, a 32-byte hash or an array"), "{method} {topics}: {msg}");
+            assert!(!msg.contains("u8"), "{method} {topics}: {msg}");
+        }
+    }
+    assert_eq!(n.call("eth_getLogs", json!([{"topics": [null, [t]]}])).unwrap(), json!([]));
+}
+
 #[test]
 fn logs_limits_name_the_flag_and_the_node_keeps_serving() {
     let Some(n) = Node::start(|c| {

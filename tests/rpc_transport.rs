@@ -725,3 +725,44 @@ fn fee_history_percentiles_are_bounded_and_strictly_increasing() {
     assert!(err["message"].as_str().unwrap().contains("is negative"), "{err}");
     assert!(node.call("eth_blockNumber", json!([])).is_ok());
 }
+
+/// `"-0x1"` is named a negative number wherever a quantity or a block number is read: by
+/// loupe's own parser (block numbers, indexes, counts) and by the serde types of call objects,
+/// overrides and simulation payloads; the message names the argument.
+#[test]
+fn a_negative_quantity_is_named_negative_everywhere() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let to = "0x9000000000000000000000000000000000000001";
+    let hash = format!("0x{}", "11".repeat(32));
+    let cases = [
+        ("eth_getBlockByNumber", json!(["-0x1", false]), "block"),
+        ("eth_getBalance", json!([to, "-0x1"]), "block"),
+        ("eth_getBalance", json!([to, {"blockNumber": "-0x1"}]), "block"),
+        ("eth_getTransactionByBlockNumberAndIndex", json!(["0x1", "-0x1"]), "index"),
+        ("eth_getTransactionByBlockNumberAndIndex", json!(["-0x1", "0x0"]), "block"),
+        ("eth_feeHistory", json!(["-0x1", "latest", []]), "blockCount"),
+        ("eth_getLogs", json!([{"fromBlock": "-0x1"}]), "fromBlock"),
+        ("eth_newFilter", json!([{"toBlock": "-0x1"}]), "toBlock"),
+        ("trace_filter", json!([{"fromBlock": "-0x1"}]), "fromBlock"),
+        ("trace_block", json!(["-0x1"]), "block"),
+        ("trace_get", json!([hash, ["-0x1"]]), "indices"),
+        ("eth_call", json!([{"to": to, "gas": "-0x1"}, "latest"]), "transaction"),
+        ("eth_call", json!([{"to": to, "value": "-0x1"}, "latest"]), "transaction"),
+        ("eth_call", json!([{"to": to}, "latest", {to: {"balance": "-0x1"}}]), "stateOverrides"),
+        ("eth_call", json!([{"to": to}, "latest", null, {"number": "-0x1"}]), "blockOverrides"),
+        ("trace_call", json!([{"to": to, "maxFeePerGas": "-0x1"}, ["trace"]]), "transaction"),
+        (
+            "eth_simulateV1",
+            json!([{"blockStateCalls": [{"blockOverrides": {"time": "-0x1"}}]}, "latest"]),
+            "payload",
+        ),
+    ];
+    for (method, params, arg) in cases {
+        let err = node.call(method, params.clone()).unwrap_err();
+        assert_eq!(err["code"], json!(-32602), "{method} {params}: {err}");
+        let msg = err["message"].as_str().unwrap();
+        assert!(msg.contains("\"-0x1\" is negative"), "{method} {params}: {msg}");
+        assert!(msg.contains(arg), "{method} {params}: {msg} should name {arg}");
+        assert!(!msg.contains("without 0x prefix"), "{method} {params}: {msg}");
+    }
+}

@@ -724,3 +724,171 @@ fn gas_above_cap_is_lowered() {
     let res = trace(&node, json!([call, ["trace"], "latest", so]));
     assert_eq!(res["trace"][0]["action"]["gas"], format!("{:#x}", 1_000_000 - 21_000));
 }
+
+// ---------------------------------------------------------------------------------------------
+// behaviour.md §3.2: the fee-cap-vs-base-fee check is off
+// ---------------------------------------------------------------------------------------------
+
+fn quantity(v: &Value) -> U256 {
+    U256::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// The balance change of `x` in a stateDiff (zero when `x` is absent or unchanged).
+fn balance_change(diff: &Value, x: Address) -> (U256, U256) {
+    let b = &diff[a(x)]["balance"];
+    if let Some(c) = b.get("*") {
+        (quantity(&c["from"]), quantity(&c["to"]))
+    } else if let Some(born) = b.get("+") {
+        (U256::ZERO, quantity(born))
+    } else {
+        (U256::ZERO, U256::ZERO)
+    }
+}
+
+/// A fee cap below the block's base fee (read from the header) is accepted by every call
+/// method and charged like a mined transaction at the effective price min(cap, base fee + tip)
+/// = the cap; the coinbase is paid only the part of the price above the base fee, so nothing.
+/// A plain transfer uses exactly 21,000 gas, so the sender pays 21,000 × price. A cap above the
+/// base fee still pays base fee + tip, the tip to the coinbase.
+#[test]
+fn fee_cap_below_base_fee_is_charged_the_cap() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let head = node.call("eth_getBlockByNumber", json!(["latest", false])).unwrap();
+    let base = quantity(&head["baseFeePerGas"]);
+    let coinbase: Address = serde_json::from_value(head["miner"].clone()).unwrap();
+    assert!(base > U256::from(10), "block 54 has a base fee: {base}");
+    let to = address!("9000000000000000000000000000000000000008");
+    assert_ne!(coinbase, FUNDED);
+    let cap = base / U256::from(2);
+    let tip = U256::from(3);
+    let hex = |v: U256| format!("{v:#x}");
+    // (fee fields, effective price).
+    let cases = [
+        (json!({"maxFeePerGas": hex(cap)}), cap),
+        (json!({"maxFeePerGas": hex(cap), "maxPriorityFeePerGas": hex(tip)}), cap),
+        (json!({"gasPrice": hex(cap)}), cap),
+        (
+            json!({"maxFeePerGas": hex(base * U256::from(2)), "maxPriorityFeePerGas": hex(tip)}),
+            base + tip,
+        ),
+    ];
+    for (fees, price) in cases {
+        let mut call = json!({"from": a(FUNDED), "to": a(to), "gas": "0x5208"});
+        call.as_object_mut().unwrap().extend(fees.as_object().unwrap().clone());
+        let res = trace(&node, json!([call, ["stateDiff"], "latest"]));
+        let diff = &res["stateDiff"];
+        let (from, after) = balance_change(diff, FUNDED);
+        assert_eq!(from - after, U256::from(21_000) * price, "{call}: {diff}");
+        let (cb_from, cb_to) = balance_change(diff, coinbase);
+        let paid = price.saturating_sub(base);
+        assert_eq!(cb_to - cb_from, U256::from(21_000) * paid, "{call}: {diff}");
+        // The other call methods take the same call.
+        assert_eq!(node.call("eth_call", json!([call, "latest"])).unwrap(), "0x", "{call}");
+        assert_eq!(node.call("eth_estimateGas", json!([call, "latest"])).unwrap(), "0x5208");
+        let list = node.call("eth_createAccessList", json!([call, "latest"])).unwrap();
+        assert_eq!(list["gasUsed"], "0x5208", "{call}: {list}");
+        let geth = node
+            .call("debug_traceCall", json!([call, "latest", {"tracer": "callTracer"}]))
+            .unwrap();
+        assert_eq!(geth["gasUsed"], "0x5208", "{call}: {geth}");
+        let many = node.call("trace_callMany", json!([[[call, ["stateDiff"]]], "latest"])).unwrap();
+        assert_eq!(many[0]["stateDiff"], *diff, "{call}");
+    }
+    // A tip above the cap is still refused.
+    let call = json!({"from": a(FUNDED), "to": a(to), "maxFeePerGas": "0x1", "maxPriorityFeePerGas": "0x2"});
+    let e = node.call("trace_call", json!([call, ["trace"]])).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("priority fee"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// behaviour.md §3.1: an override is applied or refused, never accepted and ignored
+// ---------------------------------------------------------------------------------------------
+
+/// NUMBER PUSH1 0 MSTORE PUSH1 0x20 PUSH1 0 RETURN → word(block number).
+const RET_NUMBER: &str = "0x4360005260206000f3";
+
+/// An unknown `blockOverrides` key is -32602 naming it in every call method, as is an unknown
+/// key of a state override entry; a known key (and its alias) is applied: the code returning
+/// NUMBER sees the overridden number.
+#[test]
+fn unknown_override_keys_are_refused_and_known_ones_applied() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    let x = address!("9000000000000000000000000000000000000009");
+    let call = json!({"from": a(FUNDED), "to": a(x), "gas": "0x186a0"});
+    let code = json!({a(x): {"code": RET_NUMBER}});
+    for key in ["number", "blockNumber"] {
+        let res = trace(&node, json!([call, ["trace"], "latest", code, {key: "0x99"}]));
+        assert_eq!(res["output"], word(0x99), "{key}");
+    }
+    let head = trace(&node, json!([call, ["trace"], "latest", code]));
+    assert_eq!(head["output"], word(54));
+
+    let typo = json!({"numbr": "0x99"});
+    let named = |e: Value, what: &str| {
+        assert_eq!(e["code"], -32602, "{what}: {e}");
+        assert!(e["message"].as_str().unwrap().contains("\"numbr\""), "{what}: {e}");
+    };
+    named(
+        node.call("trace_call", json!([call, ["trace"], "latest", code, typo])).unwrap_err(),
+        "trace_call",
+    );
+    for m in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
+        named(node.call(m, json!([call, "latest", code, typo])).unwrap_err(), m);
+    }
+    let opts = json!({"tracer": "callTracer", "stateOverrides": code, "blockOverrides": typo});
+    named(node.call("debug_traceCall", json!([call, "latest", opts])).unwrap_err(), "debug");
+    let sim = json!({"blockStateCalls": [{"calls": []}, {"blockOverrides": typo, "calls": []}]});
+    let e = node.call("eth_simulateV1", json!([sim, "latest"])).unwrap_err();
+    named(e.clone(), "eth_simulateV1");
+    assert!(e["message"].as_str().unwrap().contains("blockStateCalls[1]"), "{e}");
+    // A beacon root cannot reach a call (no system call runs): refused as geth refuses it.
+    let root = json!({"beaconRoot": format!("0x{}", "11".repeat(32))});
+    let e = node.call("eth_call", json!([call, "latest", code, root])).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("\"beaconRoot\" is not supported"), "{e}");
+    // State override entries: an unknown key is named too.
+    let e = node
+        .call("trace_call", json!([call, ["trace"], "latest", {a(x): {"balanc": "0x1"}}]))
+        .unwrap_err();
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("balanc"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines and tags of the other trace methods
+// ---------------------------------------------------------------------------------------------
+
+/// `trace_callMany` runs all its calls under one deadline: when it fires during a later call,
+/// the message names that deadline (the configured one), not what was left of it.
+#[test]
+fn call_many_timeout_names_the_batch_deadline() {
+    let Some(node) = Node::start(|cfg| {
+        cfg.call_timeout = Duration::from_millis(700);
+        cfg.gas_cap = u64::MAX / 2;
+    }) else {
+        return;
+    };
+    // The first call loops until its 3,000,000 gas run out, the second until the deadline.
+    let short = json!({"from": a(FUNDED), "data": LOOP, "gas": "0x2dc6c0"});
+    let endless = json!({"from": a(FUNDED), "data": LOOP});
+    expect_error(
+        &node,
+        "trace_callMany",
+        json!([[[short, ["trace"]], [endless, ["trace"]]], "latest"]),
+        -32000,
+        "execution timeout after 700ms",
+    );
+}
+
+/// `pending` is refused by `trace_filter` as by `trace_call` (behaviour.md §3.1): this node
+/// builds no pending block to trace.
+#[test]
+fn trace_filter_refuses_pending() {
+    let Some(node) = Node::start(|_| {}) else { return };
+    for key in ["fromBlock", "toBlock"] {
+        let e = node.call("trace_filter", json!([{key: "pending"}])).unwrap_err();
+        assert_eq!(e["code"], -32602, "{e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains(key) && msg.contains("pending is not supported for tracing"), "{e}");
+    }
+    assert!(node.call("trace_filter", json!([{"fromBlock": "latest"}])).is_ok());
+}
