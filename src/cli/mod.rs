@@ -485,45 +485,7 @@ impl DevCmd {
         use clap::FromArgMatches;
         let fork = self.fork;
         let dir = self.datadir.unwrap_or_else(|| default_dev_datadir(fork));
-        let db = match Database::open(&dir) {
-            // The dev chain is rebuilt the same from its built-in genesis, so a dev datadir
-            // written by an older loupe (another storage format) is replaced, not refused.
-            Err(crate::storage::StorageError::Schema { found, supported }) => {
-                println!(
-                    "the dev chain in {} has storage format {found}; rebuilding it in format \
-                     {supported}",
-                    dir.display()
-                );
-                let file = dir.join(crate::storage::DB_FILE);
-                std::fs::remove_file(&file)
-                    .wrap_err_with(|| format!("cannot remove {}", file.display()))?;
-                Database::open(&dir)?
-            }
-            other => other?,
-        };
-        let (spec, _) = match init_genesis(&db, &fork.genesis_json()) {
-            Err(e @ crate::import::ImportError::GenesisMismatch { .. }) => {
-                return Err(e).wrap_err_with(|| {
-                    format!(
-                        "{} holds another dev chain than the {fork} one: give its --fork, or \
-                         another --datadir",
-                        dir.display()
-                    )
-                });
-            }
-            other => other?,
-        };
-        let built = crate::dev::build_sample_history(&db, &spec)?;
-        if built > 0 {
-            let which = match fork {
-                crate::dev::DevFork::Osaka => "",
-                crate::dev::DevFork::Amsterdam => "Amsterdam ",
-            };
-            println!(
-                "built the {which}dev chain's sample history: {built} blocks in {}",
-                dir.display()
-            );
-        }
+        let (db, spec) = open_dev_chain(&dir, fork)?;
         let rpc = match self.rpc {
             Some(rpc) => rpc,
             None => RpcArgs::from_arg_matches(
@@ -537,6 +499,82 @@ impl DevCmd {
             Box::new(move |addr: std::net::SocketAddr| print_dev_banner(addr, explorer, fork));
         serve(std::sync::Arc::new(db), spec, config, Some(banner), None)
     }
+}
+
+/// Opens the dev chain of `fork` in `dir`, building it first when `dir` holds none, an
+/// incomplete one (an interrupted build of an older loupe) or one in another storage format:
+/// the dev chain is rebuilt the same from its built-in genesis. A build runs in a scratch
+/// datadir and is moved into place whole (`crate::dev::build_dev_datadir`), so a kill during it
+/// never leaves a partial history to serve.
+fn open_dev_chain(
+    dir: &std::path::Path,
+    fork: crate::dev::DevFork,
+) -> Result<(Database, crate::chain::ChainSpec)> {
+    let mismatch = |e: crate::import::ImportError| {
+        Err(e).wrap_err_with(|| {
+            format!(
+                "{} holds another dev chain than the {fork} one: give its --fork, or another \
+                 --datadir",
+                dir.display()
+            )
+        })
+    };
+    let build = if !dir.join(crate::storage::DB_FILE).exists() {
+        true
+    } else {
+        match Database::open(dir) {
+            Err(crate::storage::StorageError::Schema { found, supported }) => {
+                println!(
+                    "the dev chain in {} has storage format {found}; rebuilding it in format \
+                     {supported}",
+                    dir.display()
+                );
+                true
+            }
+            Err(e) => return Err(e.into()),
+            Ok(db) => {
+                let head = db.begin_read()?.head()?;
+                if head.is_some() {
+                    // Refused before anything is rebuilt: another fork's chain is kept.
+                    match init_genesis(&db, &fork.genesis_json()) {
+                        Err(e @ crate::import::ImportError::GenesisMismatch { .. }) => {
+                            return mismatch(e);
+                        }
+                        other => drop(other?),
+                    }
+                }
+                let complete = crate::dev::is_dev_chain_complete(&db)?;
+                if !complete && let Some(head) = head {
+                    println!(
+                        "the dev chain in {} is incomplete (its sample history ends at block \
+                         {head} of {}: an earlier build was interrupted); rebuilding it",
+                        dir.display(),
+                        crate::dev::HISTORY_BLOCKS
+                    );
+                }
+                !complete
+            }
+        }
+    };
+    if build {
+        let built = crate::dev::build_dev_datadir(dir, fork)?;
+        let which = match fork {
+            crate::dev::DevFork::Osaka => "",
+            crate::dev::DevFork::Amsterdam => "Amsterdam ",
+        };
+        println!(
+            "built the {which}dev chain's sample history: {built} blocks in {}",
+            dir.display()
+        );
+    } else {
+        crate::dev::remove_scratch(dir)?;
+    }
+    let db = Database::open(dir)?;
+    let (spec, _) = match init_genesis(&db, &fork.genesis_json()) {
+        Err(e @ crate::import::ImportError::GenesisMismatch { .. }) => return mismatch(e),
+        other => other?,
+    };
+    Ok((db, spec))
 }
 
 /// Sets the explorer's pages in `config` when `on` (`--http.explorer`); returns `on`.

@@ -3,6 +3,7 @@
 
 mod builder;
 pub mod contracts;
+mod datadir;
 mod error;
 pub mod generate;
 mod history;
@@ -12,6 +13,9 @@ use alloy_signer_local::PrivateKeySigner;
 use serde_json::json;
 
 pub use builder::{BLOCK_TIME, BlockBuilder};
+pub use datadir::{
+    SCRATCH, build_dev_datadir, is_complete as is_dev_chain_complete, remove_scratch,
+};
 pub use error::DevError;
 pub use history::{
     COUNTER, COUNTER_INIT, COUNTER_RUNTIME, FAIL_SELECTOR, HISTORY_BLOCKS, PROBE_SELECTOR,
