@@ -7,6 +7,9 @@
 //!    replayed at its parent block. Every expectation below is derived from the contract
 //!    sources (`contracts/Sample.sol`, the hand-assembled Counter in `src/dev/history.rs`) and
 //!    the EVM rules, never copied from loupe's own output.
+//! 3. An interrupted first `loupe dev`: killed at several moments of its build (and a datadir
+//!    an older loupe left with part of the history), the datadir never holds a partial chain,
+//!    and the next start serves the chain a clean build serves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -914,4 +917,149 @@ fn replays_after_the_block_see_its_effects() {
     assert_eq!(r.res["output"], word(U256::from(2)));
     assert_eq!(r.diff(a2)["code"], "=");
     assert_eq!(r.diff(a2)["nonce"], "=");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. An interrupted first build
+// ---------------------------------------------------------------------------------------------
+
+/// Starts `loupe dev` on `dir` on a free port, waits for its banner; returns the process and
+/// its URL.
+fn start_dev(dir: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["dev", "--datadir"])
+        .arg(dir)
+        .args(["--http.port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        if let Some((_, url)) = line.split_once("serving JSON-RPC at ") {
+            return (child, url.trim().to_string());
+        }
+    }
+    let status = child.wait().unwrap();
+    panic!("loupe dev on {} ended ({status}) without serving", dir.display());
+}
+
+/// The chain `loupe dev` serves from `dir`: every block hash, genesis to head.
+fn served_hashes(dir: &Path) -> Vec<String> {
+    let (mut child, url) = start_dev(dir);
+    let client = reqwest::blocking::Client::new();
+    let rpc = |method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r: Value = client.post(&url).json(&body).send().unwrap().json().unwrap();
+        r["result"].clone()
+    };
+    let head =
+        u64::from_str_radix(rpc("eth_blockNumber", json!([])).as_str().unwrap()[2..].as_ref(), 16)
+            .unwrap();
+    let hashes = (0..=head)
+        .map(|n| {
+            rpc("eth_getBlockByNumber", json!([q(n), false]))["hash"].as_str().unwrap().to_string()
+        })
+        .collect();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    hashes
+}
+
+/// What a killed build left in `dir`: no database, or the whole chain (head = the sample
+/// history's last block); never part of it.
+fn assert_whole_or_nothing(dir: &Path, moment: &str) {
+    if !dir.join(loupe::storage::DB_FILE).exists() {
+        return;
+    }
+    let db = Database::open(dir).unwrap();
+    let head = db.begin_read().unwrap().head().unwrap();
+    assert_eq!(head, Some(loupe::dev::HISTORY_BLOCKS), "killed {moment}: a partial chain");
+}
+
+/// Spawns `loupe dev` on `dir` and kills it (SIGKILL) once `ready` says so, or once its build
+/// is over (the chain in place, no scratch left), or when it has ended or 30 s have passed.
+fn kill_when(dir: &Path, ready: impl Fn() -> bool) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["dev", "--datadir"])
+        .arg(dir)
+        .args(["--http.port", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let built =
+        || dir.join(loupe::storage::DB_FILE).exists() && !dir.join(loupe::dev::SCRATCH).exists();
+    while !ready() && !built() && std::time::Instant::now() < until {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
+/// When to kill a build, asked of its datadir.
+type Moment = Box<dyn Fn(&Path) -> bool>;
+
+#[test]
+fn an_interrupted_first_build_is_never_served_partial() {
+    // The independent truth: an uninterrupted build in a datadir of its own.
+    let clean = tempfile::tempdir().unwrap();
+    let want = served_hashes(clean.path());
+    assert_eq!(want.len() as u64, loupe::dev::HISTORY_BLOCKS + 1);
+
+    let scratch_db = |d: &Path| d.join(loupe::dev::SCRATCH).join(loupe::storage::DB_FILE);
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    // Each moment alone on a fresh datadir, then all of them one after the other on one.
+    let moments: Vec<(&str, Moment)> = vec![
+        ("before anything is written", Box::new(|_: &Path| true)),
+        (
+            "once the scratch datadir exists",
+            Box::new(|d: &Path| d.join(loupe::dev::SCRATCH).exists()),
+        ),
+        ("once the scratch database exists", Box::new(move |d: &Path| scratch_db(d).exists())),
+        (
+            "once the scratch database has grown",
+            Box::new(move |d: &Path| size(&scratch_db(d)) > 300_000),
+        ),
+        (
+            "once the datadir's database exists",
+            Box::new(|d: &Path| d.join(loupe::storage::DB_FILE).exists()),
+        ),
+        (
+            "a while into the build",
+            Box::new(|_: &Path| {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                true
+            }),
+        ),
+    ];
+    let shared = tempfile::tempdir().unwrap();
+    for (moment, ready) in &moments {
+        let dir = tempfile::tempdir().unwrap();
+        kill_when(dir.path(), || ready(dir.path()));
+        assert_whole_or_nothing(dir.path(), moment);
+        assert_eq!(served_hashes(dir.path()), want, "restarted after a kill {moment}");
+        assert!(!dir.path().join(loupe::dev::SCRATCH).exists(), "{moment}");
+
+        kill_when(shared.path(), || ready(shared.path()));
+        assert_whole_or_nothing(shared.path(), moment);
+    }
+    assert_eq!(served_hashes(shared.path()), want, "restarted after every kill");
+
+    // A datadir an older loupe left when killed mid-history: genesis and four blocks.
+    let old = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(old.path()).unwrap();
+        let (spec, _) = loupe::import::init_genesis(&db, &loupe::dev::dev_genesis_json()).unwrap();
+        for _ in 0..4 {
+            loupe::dev::BlockBuilder::new(&db, &spec).build(Vec::new(), &[]).unwrap();
+        }
+    }
+    assert_eq!(served_hashes(old.path()), want, "a partial history left by an older loupe");
 }
