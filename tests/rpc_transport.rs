@@ -746,6 +746,7 @@ fn a_negative_quantity_is_named_negative_everywhere() {
         ("trace_filter", json!([{"fromBlock": "-0x1"}]), "fromBlock"),
         ("trace_block", json!(["-0x1"]), "block"),
         ("trace_get", json!([hash, ["-0x1"]]), "indices"),
+        ("eth_getStorageAt", json!([to, "-0x1", "latest"]), "storage key"),
         ("eth_call", json!([{"to": to, "gas": "-0x1"}, "latest"]), "transaction"),
         ("eth_call", json!([{"to": to, "value": "-0x1"}, "latest"]), "transaction"),
         ("eth_call", json!([{"to": to}, "latest", {to: {"balance": "-0x1"}}]), "stateOverrides"),

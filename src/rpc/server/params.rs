@@ -150,6 +150,9 @@ impl Args {
 /// A storage slot as the methods taking slots accept it: hex of up to 32 bytes, leading
 /// zeros optional (`0x0` is slot 0), as clients send it for `eth_getStorageAt`.
 pub(crate) fn storage_key(s: &str) -> RpcResult<U256> {
+    if s.starts_with('-') {
+        return Err(invalid(format!("storage key {s:?} is negative: a slot is unsigned")));
+    }
     let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
     if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(invalid(format!("invalid hex in storage key: \"{s}\"")));
