@@ -630,3 +630,58 @@ fn shutdown_closes_connections_with_1001() {
     drop(node);
     assert_eq!(reader.join().unwrap(), 1001);
 }
+
+/// The response limit and the connection limit hold on WebSocket: an answer over
+/// `--rpc.max-response-size` is the HTTP server's -32008, and a connection past
+/// `--rpc.max-connections` is closed at once, its place free again when one closes.
+#[test]
+fn response_and_connection_limits_hold_on_websocket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spec, _) = dev_chain(dir.path());
+    let node = Node::serve(db, spec, |c| {
+        c.ws = Some("127.0.0.1:0".parse().unwrap());
+        c.max_response_body = 300;
+        c.max_connections = 2;
+    });
+    let url = node.ws_url.clone().unwrap();
+    let mut first = RawWs::connect(&url);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
+        "params": ["0x2", true]});
+    first.frame(0x81, body.to_string().as_bytes(), true);
+    let answer = first.json();
+    assert_eq!(answer["error"]["code"], json!(-32008), "{answer}");
+    assert_eq!(answer, node.request(&body));
+    let second = RawWs::connect(&url);
+    let refused = |url: &str| {
+        let addr = url.trim_start_matches("ws://");
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = write!(
+            tcp,
+            "GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        let mut buf = [0u8; 256];
+        match tcp.read(&mut buf) {
+            Ok(0) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+            Ok(n) => {
+                let head = String::from_utf8_lossy(&buf[..n]);
+                assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+                false
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    };
+    assert!(refused(&url), "a third connection was served");
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if !refused(&url) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the closed connection's place never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(second);
+}

@@ -1,5 +1,6 @@
-//! JSON-RPC 2.0 over one request body (behaviour.md §1): the envelope parsed once, each call
-//! dispatched on [`Methods`], the response written straight into one buffer.
+//! JSON-RPC 2.0 over one request body (behaviour.md §1; an HTTP body or a WebSocket message):
+//! the envelope parsed once, each call dispatched on [`Methods`] (on WebSocket, through
+//! [`Calls`], also on the connection's subscriptions), the response written into one buffer.
 //!
 //! - a body that is not JSON: -32700, id null;
 //! - a top-level scalar, an empty batch, an item that is not a request object: -32600, id null;
