@@ -19,8 +19,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonrpsee::server::{BatchRequestConfig, ServerConfig, ServerHandle};
-
 pub(crate) use eth::call::revert_reason;
 pub use eth::config::eth_config_at;
 use eth::{fees, logs};
@@ -28,7 +26,7 @@ pub use server::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;
 pub use server::pages::{PageFuture, Pages, RpcCaller};
-use server::{cache, http, inline, methods, pool, ws};
+use server::{cache, http, inline, methods, pool, subscriptions, ws};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -166,8 +164,9 @@ pub struct RpcContext {
     tip_cache: std::sync::Mutex<Option<(alloy_primitives::B256, u128)>>,
     /// Installed polling filters (`eth/logs.rs`).
     filters: logs::Filters,
-    /// The stored head, watched for WebSocket subscriptions (`server/ws.rs`); `None` without `--ws`.
-    heads: Option<ws::Heads>,
+    /// The stored head, watched for WebSocket subscriptions (`server/subscriptions.rs`); `None`
+    /// without `--ws`.
+    heads: Option<subscriptions::Heads>,
     /// Transaction objects already serialized (`server/cache.rs`).
     tx_cache: cache::TxCache,
     /// Block objects and block receipts already serialized (`server/cache.rs`).
@@ -240,18 +239,17 @@ pub struct RpcServer {
     /// The WebSocket server's bound address, with `--ws`.
     pub ws_addr: Option<SocketAddr>,
     handle: http::HttpHandle,
-    ws_handle: Option<ServerHandle>,
+    ws_handle: Option<ws::WsHandle>,
 }
 
 impl RpcServer {
     /// Stops accepting requests and waits for the servers to finish.
     pub async fn stop(self) {
-        if let Some(ws) = &self.ws_handle {
-            let _ = ws.stop();
-        }
-        self.handle.stop().await;
-        if let Some(ws) = self.ws_handle {
-            ws.stopped().await;
+        match self.ws_handle {
+            Some(ws) => {
+                tokio::join!(self.handle.stop(), ws.stop());
+            }
+            None => self.handle.stop().await,
         }
     }
 
@@ -275,36 +273,16 @@ pub async fn start(
     let cors = config.cors.as_deref().map(http::cors_layer).transpose()?;
     let max_connections = config.max_connections;
     let ws_addr = config.ws;
-    let ws_config = ServerConfig::builder()
-        .ws_only()
-        .max_request_body_size(config.max_request_body)
-        .max_response_body_size(config.max_response_body)
-        .max_connections(config.max_connections)
-        .max_subscriptions_per_connection(config.ws_max_subscriptions)
-        .set_message_buffer_capacity(WS_BUFFER)
-        .set_id_provider(ws::HexIds::new())
-        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
-        .enable_ws_ping(
-            jsonrpsee::server::PingConfig::new()
-                .ping_interval(config.ws_ping)
-                .inactive_limit(config.ws_ping * 3)
-                .max_failures(3),
-        )
-        .set_tcp_no_delay(true)
-        .build();
     let mut ctx = RpcContext::new(db.clone(), spec, config);
     if ws_addr.is_some() {
-        ctx.heads = Some(ws::watch_heads(db));
+        ctx.heads = Some(subscriptions::watch_heads(db));
     }
     let app = Arc::new(http::App::new(Arc::new(ctx)));
     let ws = match ws_addr {
         Some(at) => {
-            let mut module = app.methods.module(app.ctx.clone()).map_err(std::io::Error::other)?;
-            ws::register(&mut module).map_err(std::io::Error::other)?;
-            let ws_server =
-                jsonrpsee::server::Server::builder().set_config(ws_config).build(at).await?;
-            let bound = ws_server.local_addr()?;
-            Some((bound, ws_server.start(module)))
+            let ws_listener = tokio::net::TcpListener::bind(at).await?;
+            let bound = ws_listener.local_addr()?;
+            Some((bound, ws::serve(ws_listener, app.clone())))
         }
         None => None,
     };
@@ -316,7 +294,3 @@ pub async fn start(
         ws_handle: ws.map(|(_, h)| h),
     })
 }
-
-/// Messages buffered per WebSocket connection before the server stops reading its requests
-/// (jsonrpsee's back-pressure); subscriptions give up after `ws::SEND_TIMEOUT` on top.
-const WS_BUFFER: u32 = 256;

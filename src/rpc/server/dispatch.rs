@@ -1,5 +1,6 @@
-//! JSON-RPC 2.0 over one request body (behaviour.md §1): the envelope parsed once, each call
-//! dispatched on [`Methods`], the response written straight into one buffer.
+//! JSON-RPC 2.0 over one request body (behaviour.md §1; an HTTP body or a WebSocket message):
+//! the envelope parsed once, each call dispatched on [`Methods`] (on WebSocket, through
+//! [`Calls`], also on the connection's subscriptions), the response written into one buffer.
 //!
 //! - a body that is not JSON: -32700, id null;
 //! - a top-level scalar, an empty batch, an item that is not a request object: -32600, id null;
@@ -20,8 +21,37 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::rpc::server::json::Raw;
 use crate::rpc::server::methods::Methods;
-use crate::rpc::{RpcContext, RpcError};
+use crate::rpc::{RpcContext, RpcError, RpcResult};
+
+/// Where the calls of a body go: the method table ([`Table`]), or on WebSocket the table and
+/// the connection's subscriptions (`ws.rs`).
+pub(crate) trait Calls: Sync {
+    /// Runs `method` with `params` (the JSON text of its parameters; `None` for none).
+    fn call(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> impl std::future::Future<Output = RpcResult<Raw>> + Send;
+}
+
+/// The method table over its context: the calls of an HTTP body.
+#[derive(Debug)]
+pub(crate) struct Table<'a> {
+    pub(crate) ctx: &'a Arc<RpcContext>,
+    pub(crate) methods: &'a Methods,
+}
+
+impl Calls for Table<'_> {
+    fn call(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> impl std::future::Future<Output = RpcResult<Raw>> + Send {
+        self.methods.call(self.ctx, method, params)
+    }
+}
 
 /// The limits of one body.
 #[derive(Debug, Clone, Copy)]
@@ -121,12 +151,17 @@ pub(crate) async fn handle(
     body: &[u8],
     limits: Limits,
 ) -> Reply {
+    handle_with(&Table { ctx, methods }, body, limits).await
+}
+
+/// Answers one request body, its calls going to `calls`.
+pub(crate) async fn handle_with(calls: &impl Calls, body: &[u8], limits: Limits) -> Reply {
     let Ok(text) = std::str::from_utf8(body) else {
         return error_reply(NULL, RpcError::Parse("Parse error: the body is not UTF-8".into()));
     };
     let text = text.trim_start();
     if text.starts_with('[') {
-        return handle_batch(ctx, methods, text, limits).await;
+        return handle_batch(calls, text, limits).await;
     }
     let item = match serde_json::from_str::<Envelope<'_>>(text) {
         Ok(env) => classify(env),
@@ -137,15 +172,10 @@ pub(crate) async fn handle(
         },
     };
     let mut out = Vec::with_capacity(256);
-    if answer(ctx, methods, item, limits, &mut out).await { Reply::Json(out) } else { Reply::Empty }
+    if answer(calls, item, limits, &mut out).await { Reply::Json(out) } else { Reply::Empty }
 }
 
-async fn handle_batch(
-    ctx: &Arc<RpcContext>,
-    methods: &Methods,
-    text: &str,
-    limits: Limits,
-) -> Reply {
+async fn handle_batch(calls: &impl Calls, text: &str, limits: Limits) -> Reply {
     let items = match serde_json::from_str::<Vec<&RawValue>>(text) {
         Ok(items) => items,
         Err(e) => return error_reply(NULL, RpcError::Parse(format!("Parse error: {e}"))),
@@ -168,7 +198,7 @@ async fn handle_batch(
             out.push(b',');
         }
         let started = Instant::now();
-        if answer(ctx, methods, classify_raw(raw), limits, &mut out).await {
+        if answer(calls, classify_raw(raw), limits, &mut out).await {
             answered = true;
         } else {
             out.truncate(mark);
@@ -192,13 +222,7 @@ async fn handle_batch(
 
 /// Appends the response object of `item` to `out`; false for a notification (nothing
 /// appended).
-async fn answer(
-    ctx: &Arc<RpcContext>,
-    methods: &Methods,
-    item: Item<'_>,
-    limits: Limits,
-    out: &mut Vec<u8>,
-) -> bool {
+async fn answer(calls: &impl Calls, item: Item<'_>, limits: Limits, out: &mut Vec<u8>) -> bool {
     let (id, method, params) = match item {
         Item::Notification => return false,
         Item::Invalid { id } => {
@@ -207,7 +231,7 @@ async fn answer(
         }
         Item::Call { id, method, params } => (id, method, params),
     };
-    let result = methods.call(ctx, &method, params.map(RawValue::get)).await;
+    let result = calls.call(&method, params.map(RawValue::get)).await;
     let start = out.len();
     match result {
         Ok(value) => {

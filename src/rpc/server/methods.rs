@@ -1,5 +1,5 @@
-//! [`Methods`]: the one table of the JSON-RPC methods loupe serves, by name. The HTTP server
-//! dispatches on it directly; the WebSocket server gets the same table as a jsonrpsee module.
+//! [`Methods`]: the one table of the JSON-RPC methods loupe serves, by name. The HTTP and
+//! WebSocket servers both dispatch on it (`dispatch.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -9,8 +9,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use jsonrpsee::RpcModule;
-use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::types::Params;
 
 use crate::rpc::server::json::Raw;
 use crate::rpc::server::params;
@@ -183,34 +182,6 @@ impl Methods {
                 call_async(ctx.clone(), name, f, Params::new(params).into_owned()).await
             }
         }
-    }
-
-    /// The same methods as a jsonrpsee module (the WebSocket server's), over `ctx`.
-    pub(crate) fn module(
-        &self,
-        ctx: Arc<RpcContext>,
-    ) -> Result<RpcModule<RpcContext>, jsonrpsee::server::RegisterMethodError> {
-        let mut m = RpcModule::from_arc(ctx);
-        for (&name, &handler) in &self.table {
-            match handler {
-                Handler::Sync(f) => {
-                    m.register_method(name, move |p, ctx, _| {
-                        call_sync(ctx, name, f, p).map_err(ErrorObjectOwned::from)
-                    })?;
-                }
-                Handler::Read(f) => {
-                    m.register_async_method(name, move |p, ctx, _| async move {
-                        call_read(ctx, name, f, p).await.map_err(ErrorObjectOwned::from)
-                    })?;
-                }
-                Handler::Async(f) => {
-                    m.register_async_method(name, move |p, ctx, _| async move {
-                        call_async(ctx, name, f, p).await.map_err(ErrorObjectOwned::from)
-                    })?;
-                }
-            }
-        }
-        Ok(m)
     }
 }
 

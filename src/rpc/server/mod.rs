@@ -13,4 +13,5 @@ pub(crate) mod methods;
 pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod pool;
+pub(crate) mod subscriptions;
 pub(crate) mod ws;

@@ -1,253 +1,461 @@
-//! WebSocket subscriptions: `eth_subscribe("newHeads")`, `eth_subscribe("logs", filter)` and
-//! `eth_unsubscribe`, served on the `--ws` listener.
+//! The WebSocket server (`--ws`; RFC 6455, through tokio-tungstenite): each text message is a
+//! request body answered exactly as over HTTP (`dispatch.rs`: the same methods, errors, batches
+//! and limits), plus `eth_subscribe` and `eth_unsubscribe` (what a subscription sends is
+//! `subscriptions.rs`).
 //!
-//! The stored head is watched ([`Heads`], polled every [`POLL`]): whatever stores blocks
-//! (`follow`, an import, the dev builder) feeds every subscription, and a subscription sends
-//! every block from the one after the head it started at, in order, with no gaps; after a
-//! reorg it continues from the new branch's first block. A subscriber that does not take a
-//! message within [`SEND_TIMEOUT`] loses its subscription, and one that stops reading is
-//! disconnected by the server's WebSocket pings; jsonrpsee bounds the messages buffered per
-//! connection, so memory stays bounded either way.
+//! - A protocol error fails the connection with its close code (RFC 6455 §7.4.1), sent before
+//!   the server closes: 1002 for an unmasked frame, reserved bits set, an unknown opcode, a
+//!   fragmented control frame, a control frame over 125 bytes, or a continuation frame out of
+//!   place; 1007 for a text message that is not UTF-8; 1009 for a frame or a message over
+//!   `--rpc.max-request-size`, refused from its header before its payload is read.
+//! - A binary message is answered as the same bytes in a text message would be, as geth does;
+//!   answers are text messages.
+//! - The requests of one connection run concurrently, each answered when it finishes (clients
+//!   match answers by id). At most [`BUFFER`] are in flight or answered and not yet written, and
+//!   at most [`BUFFER`] messages wait to be written: while either is full the connection's next
+//!   request is not read, and a subscription whose message is not taken within
+//!   `subscriptions::SEND_TIMEOUT` ends.
+//! - `eth_subscribe` answers with a new id (geth's shape, `0x` and 32 hex digits); its
+//!   notifications start after that answer is written. A connection holds at most
+//!   `--ws.max-subscriptions` (one more: -32005). `eth_unsubscribe(id)` answers true, or false
+//!   for an id the connection does not hold (as jsonrpsee did). Both are served on WebSocket
+//!   only, also inside batches.
+//! - The server pings every `RpcConfig::ws_ping` (10 s); a peer heard from (a pong or anything
+//!   else) in none of the last three intervals is dropped, and so is one that does not take a
+//!   message written to it within three intervals (at least [`MIN_WRITE_TIME`]).
+//! - At most `--rpc.max-connections` connections at once (one more is closed at once); a
+//!   handshake must finish within [`HANDSHAKE_TIMEOUT`].
+//! - Shutdown: no more requests are read, those in flight are answered (for at most
+//!   [`SHUTDOWN_WAIT`]), and each connection is closed with 1001 (going away).
+//!
+//! After its close frame the server sends FIN and reads and drops what the peer still sends,
+//! for at most [`LINGER`], so that the peer reads the close frame rather than a reset.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use alloy_primitives::B256;
-use jsonrpsee::core::SubscriptionResult;
-use jsonrpsee::types::{ErrorObjectOwned, Params};
-use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
-use tokio::sync::watch;
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use jsonrpsee::types::Params;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::{Instant, timeout};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use crate::rpc::eth::logs::LogFilter;
-use crate::rpc::server::params::{Args, invalid};
-use crate::rpc::{RpcContext, RpcError, RpcResult};
-use crate::storage::{Database, Reader};
+use crate::rpc::server::dispatch::{self, Calls, Reply};
+use crate::rpc::server::http::App;
+use crate::rpc::server::json::{self, Raw};
+use crate::rpc::server::params::Args;
+use crate::rpc::server::subscriptions::{self, HexIds, Pending};
+use crate::rpc::{RpcError, RpcResult, log_outcome};
 
-/// How often the stored head is checked.
-pub(crate) const POLL: Duration = Duration::from_millis(100);
-/// How long a subscriber may take to accept one message before its subscription ends.
-pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most blocks one wake-up sends (a subscriber further behind skips to the newest ones).
-const MAX_CATCH_UP: u64 = 1024;
-/// Deepest reorg a subscription follows back to its fork point.
-const MAX_REORG: u64 = 128;
+/// Requests of one connection in flight or answered and not yet written, and messages waiting
+/// to be written; while either is full, the connection's next request waits unread.
+pub(crate) const BUFFER: usize = 256;
+/// Longest a WebSocket handshake may take.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The least time a peer has to take one message written to it.
+pub(crate) const MIN_WRITE_TIME: Duration = Duration::from_secs(5);
+/// Longest the requests in flight are waited for at shutdown.
+pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(8);
+/// Longest the server reads (and drops) what a peer sends after the server's close frame.
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes read and dropped after the server's close frame.
+const LINGER_MAX: usize = 16 << 20;
+/// Socket read buffer of a connection (tungstenite's default is 128 KiB, a lot per idle peer).
+const READ_BUFFER: usize = 16 * 1024;
+/// How long an accept error (out of file descriptors) pauses the listener.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// The stored head, as last seen: `(number, hash)`.
-pub(crate) type Heads = watch::Receiver<(u64, B256)>;
+type Ws = WebSocketStream<TcpStream>;
 
-/// Starts watching `db`'s head on the current runtime.
-pub(crate) fn watch_heads(db: Arc<Database>) -> Heads {
-    let head = |db: &Database| -> Option<(u64, B256)> {
-        let r = db.begin_read().ok()?;
-        let n = r.head().ok()??;
-        Some((n, r.canonical_hash(n).ok()??))
-    };
-    let (tx, rx) = watch::channel(head(&db).unwrap_or_default());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// A message to write on a connection.
+#[derive(Debug)]
+pub(crate) struct Out {
+    text: String,
+    /// The place of the request this answers, released once it is written.
+    place: Option<OwnedSemaphorePermit>,
+    /// Subscriptions to start once it is written (it holds their ids).
+    start: Vec<Pending>,
+}
+
+impl Out {
+    /// A subscription's notification.
+    pub(crate) fn notification(text: String) -> Self {
+        Self { text, place: None, start: Vec::new() }
+    }
+}
+
+/// What every connection shares.
+#[derive(Debug)]
+struct Shared {
+    app: Arc<App>,
+    ids: HexIds,
+    config: WebSocketConfig,
+    ping: Duration,
+    max_subscriptions: usize,
+}
+
+/// A running WebSocket server: [`WsHandle::stop`] ends it.
+#[derive(Debug)]
+pub(crate) struct WsHandle {
+    stop: watch::Sender<bool>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl WsHandle {
+    /// Stops accepting, answers the requests in flight, closes every connection with 1001 and
+    /// waits for them.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.done.await;
+    }
+}
+
+/// Serves WebSocket on `listener` with `app`'s methods and limits.
+pub(crate) fn serve(listener: TcpListener, app: Arc<App>) -> WsHandle {
+    let rpc = &app.ctx.config;
+    let max_message = rpc.max_request_body as usize;
+    let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message))
+        .accept_unmasked_frames(false);
+    let slots = Arc::new(Semaphore::new(rpc.max_connections as usize));
+    let shared = Arc::new(Shared {
+        ids: HexIds::new(),
+        config,
+        ping: rpc.ws_ping.max(Duration::from_millis(1)),
+        max_subscriptions: rpc.ws_max_subscriptions as usize,
+        app: app.clone(),
+    });
+    let (stop, mut stopping) = watch::channel(false);
+    let done = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
         loop {
-            tick.tick().await;
-            if tx.is_closed() {
+            let (stream, peer) = tokio::select! {
+                _ = stopping.changed() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        tracing::warn!(target: "rpc", "ws accept: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::debug!(target: "rpc", %peer, "ws connection refused: at the limit");
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (shared, stopping) = (shared.clone(), stopping.clone());
+            connections.spawn(async move {
+                connection(shared, stream, peer, stopping).await;
+                drop(slot);
+            });
+        }
+        drop(listener);
+        while connections.join_next().await.is_some() {}
+    });
+    WsHandle { stop, done }
+}
+
+/// The subscriptions of one connection by id: `None` while accepted and not yet started.
+type Subs = Arc<Mutex<HashMap<String, Option<AbortHandle>>>>;
+
+/// One connection's state that its requests use.
+#[derive(Debug)]
+struct Conn {
+    shared: Arc<Shared>,
+    out: mpsc::Sender<Out>,
+    subs: Subs,
+}
+
+/// The calls of one request body on a connection: the method table, and the connection's
+/// subscriptions.
+struct Session<'a> {
+    conn: &'a Conn,
+    /// Subscriptions this body accepted, started once its answer is written.
+    start: Mutex<Vec<Pending>>,
+}
+
+impl Calls for Session<'_> {
+    async fn call(&self, method: &str, params: Option<&str>) -> RpcResult<Raw> {
+        let app = &self.conn.shared.app;
+        match method {
+            "eth_subscribe" => {
+                let started = std::time::Instant::now();
+                let result = self.subscribe(params);
+                log_outcome("eth_subscribe", started, &result);
+                result
+            }
+            "eth_unsubscribe" => {
+                let started = std::time::Instant::now();
+                let result = self.unsubscribe(params);
+                log_outcome("eth_unsubscribe", started, &result);
+                result
+            }
+            _ => app.methods.call(&app.ctx, method, params).await,
+        }
+    }
+}
+
+impl Session<'_> {
+    fn subscribe(&self, params: Option<&str>) -> RpcResult<Raw> {
+        let shared = &self.conn.shared;
+        let id = shared.ids.next_id();
+        let pending = subscriptions::accept(&shared.app.ctx, params, id.clone())?;
+        {
+            let mut subs = self.conn.subs.lock().unwrap_or_else(PoisonError::into_inner);
+            if subs.len() >= shared.max_subscriptions {
+                return Err(RpcError::Limit(format!(
+                    "too many subscriptions on this connection: at most {} (--ws.max-subscriptions)",
+                    shared.max_subscriptions
+                )));
+            }
+            subs.insert(id.clone(), None);
+        }
+        self.start.lock().unwrap_or_else(PoisonError::into_inner).push(pending);
+        json::to_value(&id)
+    }
+
+    fn unsubscribe(&self, params: Option<&str>) -> RpcResult<Raw> {
+        let a = Args::new(&Params::new(params), 1)?;
+        let id: String = a.req(0, "subscription id")?;
+        let removed = self.conn.subs.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        if let Some(Some(feed)) = &removed {
+            feed.abort();
+        }
+        json::to_value(removed.is_some())
+    }
+}
+
+/// Why a connection's loop ended.
+enum End {
+    /// The peer closed (its close frame answered) or the socket is gone.
+    Closed,
+    /// A write failed or was not taken in time, or the peer went silent: dropped.
+    Dead,
+    /// The server is shutting down.
+    Shutdown,
+    /// The peer broke the protocol: the connection fails with a close code.
+    Failed(WsError),
+}
+
+async fn connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(shared.config));
+    let ws = tokio::select! {
+        _ = stopping.changed() => return,
+        done = timeout(HANDSHAKE_TIMEOUT, handshake) => match done {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(e)) => {
+                tracing::debug!(target: "rpc", %peer, "ws handshake: {e}");
                 return;
             }
-            if let Some(now) = head(&db) {
-                tx.send_if_modified(|h| std::mem::replace(h, now) != now);
+            Err(_) => {
+                tracing::debug!(target: "rpc", %peer, "ws handshake timed out");
+                return;
+            }
+        },
+    };
+    run(shared, ws, peer, stopping).await;
+}
+
+/// Serves one connection until it ends, then closes it as [`End`] says.
+async fn run(
+    shared: Arc<Shared>,
+    mut ws: Ws,
+    peer: SocketAddr,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let (out, mut outgoing) = mpsc::channel::<Out>(BUFFER);
+    let places = Arc::new(Semaphore::new(BUFFER));
+    let conn = Arc::new(Conn { shared: shared.clone(), out, subs: Subs::default() });
+    let mut requests = JoinSet::new();
+    let mut feeds = JoinSet::new();
+    let ping = shared.ping;
+    let write_time = (ping * 3).max(MIN_WRITE_TIME);
+    let mut pings = tokio::time::interval_at(Instant::now() + ping, ping);
+    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut heard = Instant::now();
+    // The place of the next request read: the connection reads only while it holds one.
+    let mut place: Option<OwnedSemaphorePermit> = None;
+    let end = loop {
+        tokio::select! {
+            _ = stopping.changed() => break End::Shutdown,
+            Some(next) = outgoing.recv() => {
+                if !write(&mut ws, Message::text(next.text), write_time).await {
+                    break End::Dead;
+                }
+                start(&conn, &mut feeds, next.start);
+            }
+            _ = pings.tick() => {
+                // While the connection is not read (its buffer full), the peer's pongs wait
+                // unread: that silence is not the peer's.
+                if place.is_none() {
+                    heard = Instant::now();
+                }
+                if heard.elapsed() >= ping * 3 {
+                    tracing::debug!(target: "rpc", %peer, "ws peer silent for three pings: dropped");
+                    break End::Dead;
+                }
+                if !write(&mut ws, Message::Ping(Bytes::new()), write_time).await {
+                    break End::Dead;
+                }
+            }
+            Some(_) = requests.join_next(), if !requests.is_empty() => {}
+            Some(_) = feeds.join_next(), if !feeds.is_empty() => {}
+            got = places.clone().acquire_owned(), if place.is_none() => place = got.ok(),
+            msg = ws.next(), if place.is_some() => {
+                heard = Instant::now();
+                let body = match msg {
+                    None => break End::Closed,
+                    Some(Err(e)) => break End::Failed(e),
+                    Some(Ok(Message::Text(text))) => Bytes::from(text),
+                    Some(Ok(Message::Binary(bytes))) => bytes,
+                    // Pongs to pings are tungstenite's; after a close frame, the next read
+                    // writes the answer to it and ends.
+                    Some(Ok(_)) => continue,
+                };
+                let Some(place) = place.take() else { continue };
+                let conn = conn.clone();
+                requests.spawn(async move { answer(&conn, &body, place).await });
             }
         }
-    });
-    rx
-}
-
-/// Subscription ids as geth makes them: `0x` and 32 hex digits (clients such as viem expect
-/// a string; jsonrpsee's default is a number). Unique per process: a counter mixed with the
-/// start time through keccak, so ids are not guessable from one another.
-#[derive(Debug)]
-pub(crate) struct HexIds {
-    seed: [u8; 16],
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl HexIds {
-    pub(crate) fn new() -> Self {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        Self { seed: now.to_be_bytes(), next: std::sync::atomic::AtomicU64::new(0) }
-    }
-}
-
-impl jsonrpsee::core::traits::IdProvider for HexIds {
-    fn next_id(&self) -> jsonrpsee::types::SubscriptionId<'static> {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut input = self.seed.to_vec();
-        input.extend_from_slice(&n.to_be_bytes());
-        let hash = alloy_primitives::keccak256(&input);
-        jsonrpsee::types::SubscriptionId::Str(
-            format!("0x{}", alloy_primitives::hex::encode(&hash[..16])).into(),
-        )
-    }
-}
-
-/// What a subscription sends.
-enum Kind {
-    NewHeads,
-    Logs(LogFilter),
-}
-
-/// Registers `eth_subscribe` / `eth_unsubscribe`.
-pub(crate) fn register(
-    m: &mut RpcModule<RpcContext>,
-) -> Result<(), jsonrpsee::server::RegisterMethodError> {
-    m.register_subscription(
-        "eth_subscribe",
-        "eth_subscription",
-        "eth_unsubscribe",
-        |params, pending, ctx, _| async move { subscribe(params, pending, ctx).await },
-    )?;
-    Ok(())
-}
-
-fn parse(params: &Params<'_>) -> RpcResult<Kind> {
-    let a = Args::new(params, 2)?;
-    let kind: String = a.req(0, "subscription")?;
-    match kind.as_str() {
-        "newHeads" => {
-            if a.get(1).is_some_and(|v| !v.is_null()) {
-                return Err(invalid("invalid argument 1: newHeads takes no options"));
+    };
+    feeds.abort_all();
+    match end {
+        End::Closed | End::Dead => {}
+        End::Failed(e) => {
+            tracing::debug!(target: "rpc", %peer, "ws connection failed: {e}");
+            if let Some(code) = close_code(&e) {
+                close(ws, code, &e.to_string()).await;
             }
-            Ok(Kind::NewHeads)
         }
-        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1)?)),
-        other => Err(invalid(format!(
-            "invalid argument 0 (subscription): unsupported subscription {other:?} (newHeads, logs)"
-        ))),
+        End::Shutdown => {
+            drop(place);
+            finish(&mut ws, &mut outgoing, &places, write_time).await;
+            close(ws, CloseCode::Away, "server shutting down").await;
+        }
     }
 }
 
-async fn subscribe(
-    params: Params<'static>,
-    pending: PendingSubscriptionSink,
-    ctx: Arc<RpcContext>,
-) -> SubscriptionResult {
-    let kind = match parse(&params) {
-        Ok(k) => Arc::new(k),
+/// Answers one request body on `conn`; the answer, with `place`, goes to the connection's
+/// writer.
+async fn answer(conn: &Conn, body: &[u8], place: OwnedSemaphorePermit) {
+    let session = Session { conn, start: Mutex::new(Vec::new()) };
+    let reply = dispatch::handle_with(&session, body, conn.shared.app.limits).await;
+    let start = session.start.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let Reply::Json(bytes) = reply else { return };
+    // Answers are written from JSON text the server made (ids are copied from a body that
+    // was read as UTF-8, or given -32600 when it was not).
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
         Err(e) => {
-            pending.reject(ErrorObjectOwned::from(e)).await;
-            return Ok(());
+            tracing::error!(target: "rpc", "ws answer not UTF-8: {e}");
+            return;
         }
     };
-    let Some(mut heads) = ctx.heads.clone() else {
-        pending
-            .reject(ErrorObjectOwned::from(RpcError::NotEnabled("subscriptions need --ws")))
-            .await;
-        return Ok(());
-    };
-    let sink = pending.accept().await?;
-    let mut sent = Sent::from([*heads.borrow_and_update()]);
+    let _ = conn.out.send(Out { text, place: Some(place), start }).await;
+}
+
+/// Starts the subscriptions whose ids were just written, unless unsubscribed meanwhile.
+fn start(conn: &Arc<Conn>, feeds: &mut JoinSet<()>, pending: Vec<Pending>) {
+    for sub in pending {
+        let mut subs = conn.subs.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(slot) = subs.get_mut(&sub.id) else { continue };
+        let (ctx, out, all) = (conn.shared.app.ctx.clone(), conn.out.clone(), conn.subs.clone());
+        let id = sub.id.clone();
+        *slot = Some(feeds.spawn(async move {
+            subscriptions::run(ctx, sub, out).await;
+            all.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        }));
+    }
+}
+
+/// Writes `msg` (and flushes it); false when the peer did not take it within `limit` or the
+/// connection is gone.
+async fn write(ws: &mut Ws, msg: Message, limit: Duration) -> bool {
+    matches!(timeout(limit, ws.send(msg)).await, Ok(Ok(())))
+}
+
+/// At shutdown: writes the answers of the requests in flight as they come, until none is left
+/// or [`SHUTDOWN_WAIT`] has passed.
+async fn finish(
+    ws: &mut Ws,
+    outgoing: &mut mpsc::Receiver<Out>,
+    places: &Arc<Semaphore>,
+    write_time: Duration,
+) {
+    let all = places.acquire_many(BUFFER as u32);
+    tokio::pin!(all);
+    let deadline = tokio::time::sleep(SHUTDOWN_WAIT);
+    tokio::pin!(deadline);
     loop {
         tokio::select! {
-            () = sink.closed() => return Ok(()),
-            changed = heads.changed() => if changed.is_err() { return Ok(()) },
-        }
-        let messages = match &*kind {
-            Kind::NewHeads => next_messages(&ctx, &kind, &mut sent),
-            // A block's logs cost its receipts: read on the read pool, never on the server's
-            // threads; a subscription waits for a place there rather than lose its messages.
-            Kind::Logs(_) => {
-                let (worker_ctx, worker_kind) = (ctx.clone(), kind.clone());
-                let mut worker_sent = std::mem::take(&mut sent);
-                let read = ctx.reads.run_when_admitted(move || {
-                    let messages = next_messages(&worker_ctx, &worker_kind, &mut worker_sent);
-                    Ok((messages, worker_sent))
-                });
-                match read.await {
-                    Ok((messages, now_sent)) => {
-                        sent = now_sent;
-                        messages
-                    }
-                    Err(e) => Err(e),
+            biased;
+            Some(next) = outgoing.recv() => {
+                if next.place.is_some() && !write(ws, Message::text(next.text), write_time).await {
+                    return;
                 }
             }
-        };
-        let messages = match messages {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(target: "rpc", error = %e, "subscription ended");
-                return Ok(());
-            }
-        };
-        for m in messages {
-            if send(&sink, m).await.is_err() {
-                tracing::debug!(target: "rpc", "subscriber too slow or gone: subscription ended");
-                return Ok(());
-            }
+            _ = &mut all => return,
+            () = &mut deadline => return,
         }
     }
 }
 
-async fn send(sink: &SubscriptionSink, msg: crate::rpc::server::json::Raw) -> Result<(), ()> {
-    let msg = msg.into_raw_value().map_err(|_| ())?;
-    sink.send_timeout(SubscriptionMessage::from(msg), SEND_TIMEOUT).await.map_err(|_| ())
+/// The close code a read error fails the connection with; `None` when there is no connection
+/// left to send it on.
+fn close_code(e: &WsError) -> Option<CloseCode> {
+    match e {
+        WsError::Utf8(_) => Some(CloseCode::Invalid),
+        WsError::Capacity(_) => Some(CloseCode::Size),
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => None,
+        WsError::Protocol(_) => Some(CloseCode::Protocol),
+        WsError::AttackAttempt => Some(CloseCode::Policy),
+        _ => None,
+    }
 }
 
-/// The blocks a subscription sent last, newest at the back: after a reorg it restarts after
-/// the newest of them still canonical (the oldest of them if none is).
-type Sent = std::collections::VecDeque<(u64, B256)>;
-
-/// The messages for the blocks stored since the last one sent, which `sent` records. After a
-/// reorg the blocks from the fork point on are sent (those of the new branch).
-fn next_messages(
-    ctx: &RpcContext,
-    kind: &Kind,
-    sent: &mut Sent,
-) -> RpcResult<Vec<crate::rpc::server::json::Raw>> {
-    let r = ctx.db.begin_read()?;
-    let Some(head) = r.head()? else { return Ok(Vec::new()) };
-    let mut from = fork_point(&r, sent)? + 1;
-    if head >= from + MAX_CATCH_UP {
-        from = head + 1 - MAX_CATCH_UP;
+/// Sends a close frame with `code` and `reason` (cut to what a close frame holds), then
+/// lingers: FIN, and what the peer still sends read and dropped for at most [`LINGER`].
+async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
+    // A close frame's payload is at most 125 bytes, two of them the code.
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
     }
-    let mut out = Vec::new();
-    for n in from..=head {
-        let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
-        let (header, hash) = (&entry.0, entry.1);
-        match kind {
-            Kind::NewHeads => {
-                let h = alloy_rpc_types_eth::Header {
-                    hash,
-                    inner: header.clone(),
-                    total_difficulty: None,
-                    size: None,
-                };
-                out.push(crate::rpc::server::json::to_value(h)?);
-            }
-            Kind::Logs(filter) => {
-                let mut logs = Vec::new();
-                ctx.block_matches(&r, filter, header, hash, &mut logs)?;
-                for l in logs {
-                    out.push(crate::rpc::server::json::to_value(l)?);
-                }
+    let frame = CloseFrame { code, reason: Utf8Bytes::from(&reason[..end]) };
+    if !write(&mut ws, Message::Close(Some(frame)), LINGER).await {
+        return;
+    }
+    let tcp = ws.get_mut();
+    let _ = tcp.shutdown().await;
+    let _ = timeout(LINGER, async {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut read = 0;
+        while let Ok(n @ 1..) = tcp.read(&mut buf).await {
+            read += n;
+            if read > LINGER_MAX {
+                return;
             }
         }
-        while sent.back().is_some_and(|(k, _)| *k >= n) {
-            sent.pop_back();
-        }
-        sent.push_back((n, hash));
-        if sent.len() > MAX_REORG as usize {
-            sent.pop_front();
-        }
-    }
-    Ok(out)
-}
-
-/// The block after which to continue: the newest block sent that is still canonical, or, when
-/// none is (a reorg deeper than what is remembered), the one before the oldest remembered.
-fn fork_point(r: &Reader, sent: &Sent) -> RpcResult<u64> {
-    for (n, hash) in sent.iter().rev() {
-        if r.canonical_hash(*n)? == Some(*hash) {
-            return Ok(*n);
-        }
-    }
-    Ok(sent.front().map_or(0, |(n, _)| n.saturating_sub(1)))
+    })
+    .await;
 }
