@@ -307,6 +307,7 @@ fn another_client_s_call_runs_beside_one_client_s_endless_calls() {
     let Some(node) = Node::start(|c| {
         c.workers = 2;
         c.queue = 8;
+        c.client_share = 50;
         c.inline_budget = Duration::ZERO;
         c.call_timeout = Duration::from_secs(3);
         c.gas_cap = u64::MAX / 2;

@@ -222,6 +222,10 @@ impl HttpHandle {
     }
 }
 
+/// The longest any timeout of a connection is taken to be, so that a huge configured one
+/// cannot overflow a clock.
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How long an accept error (out of file descriptors) pauses the listener.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -235,7 +239,7 @@ pub(crate) fn serve(
     max_connections: u32,
 ) -> HttpHandle {
     let (stop, mut stopping) = watch::channel(false);
-    let idle_timeout = app.ctx.config.idle_timeout;
+    let idle_timeout = app.ctx.config.idle_timeout.min(LONGEST_WAIT);
     let per_ip = app.ctx.config.max_connections_per_ip;
     // The service of one connection: its requests run as its client's.
     let service = move |ip: IpAddr| {
@@ -323,12 +327,13 @@ impl Pace {
     /// time at which `received` falls below the minimum rate (not before the grace), at most the
     /// timeout. `true` when the rate, not the timeout, sets it.
     fn allowance(self, received: usize) -> (Duration, bool) {
+        let timeout = self.timeout.min(LONGEST_WAIT);
         if self.min_rate == 0 {
-            return (self.timeout, false);
+            return (timeout, false);
         }
         let by_rate =
             BODY_GRACE.max(Duration::from_secs_f64(received as f64 / f64::from(self.min_rate)));
-        if by_rate < self.timeout { (by_rate, true) } else { (self.timeout, false) }
+        if by_rate < timeout { (by_rate, true) } else { (timeout, false) }
     }
 }
 
