@@ -127,6 +127,7 @@ impl App {
         let body = match read_body(req.into_body(), self.max_body as usize, self.pace).await {
             Ok(body) => body,
             Err(BodyError::Slow(why)) => {
+                metrics::counter!("loupe_rpc_slow_bodies_total").increment(1);
                 let mut resp =
                     text(StatusCode::REQUEST_TIMEOUT, format!("Request Timeout: {why}\n"));
                 resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -226,6 +227,10 @@ impl HttpHandle {
 /// cannot overflow a clock.
 const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Connections closed at accept, by `reason`: `limit` (`--rpc.max-connections`), `per_ip`
+/// (`--rpc.max-connections-per-ip`).
+const REFUSED: &str = "loupe_rpc_connections_refused_total";
+
 /// How long an accept error (out of file descriptors) pauses the listener.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -268,10 +273,12 @@ pub(crate) fn serve(
             };
             let ip = client::identity(peer.ip());
             let Some(held) = clients.try_hold(ip) else {
+                metrics::counter!(REFUSED, "reason" => "per_ip").increment(1);
                 tracing::debug!(target: "rpc", %peer, per_ip, "connection refused: at the limit of its address");
                 continue;
             };
             let Ok(slot) = slots.clone().try_acquire_owned() else {
+                metrics::counter!(REFUSED, "reason" => "limit").increment(1);
                 tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
                 continue;
             };
