@@ -227,6 +227,52 @@ fn connections_over_the_per_ip_cap_are_closed_while_others_are_served() {
     }
 }
 
+/// With every connection slot taken by connections that sit open, a new one from 127.0.0.1
+/// is served: the server closes an idle one of the address holding the most. Connections in a
+/// request are never closed for it: with every slot in a request, a new one is closed at once.
+#[test]
+fn a_full_server_closes_an_idle_connection_for_a_new_one_never_one_in_a_request() {
+    let Some(node) = Node::start(|c| {
+        c.max_connections = 8;
+        c.max_connections_per_ip = 6;
+        c.body_timeout = Duration::from_secs(30);
+        c.min_body_rate = 0;
+    }) else {
+        return;
+    };
+    let to = addr(&node);
+    // Six silent connections from 127.0.0.2, two from 127.0.0.3: every slot.
+    let mut heavy: Vec<TcpStream> = (0..6).map(|_| connect_from(ATTACKER, to)).collect();
+    let mut light: Vec<TcpStream> = (0..2).map(|_| connect_from("127.0.0.3", to)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    good_client_is_served(&node, Duration::from_secs(3));
+    let closed = |conns: &mut Vec<TcpStream>| {
+        conns
+            .iter_mut()
+            .map(|s| read_until_closed(s, Duration::from_millis(100)).is_some())
+            .filter(|closed| *closed)
+            .count()
+    };
+    assert!(closed(&mut heavy) >= 1, "no connection of the heaviest address was closed");
+    assert_eq!(closed(&mut light), 0, "a connection of the lighter address was closed");
+    drop((heavy, light));
+    // Every slot in a request (a body that never comes): a new connection is closed at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut stalled: Vec<TcpStream> = (0..8)
+        .map(|i| {
+            let from = if i < 6 { ATTACKER } else { "127.0.0.3" };
+            let mut s = connect_from(from, to);
+            s.write_all(format!("{}{{\"js", post_head(100)).as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut late = connect_from(GOOD, to);
+    let answer = read_until_closed(&mut late, Duration::from_secs(5));
+    assert_eq!(answer.as_deref(), Some(""), "a connection past the limit was not closed at once");
+    assert_eq!(closed(&mut stalled), 0, "a connection in a request was closed for a new one");
+}
+
 /// A keep-alive connection left idle after an answer, and one that never sends a request, are
 /// closed after `--rpc.idle-timeout`.
 #[test]

@@ -6,9 +6,11 @@
 //!
 //! No single client can take the server down by holding connections: one IP address holds at
 //! most `--rpc.max-connections-per-ip` of them (more are closed at accept, before any byte is
-//! read, as one over `--rpc.max-connections` is); a request's head, or the next one on an idle
-//! keep-alive connection, must arrive within `--rpc.idle-timeout` (hyper's header read
-//! timeout, which runs from the end of the previous response); and its body within
+//! read); when every one of the `--rpc.max-connections` slots is taken, a new connection has
+//! an idle one of the address holding the most closed for it (`server/conns.rs`), and is
+//! closed at once only when every connection is in a request; a request's head, or the next
+//! one on an idle keep-alive connection, must arrive within `--rpc.idle-timeout` (hyper's
+//! header read timeout, which runs from the end of the previous response); and its body within
 //! `--rpc.body-timeout`, at `--rpc.min-body-rate` on average once [`BODY_GRACE`] has passed,
 //! else HTTP 408 and the connection is closed. Each request runs in its client's
 //! [`client::scope`], so that the pools and the filter table can count what each client holds.
@@ -33,6 +35,7 @@ use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 use crate::chain::SyncStatus;
 use crate::rpc::server::client::{self, PerClient};
+use crate::rpc::server::conns::{Conn, Conns};
 use crate::rpc::server::dispatch::{self, Limits, Reply};
 use crate::rpc::server::methods::Methods;
 use crate::rpc::server::pages::{Pages, RpcCaller};
@@ -235,8 +238,10 @@ const REFUSED: &str = "loupe_rpc_connections_refused_total";
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Serves `app` on `listener`: HTTP/1.1 with keep-alive, at most `max_connections` at once and
-/// `app`'s `max_connections_per_ip` from one address (one more is closed at once), CORS when
-/// `cors` is set.
+/// `app`'s `max_connections_per_ip` from one address (one more from that address is closed at
+/// once), CORS when `cors` is set. When every slot is taken, a new connection asks one between
+/// requests to close ([`Conns::evict`]) and waits up to [`EVICT_WAIT`] for its slot; when none
+/// is between requests it is closed at once.
 pub(crate) fn serve(
     listener: TcpListener,
     app: Arc<App>,
@@ -246,19 +251,25 @@ pub(crate) fn serve(
     let (stop, mut stopping) = watch::channel(false);
     let idle_timeout = app.ctx.config.idle_timeout.min(LONGEST_WAIT);
     let per_ip = app.ctx.config.max_connections_per_ip;
-    // The service of one connection: its requests run as its client's.
-    let service = move |ip: IpAddr| {
+    // The service of one connection: its requests run as its client's, marked in the table.
+    let service = move |ip: IpAddr, conn: Arc<Conn>| {
         let app = app.clone();
         tower::ServiceBuilder::new().option_layer(cors.clone()).service_fn(move |req| {
-            let app = app.clone();
+            let (app, in_request) = (app.clone(), conn.request());
             let answer = async move { app.respond::<hyper::body::Incoming>(req).await };
-            async move { Ok::<_, Infallible>(client::scope(ip, answer).await) }
+            async move {
+                let resp = client::scope(ip, answer).await;
+                drop(in_request);
+                Ok::<_, Infallible>(resp)
+            }
         })
     };
     let slots = Arc::new(Semaphore::new(max_connections as usize));
     let clients = PerClient::new(per_ip as usize, 0);
+    let conns = Arc::new(Conns::default());
     let done = tokio::spawn(async move {
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // Every connection's task holds a sender; all are gone when the last task ends.
+        let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
         loop {
             let (stream, peer) = tokio::select! {
                 _ = stopping.changed() => break,
@@ -277,33 +288,69 @@ pub(crate) fn serve(
                 tracing::debug!(target: "rpc", %peer, per_ip, "connection refused: at the limit of its address");
                 continue;
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                metrics::counter!(REFUSED, "reason" => "limit").increment(1);
-                tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
-                continue;
+            let slot = match slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) if conns.evict() => None,
+                Err(_) => {
+                    metrics::counter!(REFUSED, "reason" => "limit").increment(1);
+                    tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
+                    continue;
+                }
             };
             let _ = stream.set_nodelay(true);
-            let service = service(ip);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(idle_timeout)
-                .serve_connection(
-                    TokioIo::new(stream),
-                    hyper_util::service::TowerToHyperService::new(service),
-                );
-            let conn = graceful.watch(conn);
+            let (slots, mut stopping, open) = (slots.clone(), stopping.clone(), open_tx.clone());
+            let (conns, service) = (conns.clone(), service.clone());
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
+                let _open = open;
+                let slot = match slot {
+                    Some(slot) => slot,
+                    None => match tokio::time::timeout(EVICT_WAIT, slots.acquire_owned()).await {
+                        Ok(Ok(slot)) => slot,
+                        _ => {
+                            metrics::counter!(REFUSED, "reason" => "limit").increment(1);
+                            return;
+                        }
+                    },
+                };
+                // In the table once it has its slot: one waiting for it is never evicted.
+                let entry = conns.open(ip);
+                let service = service(ip, entry.conn());
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(idle_timeout)
+                    .serve_connection(
+                        TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(service),
+                    );
+                let mut conn = std::pin::pin!(conn);
+                // Stopping or evicted: the request in progress, if any, is finished first.
+                let mut closing = *stopping.borrow();
+                if closing {
+                    conn.as_mut().graceful_shutdown();
+                }
+                let result = loop {
+                    tokio::select! {
+                        result = conn.as_mut() => break result,
+                        _ = stopping.changed(), if !closing => closing = true,
+                        () = entry.evicted(), if !closing => closing = true,
+                    }
+                    conn.as_mut().graceful_shutdown();
+                };
+                if let Err(e) = result {
                     tracing::debug!(target: "rpc", %peer, "connection: {e}");
                 }
-                drop((slot, held));
+                drop((slot, held, entry));
             });
         }
         drop(listener);
-        graceful.shutdown().await;
+        drop(open_tx);
+        let _ = open_rx.recv().await;
     });
     HttpHandle { stop, done }
 }
+
+/// How long a new connection that asked an idle one to close waits for its slot.
+const EVICT_WAIT: Duration = Duration::from_secs(2);
 
 /// Most bytes of a refused request body read and dropped after the 413 ([`drain`]).
 const DRAIN_MAX: usize = 64 * 1024 * 1024;

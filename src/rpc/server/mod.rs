@@ -4,6 +4,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod client;
+pub(crate) mod conns;
 pub(crate) mod dispatch;
 pub(crate) mod error;
 pub(crate) mod http;
