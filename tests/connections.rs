@@ -429,3 +429,43 @@ fn filters_are_counted_per_client() {
     assert_eq!(call(&good, &node, "eth_uninstallFilter", json!([theirs[0]])).unwrap(), json!(true));
     call(&attacker, &node, "eth_newBlockFilter", json!([])).unwrap();
 }
+
+/// The flags of these rules reach the server's configuration, their defaults are
+/// `RpcConfig`'s, and a timeout that is not a positive number of seconds is refused by name.
+#[test]
+fn the_flags_set_the_rules_and_default_to_the_config_s_defaults() {
+    let rpc = |extra: &[&str]| {
+        let args = ["loupe", "node", "--datadir", "/tmp/loupe-connections-test"];
+        let cli =
+            loupe::cli::Cli::parse_with_config_from(args.iter().chain(extra).copied()).unwrap();
+        let Some(loupe::cli::Command::Node(node)) = cli.command else { panic!("not node") };
+        node.rpc.to_config()
+    };
+    let set = rpc(&[
+        "--rpc.max-connections-per-ip=7",
+        "--rpc.body-timeout=1.5",
+        "--rpc.min-body-rate=9",
+        "--rpc.idle-timeout=4",
+        "--rpc.client-share=30",
+        "--rpc.max-filters-per-ip=5",
+    ])
+    .unwrap();
+    let got = |c: &loupe::rpc::RpcConfig| {
+        (
+            c.max_connections_per_ip,
+            c.body_timeout,
+            c.min_body_rate,
+            c.idle_timeout,
+            c.client_share,
+            c.max_filters_per_ip,
+        )
+    };
+    let s = Duration::from_secs_f64;
+    assert_eq!(got(&set), (7, s(1.5), 9, s(4.0), 30, 5));
+    assert_eq!(got(&rpc(&[]).unwrap()), got(&loupe::rpc::RpcConfig::default()));
+    for bad in ["--rpc.body-timeout=0", "--rpc.idle-timeout=-1", "--rpc.body-timeout=inf"] {
+        let e = rpc(&[bad]).unwrap_err().to_string();
+        let flag = bad.split('=').next().unwrap();
+        assert!(e.contains(flag), "{bad}: {e}");
+    }
+}
