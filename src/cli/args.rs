@@ -151,6 +151,27 @@ pub struct RpcArgs {
     /// Most concurrent connections.
     #[arg(long = "rpc.max-connections", default_value_t = 1024)]
     pub max_connections: u32,
+    /// Most concurrent connections from one IP address (one IPv6 /64), loopback included; more
+    /// are closed at accept. Behind a proxy every client has the proxy's address.
+    #[arg(long = "rpc.max-connections-per-ip", default_value_t = 128)]
+    pub max_connections_per_ip: u32,
+    /// Seconds a request body may take to arrive after its head; then HTTP 408 and the
+    /// connection is closed.
+    #[arg(long = "rpc.body-timeout", default_value_t = 10.0)]
+    pub body_timeout: f64,
+    /// Slowest average rate of a request body, in bytes/s, enforced from 2 s after its head on
+    /// (slower: HTTP 408, connection closed); 0: no minimum.
+    #[arg(long = "rpc.min-body-rate", default_value_t = 1024)]
+    pub min_body_rate: u32,
+    /// Seconds a connection may take to send a request's head, idle keep-alive time included;
+    /// then it is closed.
+    #[arg(long = "rpc.idle-timeout", default_value_t = 30.0)]
+    pub idle_timeout: f64,
+    /// Percent of each worker pool (EVM, reads) one client (IP address) may hold: of the
+    /// workers running its calls (at least one) and of the queue; more gets -32005 naming the
+    /// share. 100: no per-client share.
+    #[arg(long = "rpc.client-share", default_value_t = 50)]
+    pub client_share: u32,
     /// Gas cap of eth_call / trace_call.
     #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
     pub gas_cap: u64,
@@ -198,6 +219,9 @@ pub struct RpcArgs {
     /// Most polling filters (eth_newFilter, eth_newBlockFilter) installed at once.
     #[arg(long = "rpc.max-filters", default_value_t = 1024)]
     pub max_filters: usize,
+    /// Most polling filters one client (IP address) may have installed at once.
+    #[arg(long = "rpc.max-filters-per-ip", default_value_t = 64)]
+    pub max_filters_per_ip: usize,
     /// Seconds after which a filter nobody polls is removed.
     #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
     pub filter_timeout: u64,
@@ -240,6 +264,13 @@ impl RpcArgs {
         if !(self.evm_timeout > 0.0 && self.evm_timeout.is_finite()) {
             eyre::bail!("--rpc.evm-timeout must be a positive number of seconds");
         }
+        for (flag, secs) in
+            [("--rpc.body-timeout", self.body_timeout), ("--rpc.idle-timeout", self.idle_timeout)]
+        {
+            if !(secs > 0.0 && std::time::Duration::try_from_secs_f64(secs).is_ok()) {
+                eyre::bail!("{flag} must be a positive number of seconds");
+            }
+        }
         for api in &self.http_api {
             if !crate::rpc::NAMESPACES.contains(&api.as_str()) {
                 eyre::bail!(
@@ -254,6 +285,11 @@ impl RpcArgs {
             max_response_body: self.max_response_size,
             max_batch: self.max_batch_size,
             max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip.max(1),
+            body_timeout: std::time::Duration::from_secs_f64(self.body_timeout),
+            min_body_rate: self.min_body_rate,
+            idle_timeout: std::time::Duration::from_secs_f64(self.idle_timeout),
+            client_share: self.client_share.max(1),
             cors: self.corsdomain.clone(),
             gas_cap: self.gas_cap,
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),
@@ -267,6 +303,7 @@ impl RpcArgs {
             max_logs_range: self.max_logs_range.max(1),
             max_logs: self.max_logs,
             max_filters: self.max_filters,
+            max_filters_per_ip: self.max_filters_per_ip,
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
             metrics: self.metrics,
             apis: self.http_api.clone(),

@@ -44,6 +44,21 @@ pub struct RpcConfig {
     pub max_batch: u32,
     /// Most concurrent connections.
     pub max_connections: u32,
+    /// Most concurrent connections from one IP address (more are closed at accept; loopback
+    /// included).
+    pub max_connections_per_ip: u32,
+    /// Longest a request body may take to arrive, from its head (then HTTP 408 and the
+    /// connection is closed).
+    pub body_timeout: Duration,
+    /// Slowest a request body may arrive, in bytes per second on average since its head, once
+    /// [`BODY_GRACE`] has passed (slower: HTTP 408 and the connection is closed); 0: no minimum.
+    pub min_body_rate: u32,
+    /// Longest a connection may wait for the whole head of its next request, idle keep-alive
+    /// time included (hyper's header read timeout); then it is closed.
+    pub idle_timeout: Duration,
+    /// The share of each worker pool one client (IP address) may hold, in percent: of the
+    /// workers (at least one) and of the queue; 100: no per-client share (`server/pool.rs`).
+    pub client_share: u32,
     /// CORS allowed origins (`*` for any); `None` sends no CORS headers.
     pub cors: Option<String>,
     /// Gas cap of `eth_call`/`trace_call` (missing or larger gas is lowered to it).
@@ -76,6 +91,9 @@ pub struct RpcConfig {
     pub max_logs: usize,
     /// Most filters installed at once.
     pub max_filters: usize,
+    /// Most filters installed at once by one client (IP address); in-process callers are not
+    /// counted.
+    pub max_filters_per_ip: usize,
     /// A filter not polled for this long is removed.
     pub filter_idle: Duration,
     /// Namespaces served (`--http.api`, of [`NAMESPACES`]); other methods get -32601.
@@ -111,6 +129,11 @@ impl Default for RpcConfig {
             max_response_body: 128 * 1024 * 1024,
             max_batch: 1000,
             max_connections: 1024,
+            max_connections_per_ip: 128,
+            body_timeout: Duration::from_secs(10),
+            min_body_rate: 1024,
+            idle_timeout: Duration::from_secs(30),
+            client_share: 50,
             cors: None,
             gas_cap: 50_000_000,
             call_timeout: Duration::from_secs(5),
@@ -126,6 +149,7 @@ impl Default for RpcConfig {
             max_logs_range: 100_000,
             max_logs: 20_000,
             max_filters: 1024,
+            max_filters_per_ip: 64,
             filter_idle: Duration::from_secs(300),
             apis: NAMESPACES.iter().map(|s| s.to_string()).collect(),
             ws: None,
@@ -147,6 +171,10 @@ impl Default for RpcConfig {
 /// and 30 % less with eight, on two cores shared with the load generator (BENCHMARKS.md, issue
 /// 42, sessions 42 and 44).
 pub const INLINE_BUDGET_US: u64 = 100;
+
+/// How long a request body may arrive slower than [`RpcConfig::min_body_rate`] before the rate
+/// is enforced: a client whose first segments were lost may stall for a retransmission or two.
+pub const BODY_GRACE: Duration = Duration::from_secs(2);
 
 /// Shared state of all handlers.
 #[derive(Debug)]
@@ -206,9 +234,11 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
-        let pool = pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue);
+        let pool = pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue)
+            .with_client_share(config.client_share);
         let reads =
-            pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue);
+            pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue)
+                .with_client_share(config.client_share);
         // Typical sizes: a transaction object, and a block's objects on a busy chain.
         let tx_cache = cache::TxCache::new(config.tx_cache_bytes, 1024);
         let block_cache = cache::BlockCache::new(config.block_cache_bytes, 256 * 1024);

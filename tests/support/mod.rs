@@ -80,7 +80,10 @@ impl Node {
 
     /// Serves any database (the dev chain, a chain a test builds).
     pub fn serve(db: Arc<Database>, spec: ChainSpec, tweak: impl FnOnce(&mut RpcConfig)) -> Self {
-        let mut config = RpcConfig { test_methods: true, ..RpcConfig::default() };
+        // Tests fill a pool from one address (127.0.0.1) on purpose, so one client may take it
+        // all here; the tests of the per-client share (tests/connections.rs) set it.
+        let mut config =
+            RpcConfig { test_methods: true, client_share: 100, ..RpcConfig::default() };
         tweak(&mut config);
         config.addr = "127.0.0.1:0".parse().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()

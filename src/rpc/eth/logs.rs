@@ -5,7 +5,9 @@
 //! may match have their receipts (and, when a log matches, their transactions) read. Limits:
 //! `--rpc.max-logs-range` blocks per query and `--rpc.max-logs` results, each refused with
 //! -32005 and a message naming the flag. Filters live in memory: at most
-//! [`RpcConfig::max_filters`](crate::rpc::RpcConfig), each dropped after
+//! [`RpcConfig::max_filters`](crate::rpc::RpcConfig), of which at most
+//! [`RpcConfig::max_filters_per_ip`](crate::rpc::RpcConfig) installed by one client, each
+//! dropped after
 //! [`RpcConfig::filter_idle`](crate::rpc::RpcConfig) without a poll.
 
 use std::collections::{HashMap, VecDeque};
@@ -180,6 +182,9 @@ struct Installed {
     /// reorg, reporting restarts after the newest of them that is still canonical.
     recent: VecDeque<(u64, B256)>,
     polled: Instant,
+    /// The client that installed it, counted against `--rpc.max-filters-per-ip` (any client
+    /// may poll or uninstall it); `None` in-process.
+    owner: Option<std::net::IpAddr>,
 }
 
 #[derive(Debug)]
@@ -314,9 +319,18 @@ impl RpcContext {
                 self.config.max_filters
             )));
         }
+        let owner = crate::rpc::server::client::current();
+        let per_ip = self.config.max_filters_per_ip;
+        if owner.is_some() && map.values().filter(|f| f.owner == owner).count() >= per_ip {
+            return Err(RpcError::Limit(format!(
+                "too many filters installed by this client (limit {per_ip}, \
+                 --rpc.max-filters-per-ip); uninstall some or let idle ones expire"
+            )));
+        }
         let id = self.filters.new_id();
         let recent = VecDeque::from([(head, hash)]);
-        map.insert(id, Installed { kind, next: head + 1, recent, polled: Instant::now() });
+        let polled = Instant::now();
+        map.insert(id, Installed { kind, next: head + 1, recent, polled, owner });
         to_value(id)
     }
 

@@ -1,7 +1,19 @@
 //! The HTTP server: JSON-RPC at `POST /`, `GET /health` for load balancers (and the same check
 //! on requests a load balancer marks with [`HEALTH_GATE`]), the paths of the page handler when
 //! one is configured (`RpcConfig::pages`: the explorer), 404 elsewhere, optional CORS, the
-//! connection limit and graceful shutdown.
+//! connection limits (in all and per IP address), the pace of request bodies and graceful
+//! shutdown.
+//!
+//! No single client can take the server down by holding connections: one IP address holds at
+//! most `--rpc.max-connections-per-ip` of them (more are closed at accept, before any byte is
+//! read); when every one of the `--rpc.max-connections` slots is taken, a new connection has
+//! an idle one of the address holding the most closed for it (`server/conns.rs`), and is
+//! closed at once only when every connection is in a request; a request's head, or the next
+//! one on an idle keep-alive connection, must arrive within `--rpc.idle-timeout` (hyper's
+//! header read timeout, which runs from the end of the previous response); and its body within
+//! `--rpc.body-timeout`, at `--rpc.min-body-rate` on average once [`BODY_GRACE`] has passed,
+//! else HTTP 408 and the connection is closed. Each request runs in its client's
+//! [`client::scope`], so that the pools and the filter table can count what each client holds.
 //!
 //! Written on hyper directly rather than on jsonrpsee's HTTP server: a cheap request then costs
 //! one parse of its envelope and one response buffer (`dispatch.rs`), where jsonrpsee's layers
@@ -9,6 +21,7 @@
 //! The transport rules are those of behaviour.md §1.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,10 +34,12 @@ use tokio::sync::{Semaphore, watch};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 use crate::chain::SyncStatus;
+use crate::rpc::server::client::{self, PerClient};
+use crate::rpc::server::conns::{Conn, Conns};
 use crate::rpc::server::dispatch::{self, Limits, Reply};
 use crate::rpc::server::methods::Methods;
 use crate::rpc::server::pages::{Pages, RpcCaller};
-use crate::rpc::{RpcContext, RpcError};
+use crate::rpc::{BODY_GRACE, RpcContext, RpcError};
 use crate::storage::Database;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -49,6 +64,8 @@ pub(crate) struct App {
     pub(crate) pages: Option<Arc<dyn Pages>>,
     pub(crate) limits: Limits,
     pub(crate) max_body: u32,
+    /// How fast a request body must arrive.
+    pub(crate) pace: Pace,
     /// The sync status `/health` reads (the database is the context's).
     pub(crate) sync: Arc<SyncStatus>,
 }
@@ -62,6 +79,7 @@ impl App {
             pages: config.pages.clone(),
             limits: Limits { max_batch: config.max_batch, max_response: config.max_response_body },
             max_body: config.max_request_body,
+            pace: Pace { timeout: config.body_timeout, min_rate: config.min_body_rate },
             sync: config.sync.clone(),
             ctx: ctx.clone(),
         }
@@ -109,8 +127,15 @@ impl App {
                 "Unsupported Media Type: send Content-Type: application/json\n",
             );
         }
-        let body = match read_body(req.into_body(), self.max_body as usize).await {
+        let body = match read_body(req.into_body(), self.max_body as usize, self.pace).await {
             Ok(body) => body,
+            Err(BodyError::Slow(why)) => {
+                metrics::counter!("loupe_rpc_slow_bodies_total").increment(1);
+                let mut resp =
+                    text(StatusCode::REQUEST_TIMEOUT, format!("Request Timeout: {why}\n"));
+                resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return resp;
+            }
             Err(BodyError::TooLarge(rest)) => {
                 tokio::spawn(drain(rest));
                 let body = RpcError::BodyTooLarge(self.max_body).response_with_null_id();
@@ -201,11 +226,22 @@ impl HttpHandle {
     }
 }
 
+/// The longest any timeout of a connection is taken to be, so that a huge configured one
+/// cannot overflow a clock.
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Connections closed at accept, by `reason`: `limit` (`--rpc.max-connections`), `per_ip`
+/// (`--rpc.max-connections-per-ip`).
+const REFUSED: &str = "loupe_rpc_connections_refused_total";
+
 /// How long an accept error (out of file descriptors) pauses the listener.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Serves `app` on `listener`: HTTP/1.1 with keep-alive, at most `max_connections` at once
-/// (one more is closed at once), CORS when `cors` is set.
+/// Serves `app` on `listener`: HTTP/1.1 with keep-alive, at most `max_connections` at once and
+/// `app`'s `max_connections_per_ip` from one address (one more from that address is closed at
+/// once), CORS when `cors` is set. When every slot is taken, a new connection asks one between
+/// requests to close ([`Conns::evict`]) and waits up to [`EVICT_WAIT`] for its slot; when none
+/// is between requests it is closed at once.
 pub(crate) fn serve(
     listener: TcpListener,
     app: Arc<App>,
@@ -213,13 +249,27 @@ pub(crate) fn serve(
     max_connections: u32,
 ) -> HttpHandle {
     let (stop, mut stopping) = watch::channel(false);
-    let service = tower::ServiceBuilder::new().option_layer(cors).service_fn(move |req| {
+    let idle_timeout = app.ctx.config.idle_timeout.min(LONGEST_WAIT);
+    let per_ip = app.ctx.config.max_connections_per_ip;
+    // The service of one connection: its requests run as its client's, marked in the table.
+    let service = move |ip: IpAddr, conn: Arc<Conn>| {
         let app = app.clone();
-        async move { Ok::<_, Infallible>(app.respond::<hyper::body::Incoming>(req).await) }
-    });
+        tower::ServiceBuilder::new().option_layer(cors.clone()).service_fn(move |req| {
+            let (app, in_request) = (app.clone(), conn.request());
+            let answer = async move { app.respond::<hyper::body::Incoming>(req).await };
+            async move {
+                let resp = client::scope(ip, answer).await;
+                drop(in_request);
+                Ok::<_, Infallible>(resp)
+            }
+        })
+    };
     let slots = Arc::new(Semaphore::new(max_connections as usize));
+    let clients = PerClient::new(per_ip as usize, 0);
+    let conns = Arc::new(Conns::default());
     let done = tokio::spawn(async move {
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // Every connection's task holds a sender; all are gone when the last task ends.
+        let (open_tx, mut open_rx) = tokio::sync::mpsc::channel::<()>(1);
         loop {
             let (stream, peer) = tokio::select! {
                 _ = stopping.changed() => break,
@@ -232,30 +282,75 @@ pub(crate) fn serve(
                     }
                 },
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
+            let ip = client::identity(peer.ip());
+            let Some(held) = clients.try_hold(ip) else {
+                metrics::counter!(REFUSED, "reason" => "per_ip").increment(1);
+                tracing::debug!(target: "rpc", %peer, per_ip, "connection refused: at the limit of its address");
                 continue;
             };
+            let slot = match slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) if conns.evict() => None,
+                Err(_) => {
+                    metrics::counter!(REFUSED, "reason" => "limit").increment(1);
+                    tracing::debug!(target: "rpc", %peer, max_connections, "connection refused: at the limit");
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(
-                    TokioIo::new(stream),
-                    hyper_util::service::TowerToHyperService::new(service.clone()),
-                );
-            let conn = graceful.watch(conn);
+            let (slots, mut stopping, open) = (slots.clone(), stopping.clone(), open_tx.clone());
+            let (conns, service) = (conns.clone(), service.clone());
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
+                let _open = open;
+                let slot = match slot {
+                    Some(slot) => slot,
+                    None => match tokio::time::timeout(EVICT_WAIT, slots.acquire_owned()).await {
+                        Ok(Ok(slot)) => slot,
+                        _ => {
+                            metrics::counter!(REFUSED, "reason" => "limit").increment(1);
+                            return;
+                        }
+                    },
+                };
+                // In the table once it has its slot: one waiting for it is never evicted.
+                let entry = conns.open(ip);
+                let service = service(ip, entry.conn());
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(idle_timeout)
+                    .serve_connection(
+                        TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(service),
+                    );
+                let mut conn = std::pin::pin!(conn);
+                // Stopping or evicted: the request in progress, if any, is finished first.
+                let mut closing = *stopping.borrow();
+                if closing {
+                    conn.as_mut().graceful_shutdown();
+                }
+                let result = loop {
+                    tokio::select! {
+                        result = conn.as_mut() => break result,
+                        _ = stopping.changed(), if !closing => closing = true,
+                        () = entry.evicted(), if !closing => closing = true,
+                    }
+                    conn.as_mut().graceful_shutdown();
+                };
+                if let Err(e) = result {
                     tracing::debug!(target: "rpc", %peer, "connection: {e}");
                 }
-                drop(slot);
+                drop((slot, held, entry));
             });
         }
         drop(listener);
-        graceful.shutdown().await;
+        drop(open_tx);
+        let _ = open_rx.recv().await;
     });
     HttpHandle { stop, done }
 }
+
+/// How long a new connection that asked an idle one to close waits for its slot.
+const EVICT_WAIT: Duration = Duration::from_secs(2);
 
 /// Most bytes of a refused request body read and dropped after the 413 ([`drain`]).
 const DRAIN_MAX: usize = 64 * 1024 * 1024;
@@ -268,10 +363,36 @@ enum BodyError<B> {
     TooLarge(std::pin::Pin<Box<B>>),
     /// The body could not be read.
     Read(BoxError),
+    /// The body came too slowly ([`Pace`]): why.
+    Slow(String),
 }
 
-/// The request body, if it is at most `max` bytes (announced or sent).
-async fn read_body<B>(body: B, max: usize) -> Result<Bytes, BodyError<B>>
+/// How fast a request body must arrive: whole within `timeout` of its head, and, once
+/// [`BODY_GRACE`] has passed, at `min_rate` bytes per second on average since the head.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    pub(crate) timeout: Duration,
+    /// Bytes per second; 0: no minimum.
+    pub(crate) min_rate: u32,
+}
+
+impl Pace {
+    /// How long after the head more of a body of which `received` bytes came may arrive: the
+    /// time at which `received` falls below the minimum rate (not before the grace), at most the
+    /// timeout. `true` when the rate, not the timeout, sets it.
+    fn allowance(self, received: usize) -> (Duration, bool) {
+        let timeout = self.timeout.min(LONGEST_WAIT);
+        if self.min_rate == 0 {
+            return (timeout, false);
+        }
+        let by_rate =
+            BODY_GRACE.max(Duration::from_secs_f64(received as f64 / f64::from(self.min_rate)));
+        if by_rate < timeout { (by_rate, true) } else { (timeout, false) }
+    }
+}
+
+/// The request body, if it is at most `max` bytes (announced or sent) and arrives at `pace`.
+async fn read_body<B>(body: B, max: usize, pace: Pace) -> Result<Bytes, BodyError<B>>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -280,8 +401,26 @@ where
     if http_body::Body::size_hint(&body).lower() > max as u64 {
         return Err(BodyError::TooLarge(body));
     }
+    let started = tokio::time::Instant::now();
     let mut out = Vec::new();
-    while let Some(frame) = body.frame().await {
+    loop {
+        let (allowed, by_rate) = pace.allowance(out.len());
+        let frame = match tokio::time::timeout_at(started + allowed, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) if by_rate => {
+                return Err(BodyError::Slow(format!(
+                    "the request body came slower than {} bytes/s (--rpc.min-body-rate)",
+                    pace.min_rate
+                )));
+            }
+            Err(_) => {
+                return Err(BodyError::Slow(format!(
+                    "the request body did not arrive within {:?} (--rpc.body-timeout)",
+                    pace.timeout
+                )));
+            }
+        };
         let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
         if let Ok(data) = frame.into_data() {
             if out.len() + data.len() > max {

@@ -3,6 +3,8 @@
 //! errors to JSON-RPC codes. The methods themselves live in the namespaces beside it.
 
 pub(crate) mod cache;
+pub(crate) mod client;
+pub(crate) mod conns;
 pub(crate) mod dispatch;
 pub(crate) mod error;
 pub(crate) mod http;

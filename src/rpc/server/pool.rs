@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::sync::{Semaphore, oneshot};
 
+use crate::rpc::server::client::{self, Held, PerClient};
 use crate::rpc::{RpcError, RpcResult, panic_message};
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -63,6 +64,11 @@ impl PoolKind {
 /// Admits at most `workers + queue` calls; `workers` dedicated threads run them, the rest wait
 /// in the queue. A call arriving when all places are taken is refused at once with the kind's
 /// busy error (-32005). A queued call whose client went away is skipped, never run.
+///
+/// One client (an IP address, [`client::current`]) holds at most its share of the pool
+/// ([`WorkerPool::with_client_share`]): so many calls running, and so many places in all;
+/// its calls past the running share wait for one of its own to end, so they never stand in
+/// the queue before another client's.
 #[derive(Debug)]
 pub(crate) struct WorkerPool {
     kind: PoolKind,
@@ -70,6 +76,8 @@ pub(crate) struct WorkerPool {
     jobs: Sender<Job>,
     workers: usize,
     places: usize,
+    /// The places each client holds; `None`: no per-client share.
+    clients: Option<Arc<PerClient>>,
 }
 
 impl WorkerPool {
@@ -86,7 +94,23 @@ impl WorkerPool {
             }
         }
         let places = workers + queue;
-        Self { kind, admission: Arc::new(Semaphore::new(places)), jobs: tx, workers, places }
+        let admission = Arc::new(Semaphore::new(places));
+        Self { kind, admission, jobs: tx, workers, places, clients: None }
+    }
+
+    /// The pool with one client's share capped at `percent` % (`--rpc.client-share`): at most
+    /// `max(1, ⌈workers × percent / 100⌉)` of its calls run at once, and it holds at most that
+    /// plus `⌈queue × percent / 100⌉` places in all. 100 or more: no per-client share.
+    pub(crate) fn with_client_share(mut self, percent: u32) -> Self {
+        if percent >= 100 {
+            self.clients = None;
+            return self;
+        }
+        let part = |n: usize| (n * percent as usize).div_ceil(100);
+        let running = part(self.workers).max(1);
+        let queue = self.places - self.workers;
+        self.clients = Some(PerClient::new(running + part(queue), running));
+        self
     }
 
     /// Sets the busy-worker and queue-depth gauges.
@@ -105,21 +129,44 @@ impl WorkerPool {
         &self,
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
-        let admitted = self.admit()?;
-        self.run_admitted(admitted.0, f).await
+        let Admitted(place, share) = self.admit()?;
+        let f = fair_share(share, f).await?;
+        self.run_admitted(place, f).await
     }
 
     /// A place in the pool, or the kind's busy error when every place is taken. A call run
     /// inline on a server thread holds one while it runs ([`Admitted`]), so a full pool refuses
     /// it as it refuses any other, and the calls the pool admits bound those in flight either way.
+    ///
+    /// The calling client's share is checked first: over it, the refusal names the share.
     pub(crate) fn admit(&self) -> RpcResult<Admitted> {
+        let share = match (&self.clients, client::current()) {
+            (Some(clients), Some(ip)) => match clients.try_hold(ip) {
+                Some(held) => Some(held),
+                None => {
+                    metrics::counter!(self.kind.metric_names()[2]).increment(1);
+                    return Err(self.share_refusal(clients.limit()));
+                }
+            },
+            _ => None,
+        };
         match self.admission.clone().try_acquire_owned() {
-            Ok(admitted) => Ok(Admitted(admitted)),
+            Ok(admitted) => Ok(Admitted(admitted, share)),
             Err(_) => {
                 metrics::counter!(self.kind.metric_names()[2]).increment(1);
                 Err(self.kind.busy())
             }
         }
+    }
+
+    /// The refusal of a call over its client's share of `limit` places.
+    fn share_refusal(&self, limit: usize) -> RpcError {
+        RpcError::Limit(format!(
+            "{} from this client: it holds its share of the pool ({limit} of {} places, \
+             --rpc.client-share)",
+            self.kind.busy(),
+            self.places
+        ))
     }
 
     /// Runs `f` on a worker thread in the place `admitted` holds.
@@ -128,7 +175,9 @@ impl WorkerPool {
         admitted: Admitted,
         f: impl FnOnce() -> RpcResult<T> + Send + 'static,
     ) -> RpcResult<T> {
-        self.run_admitted(admitted.0, f).await
+        let Admitted(place, share) = admitted;
+        let f = fair_share(share, f).await?;
+        self.run_admitted(place, f).await
     }
 
     /// Runs `f` on a worker thread, waiting for a place when the queue is full: for work a
@@ -175,9 +224,33 @@ impl WorkerPool {
     }
 }
 
-/// A place in a [`WorkerPool`] ([`WorkerPool::admit`]), given back when dropped.
+/// A place in a [`WorkerPool`] ([`WorkerPool::admit`]), and the client's part of its share,
+/// given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Admitted(tokio::sync::OwnedSemaphorePermit);
+pub(crate) struct Admitted(tokio::sync::OwnedSemaphorePermit, Option<Held>);
+
+/// `f`, once its client runs fewer calls than its share allows (at once without a share): the
+/// client's permit and its place in the share travel with the job and are given back when the
+/// job ends or is dropped unrun.
+async fn fair_share<T>(
+    share: Option<Held>,
+    f: impl FnOnce() -> RpcResult<T> + Send + 'static,
+) -> RpcResult<impl FnOnce() -> RpcResult<T> + Send + 'static> {
+    let running = match &share {
+        Some(held) => Some(
+            held.running()
+                .acquire_owned()
+                .await
+                .map_err(|_| RpcError::Internal("workers stopped".into()))?,
+        ),
+        None => None,
+    };
+    Ok(move || {
+        // Dropped in this order after the call: the running permit, then the place.
+        let _share = (running, share);
+        f()
+    })
+}
 
 /// The busy-worker and queue-depth gauges of `kind` from the admitted calls.
 fn report(kind: PoolKind, admission: &Semaphore, workers: usize, places: usize) {
