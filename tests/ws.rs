@@ -652,27 +652,7 @@ fn response_and_connection_limits_hold_on_websocket() {
     assert_eq!(answer["error"]["code"], json!(-32008), "{answer}");
     assert_eq!(answer, node.request(&body));
     let second = RawWs::connect(&url);
-    let refused = |url: &str| {
-        let addr = url.trim_start_matches("ws://");
-        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let _ = write!(
-            tcp,
-            "GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        );
-        let mut buf = [0u8; 256];
-        match tcp.read(&mut buf) {
-            Ok(0) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
-            Ok(n) => {
-                let head = String::from_utf8_lossy(&buf[..n]);
-                assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-                false
-            }
-            Err(e) => panic!("read: {e}"),
-        }
-    };
+    let refused = handshake_refused;
     assert!(refused(&url), "a third connection was served");
     drop(first);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -684,4 +664,53 @@ fn response_and_connection_limits_hold_on_websocket() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(second);
+}
+
+/// Whether a WebSocket handshake to `url` is refused (the connection closed before a 101).
+fn handshake_refused(url: &str) -> bool {
+    let addr = url.trim_start_matches("ws://");
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = write!(
+        tcp,
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    let mut buf = [0u8; 256];
+    match tcp.read(&mut buf) {
+        Ok(0) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+        Ok(n) => {
+            let head = String::from_utf8_lossy(&buf[..n]);
+            assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+            false
+        }
+        Err(e) => panic!("read: {e}"),
+    }
+}
+
+/// `--rpc.max-connections-per-ip` holds on the WebSocket listener too, and a connection's
+/// calls count as its address's: a filter made over WebSocket is one of the address's
+/// `--rpc.max-filters-per-ip`.
+#[test]
+fn websocket_connections_and_filters_count_per_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spec, _) = dev_chain(dir.path());
+    let node = Node::serve(db, spec, |c| {
+        c.ws = Some("127.0.0.1:0".parse().unwrap());
+        c.max_connections_per_ip = 2;
+        c.max_filters_per_ip = 1;
+    });
+    let url = node.ws_url.clone().unwrap();
+    let mut first = RawWs::connect(&url);
+    let _second = RawWs::connect(&url);
+    assert!(handshake_refused(&url), "a third connection from one address was served");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_newBlockFilter", "params": []});
+    first.frame(0x81, body.to_string().as_bytes(), true);
+    let made = first.json();
+    assert!(made["result"].is_string(), "{made}");
+    let refused = node.request(&body);
+    assert_eq!(refused["error"]["code"], json!(-32005), "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--rpc.max-filters-per-ip"), "{message}");
 }

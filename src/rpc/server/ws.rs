@@ -23,8 +23,11 @@
 //! - The server pings every `RpcConfig::ws_ping` (10 s); a peer heard from (a pong or anything
 //!   else) in none of the last three intervals is dropped, and so is one that does not take a
 //!   message written to it within three intervals (at least [`MIN_WRITE_TIME`]).
-//! - At most `--rpc.max-connections` connections at once (one more is closed at once); a
-//!   handshake must finish within [`HANDSHAKE_TIMEOUT`].
+//! - At most `--rpc.max-connections` connections at once, and `--rpc.max-connections-per-ip`
+//!   from one address (one more is closed at once); a handshake must finish within
+//!   [`HANDSHAKE_TIMEOUT`]. A connection's requests run as its client (`client::scope`), so
+//!   the pools' per-client shares and the per-address filter limit count them as they count
+//!   HTTP requests from the same address.
 //! - Shutdown: no more requests are read, those in flight are answered (for at most
 //!   [`SHUTDOWN_WAIT`]), and each connection is closed with 1001 (going away).
 //!
@@ -32,7 +35,7 @@
 //! for at most [`LINGER`], so that the peer reads the close frame rather than a reset.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -50,6 +53,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
+use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::dispatch::{self, Calls, Reply};
 use crate::rpc::server::http::App;
 use crate::rpc::server::json::{self, Raw};
@@ -130,6 +134,8 @@ pub(crate) fn serve(listener: TcpListener, app: Arc<App>) -> WsHandle {
         .max_frame_size(Some(max_message))
         .accept_unmasked_frames(false);
     let slots = Arc::new(Semaphore::new(rpc.max_connections as usize));
+    // The same per-address cap as the HTTP listener's, counted apart from it.
+    let clients = PerClient::new(rpc.max_connections_per_ip as usize, 0);
     let shared = Arc::new(Shared {
         ids: HexIds::new(),
         config,
@@ -153,6 +159,11 @@ pub(crate) fn serve(listener: TcpListener, app: Arc<App>) -> WsHandle {
                     }
                 },
             };
+            let ip = client::identity(peer.ip());
+            let Some(held) = clients.try_hold(ip) else {
+                tracing::debug!(target: "rpc", %peer, "ws connection refused: at the limit of its address");
+                continue;
+            };
             let Ok(slot) = slots.clone().try_acquire_owned() else {
                 tracing::debug!(target: "rpc", %peer, "ws connection refused: at the limit");
                 continue;
@@ -161,7 +172,7 @@ pub(crate) fn serve(listener: TcpListener, app: Arc<App>) -> WsHandle {
             let (shared, stopping) = (shared.clone(), stopping.clone());
             connections.spawn(async move {
                 connection(shared, stream, peer, stopping).await;
-                drop(slot);
+                drop((slot, held));
             });
         }
         drop(listener);
@@ -179,6 +190,8 @@ struct Conn {
     shared: Arc<Shared>,
     out: mpsc::Sender<Out>,
     subs: Subs,
+    /// The client, as the pools and the filter table count it (`client::identity`).
+    ip: IpAddr,
 }
 
 /// The calls of one request body on a connection: the method table, and the connection's
@@ -285,7 +298,8 @@ async fn run(
 ) {
     let (out, mut outgoing) = mpsc::channel::<Out>(BUFFER);
     let places = Arc::new(Semaphore::new(BUFFER));
-    let conn = Arc::new(Conn { shared: shared.clone(), out, subs: Subs::default() });
+    let ip = client::identity(peer.ip());
+    let conn = Arc::new(Conn { shared: shared.clone(), out, subs: Subs::default(), ip });
     let mut requests = JoinSet::new();
     let mut feeds = JoinSet::new();
     let ping = shared.ping;
@@ -359,7 +373,8 @@ async fn run(
 /// writer.
 async fn answer(conn: &Conn, body: &[u8], place: OwnedSemaphorePermit) {
     let session = Session { conn, start: Mutex::new(Vec::new()) };
-    let reply = dispatch::handle_with(&session, body, conn.shared.app.limits).await;
+    let reply =
+        client::scope(conn.ip, dispatch::handle_with(&session, body, conn.shared.app.limits)).await;
     let start = session.start.into_inner().unwrap_or_else(PoisonError::into_inner);
     let Reply::Json(bytes) = reply else { return };
     // Answers are written from JSON text the server made (ids are copied from a body that
