@@ -145,6 +145,7 @@ impl From<CallError> for RpcError {
             CallError::InvalidRequest(m) => Self::InvalidParams(m),
             CallError::InsufficientFunds { have, want } => Self::InsufficientFunds { have, want },
             CallError::Timeout(d) => Self::Timeout(d),
+            CallError::Cancelled => Self::Cancelled,
             CallError::Database(m) => Self::Internal(m),
             other @ (CallError::IntrinsicGasTooLow { .. } | CallError::Rejected(_)) => {
                 Self::Execution(other.to_string())

@@ -19,44 +19,84 @@ use jsonrpsee::types::Params;
 use serde_json::Value;
 
 use crate::rpc::eth::convert::block_logs;
+use crate::rpc::server::budget::check;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 /// What a log must match: any of `addresses` (none: any address), and at each topic position
-/// any of the listed topics (an empty list: any topic).
+/// any of the listed topics (an empty list: any topic). The lists are sorted, so a log's
+/// address and topics are looked up in O(log n), and each item's three bloom bits are worked
+/// out once per filter, not once per block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LogFilter {
     addresses: Vec<Address>,
     topics: Vec<Vec<B256>>,
+    address_bits: Vec<BloomBits>,
+    topic_bits: Vec<Vec<BloomBits>>,
+}
+
+/// The bytes and masks of the (at most three) bits an item sets in a logs bloom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BloomBits([(u8, u8); 3]);
+
+impl BloomBits {
+    fn of(item: &[u8]) -> Self {
+        let mut bloom = Bloom::ZERO;
+        bloom.accrue(BloomInput::Raw(item));
+        let mut bits = [(0u8, 0u8); 3];
+        let set = bloom.0.iter().enumerate().filter(|(_, b)| **b != 0);
+        for (slot, (i, b)) in bits.iter_mut().zip(set) {
+            // A bloom is 256 bytes: the index fits in a u8.
+            *slot = (i as u8, *b);
+        }
+        Self(bits)
+    }
+
+    fn in_bloom(&self, bloom: &Bloom) -> bool {
+        self.0.iter().all(|&(i, mask)| bloom.0[usize::from(i)] & mask == mask)
+    }
+}
+
+/// The most addresses, and topic alternatives at one position, a log filter may list
+/// (`--rpc.max-filter-addresses`, `--rpc.max-filter-topics`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FilterLimits {
+    /// Most addresses.
+    pub(crate) addresses: usize,
+    /// Most alternatives at one topic position.
+    pub(crate) topics: usize,
 }
 
 impl LogFilter {
+    fn new(mut addresses: Vec<Address>, mut topics: Vec<Vec<B256>>) -> Self {
+        addresses.sort_unstable();
+        addresses.dedup();
+        for t in &mut topics {
+            t.sort_unstable();
+            t.dedup();
+        }
+        let address_bits = addresses.iter().map(|a| BloomBits::of(a.as_slice())).collect();
+        let topic_bits =
+            topics.iter().map(|t| t.iter().map(|t| BloomBits::of(t.as_slice())).collect()).collect();
+        Self { addresses, topics, address_bits, topic_bits }
+    }
+
     /// Whether a log with `address` and `topics` matches.
     fn matches_parts(&self, address: &Address, topics: &[B256]) -> bool {
-        if !self.addresses.is_empty() && !self.addresses.contains(address) {
+        if !self.addresses.is_empty() && self.addresses.binary_search(address).is_err() {
             return false;
         }
         self.topics.iter().enumerate().all(|(i, wanted)| {
-            wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.contains(t))
+            wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.binary_search(t).is_ok())
         })
     }
 
     /// Whether a block with `bloom` may hold a matching log.
     fn may_match(&self, bloom: &Bloom) -> bool {
-        let any = |items: &mut dyn Iterator<Item = &[u8]>| {
-            let mut empty = true;
-            for item in items {
-                empty = false;
-                if bloom.contains_input(BloomInput::Raw(item)) {
-                    return true;
-                }
-            }
-            empty
-        };
-        any(&mut self.addresses.iter().map(|a| a.as_slice()))
-            && self.topics.iter().all(|t| any(&mut t.iter().map(|t| t.as_slice())))
+        let any = |bits: &[BloomBits]| bits.is_empty() || bits.iter().any(|b| b.in_bloom(bloom));
+        any(&self.address_bits) && self.topic_bits.iter().all(|t| any(t))
     }
 }
 
@@ -82,14 +122,18 @@ const FILTER_FIELDS: &[&str] = &["fromBlock", "toBlock", "blockHash", "address",
 
 /// The address and topic filter of a `logs` subscription (block bounds are not used: a
 /// subscription follows the head).
-pub(crate) fn subscription_filter(a: &Args, i: usize) -> RpcResult<LogFilter> {
+pub(crate) fn subscription_filter(
+    a: &Args,
+    i: usize,
+    limits: FilterLimits,
+) -> RpcResult<LogFilter> {
     if a.get(i).is_none_or(serde_json::Value::is_null) {
         return Ok(LogFilter::default());
     }
-    Ok(parse_query(a, i)?.filter)
+    Ok(parse_query(a, i, limits)?.filter)
 }
 
-fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
+fn parse_query(a: &Args, i: usize, limits: FilterLimits) -> RpcResult<FilterQuery> {
     let bad = |msg: String| invalid(format!("invalid argument {i} (filter): {msg}"));
     let Some(v) = a.get(i) else {
         return Err(invalid(format!("missing value for required argument {i} (filter)")));
@@ -119,6 +163,13 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
     };
     let addresses = match field("address") {
         None => Vec::new(),
+        Some(Value::Array(items)) if items.len() > limits.addresses => {
+            return Err(bad(format!(
+                "{} addresses, over the limit of {} (--rpc.max-filter-addresses)",
+                items.len(),
+                limits.addresses
+            )));
+        }
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| serde_json::from_value(v.clone()))
@@ -138,6 +189,14 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
             for (p, v) in positions.iter().enumerate() {
                 let parsed: Vec<B256> = match v {
                     Value::Null => Vec::new(),
+                    Value::Array(items) if items.len() > limits.topics => {
+                        return Err(bad(format!(
+                            "topics[{p}]: {} alternatives, over the limit of {} \
+                             (--rpc.max-filter-topics)",
+                            items.len(),
+                            limits.topics
+                        )));
+                    }
                     Value::Array(items) => items
                         .iter()
                         .map(|t| serde_json::from_value(t.clone()))
@@ -157,7 +216,7 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
     while topics.last().is_some_and(Vec::is_empty) {
         topics.pop();
     }
-    Ok(FilterQuery { scope, filter: LogFilter { addresses, topics } })
+    Ok(FilterQuery { scope, filter: LogFilter::new(addresses, topics) })
 }
 
 /// One installed filter.
@@ -197,6 +256,14 @@ impl Filters {
 }
 
 impl RpcContext {
+    /// The limits of a log filter's lists.
+    pub(crate) fn filter_limits(&self) -> FilterLimits {
+        FilterLimits {
+            addresses: self.config.max_filter_addresses,
+            topics: self.config.max_filter_topics,
+        }
+    }
+
     /// The inclusive block range of a range scope, checked against the head and the limit.
     fn logs_range(&self, r: &Reader, from: BlockRef, to: BlockRef) -> RpcResult<(u64, u64)> {
         let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
@@ -226,6 +293,8 @@ impl RpcContext {
     fn collect_logs(&self, r: &Reader, f: &LogFilter, from: u64, to: u64) -> RpcResult<Vec<Log>> {
         let mut out = Vec::new();
         for n in from..=to {
+            // Stops once the client is gone or the deadline passed (`server/budget.rs`).
+            check()?;
             let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
             self.block_matches(r, f, &entry.0, entry.1, &mut out)?;
             if out.len() > self.config.max_logs {
@@ -286,7 +355,7 @@ impl RpcContext {
     /// `eth_getLogs(filter)`.
     pub(crate) fn get_logs(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let q = parse_query(&a, 0)?;
+        let q = parse_query(&a, 0, self.filter_limits())?;
         let r = self.db.begin_read()?;
         to_value(self.query_logs(&r, &q)?)
     }
@@ -322,7 +391,7 @@ impl RpcContext {
     /// `eth_newFilter(filter)`: logs of blocks added after installation, by polling.
     pub(crate) fn new_filter(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let q = parse_query(&a, 0)?;
+        let q = parse_query(&a, 0, self.filter_limits())?;
         self.install(FilterKind::Logs(q))
     }
 
@@ -398,6 +467,7 @@ impl RpcContext {
             FilterKind::Blocks => {
                 let mut hashes = Vec::new();
                 for n in from..=to {
+                    check()?;
                     hashes.push(r.canonical_hash(n)?.unwrap_or_default());
                 }
                 to_value(hashes)?

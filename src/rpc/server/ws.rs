@@ -108,7 +108,7 @@ pub(crate) fn register(
     Ok(())
 }
 
-fn parse(params: &Params<'_>) -> RpcResult<Kind> {
+fn parse(params: &Params<'_>, limits: crate::rpc::eth::logs::FilterLimits) -> RpcResult<Kind> {
     let a = Args::new(params, 2)?;
     let kind: String = a.req(0, "subscription")?;
     match kind.as_str() {
@@ -118,7 +118,7 @@ fn parse(params: &Params<'_>) -> RpcResult<Kind> {
             }
             Ok(Kind::NewHeads)
         }
-        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1)?)),
+        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1, limits)?)),
         other => Err(invalid(format!(
             "invalid argument 0 (subscription): unsupported subscription {other:?} (newHeads, logs)"
         ))),
@@ -130,7 +130,7 @@ async fn subscribe(
     pending: PendingSubscriptionSink,
     ctx: Arc<RpcContext>,
 ) -> SubscriptionResult {
-    let kind = match parse(&params) {
+    let kind = match parse(&params, ctx.filter_limits()) {
         Ok(k) => Arc::new(k),
         Err(e) => {
             pending.reject(ErrorObjectOwned::from(e)).await;
