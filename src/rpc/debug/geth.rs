@@ -156,12 +156,22 @@ impl RpcContext {
     /// opcode log of more than a few hundred steps, a mux tracer's).
     pub(crate) async fn debug_trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
-        let a = Args::new(&p, 3)?;
+        self.traced_call(inline, move |ctx| ctx.debug_trace_call_params(&p)).await
+    }
+
+    /// The call, block and tracing options of `debug_traceCall`.
+    fn debug_trace_call_params(
+        &self,
+        p: &Params<'_>,
+    ) -> RpcResult<(CallRequest, BlockRef, TraceOptions)> {
+        let a = Args::new(p, 3)?;
         let tx = call_object(&a, 0)?;
         let block = a.block(1, "block")?;
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for tracing"));
         }
+        let overrides = a.get(2).and_then(|o| o.get("stateOverrides"));
+        self.check_override_set(overrides, "2 (options.stateOverrides)")?;
         let call_opts: GethDebugTracingCallOptions = a.opt(2, "options")?.unwrap_or_default();
         if call_opts.tx_index.is_some() {
             return Err(invalid("invalid argument 2 (options): txIndex is not supported"));
@@ -172,7 +182,7 @@ impl RpcContext {
             state_overrides: call_opts.state_overrides,
             block_overrides: call_opts.block_overrides,
         };
-        self.traced_call(inline, req, block, opts).await
+        Ok((req, block, opts))
     }
 
     /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.

@@ -10,6 +10,7 @@ pub(crate) mod estimate;
 pub(crate) mod fees;
 pub(crate) mod forward;
 pub(crate) mod logs;
+pub(crate) mod overrides;
 pub(crate) mod proof;
 pub(crate) mod reads;
 pub(crate) mod simulate;

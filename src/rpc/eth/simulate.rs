@@ -39,6 +39,7 @@ use alloy_rpc_types_eth::simulate::{
 };
 use alloy_rpc_types_eth::{Log, TransactionRequest};
 use jsonrpsee::types::Params;
+use serde_json::Value;
 use revm::Database;
 use revm::DatabaseCommit;
 use revm::context::TxEnv;
@@ -50,6 +51,7 @@ use revm::database::{State, WrapDatabaseRef};
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
 use crate::rpc::eth::call::{halt_message, revert_reason};
 use crate::rpc::eth::convert::{BlockTxs, rpc_block};
+use crate::rpc::eth::overrides::OverrideCount;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -221,7 +223,27 @@ fn nonce_check(from: Address, tx: u64, state: u64, gas: u64) -> Result<(), RpcEr
 impl RpcContext {
     /// `eth_simulateV1(payload, block?)`.
     pub(crate) async fn simulate_v1(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2)?;
+        // Parsed on the pool: a large payload must not hold up the server's threads.
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let (payload, block) = ctx.simulate_params(&p)?;
+                ctx.simulate_blocking(payload, block)
+            })
+            .await
+    }
+
+    /// The payload and block of `eth_simulateV1`, within its limits: [`MAX_CALLS`] calls, and
+    /// the state override limits over all its blocks' sets (`eth/overrides.rs`).
+    fn simulate_params(&self, p: &Params<'_>) -> RpcResult<(SimulatePayload, BlockRef)> {
+        let a = Args::new(p, 2)?;
+        let mut count = OverrideCount::default();
+        if let Some(Value::Array(blocks)) = a.get(0).and_then(|v| v.get("blockStateCalls")) {
+            for b in blocks {
+                count.add(b.get("stateOverrides"));
+            }
+        }
+        self.check_overrides(count, "0 (payload.blockStateCalls[].stateOverrides)")?;
         let payload: SimulatePayload = a.req(0, "payload")?;
         let block = a.block(1, "block")?;
         let calls: usize = payload.block_state_calls.iter().map(|b| b.calls.len()).sum();
@@ -234,8 +256,7 @@ impl RpcContext {
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for simulation"));
         }
-        let ctx = self.clone();
-        self.pool.run(move || ctx.simulate_blocking(payload, block)).await
+        Ok((payload, block))
     }
 
     fn simulate_blocking(&self, payload: SimulatePayload, block: BlockRef) -> RpcResult<Raw> {
