@@ -23,6 +23,7 @@ use revm::context::result::ResultAndState;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::evm::{CallRequest, PreparedCall};
+use crate::rpc::debug::struct_logs::StructLogBudget;
 use crate::rpc::eth::call::call_object;
 use crate::rpc::server::inline::{Traced, small_debug_trace};
 use crate::rpc::server::json::{Raw, to_value};
@@ -38,29 +39,44 @@ const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flat
 struct TraceOptions {
     opts: GethDebugTracingOptions,
     timeout: Duration,
+    /// `--rpc.max-trace-size`: the struct logger's limit.
+    max_size: u64,
+}
+
+impl TraceOptions {
+    /// A fresh tracer, with the struct logger's budget beside it.
+    fn tracer(&self) -> RpcResult<(StructLogBudget, DebugInspector)> {
+        // Options were validated when parsed; a failure here is a bug.
+        let inner = DebugInspector::new(self.opts.clone())
+            .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))?;
+        let struct_logger = match &inner {
+            DebugInspector::Default(_, opts) => Some(*opts),
+            _ => None,
+        };
+        Ok((StructLogBudget::new(struct_logger, self.max_size), inner))
+    }
 }
 
 /// `debug_traceCall`'s kind of traced call: the geth tracer asked for, under its deadline.
 impl Traced for TraceOptions {
-    type Inspector = DebugInspector;
+    type Inspector = (StructLogBudget, DebugInspector);
 
-    fn inspector(&self) -> RpcResult<DebugInspector> {
-        // Options were validated when parsed; a failure here is a bug.
-        DebugInspector::new(self.opts.clone())
-            .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))
+    fn inspector(&self) -> RpcResult<Self::Inspector> {
+        self.tracer()
     }
 
-    fn small(inspector: &DebugInspector, res: &ResultAndState) -> bool {
-        small_debug_trace(inspector, res)
+    fn small(inspector: &Self::Inspector, res: &ResultAndState) -> bool {
+        inspector.0.result().is_err() || small_debug_trace(&inspector.1, res)
     }
 
     /// The geth-shape answer.
     fn answer(
         &self,
         call: &PreparedCall<StateAt>,
-        mut inspector: DebugInspector,
+        (budget, mut inspector): Self::Inspector,
         res: &ResultAndState,
     ) -> RpcResult<Raw> {
+        budget.result()?;
         let trace = inspector
             .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
             .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
@@ -208,20 +224,22 @@ impl RpcContext {
             Target::One(i) => i..i.saturating_add(1),
             Target::All => 0..block.transactions.len(),
         };
-        let mut inspector = opts.inspector()?;
+        let mut inspector = opts.tracer()?;
         self.replay_stored(r, &block, traced, &mut inspector, opts.timeout, |t| {
+            let (budget, tracer) = &mut *t.inspector;
+            budget.result()?;
+            budget.next_transaction();
             let hash = *block.transactions[t.index].tx_hash();
             let context = TransactionContext {
                 block_hash: Some(block.hash),
                 tx_index: Some(t.index),
                 tx_hash: Some(hash),
             };
-            let trace = t
-                .inspector
+            let trace = tracer
                 .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
                 .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
             let trace = geth_shape(trace);
-            t.inspector.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+            tracer.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
             Ok((hash, trace))
         })
     }
@@ -275,7 +293,7 @@ impl RpcContext {
                 .map_err(|e| bad(format!("timeout: {e}")))?
                 .min(self.config.call_timeout),
         };
-        Ok(TraceOptions { opts, timeout })
+        Ok(TraceOptions { opts, timeout, max_size: self.config.max_trace_size })
     }
 }
 
