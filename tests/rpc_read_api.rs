@@ -207,7 +207,8 @@ fn log_filter_lists_are_limited_and_a_full_list_matches_as_its_real_item() {
     assert_eq!(listed.unwrap(), alone.unwrap());
     let mut topics: Vec<Value> = (1..MAX).map(|i| json!(fake(i, 64))).collect();
     topics.insert(MAX / 2, log["topics"][1].clone());
-    let alone = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [null, log["topics"][1]]}]));
+    let alone =
+        n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [null, log["topics"][1]]}]));
     let listed = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [null, topics]}]));
     assert_eq!(listed.unwrap(), alone.unwrap());
 
@@ -285,6 +286,28 @@ fn state_override_sets_are_limited_by_accounts_and_slots() {
         }
     }
     assert!(n.call("eth_blockNumber", json!([])).is_ok());
+}
+
+/// A scan past its deadline (`--rpc.evm-timeout`, here 1 ns) stops at its next block and
+/// answers -32000 naming the deadline and its flag: `eth_getLogs`, `eth_getFilterLogs`,
+/// `eth_feeHistory`; a point read, which scans nothing, still answers.
+#[test]
+fn scans_past_their_deadline_answer_a_query_timeout_naming_the_flag() {
+    let Some(n) = Node::start(|c| c.call_timeout = std::time::Duration::from_nanos(1)) else {
+        return;
+    };
+    let id = n.call("eth_newFilter", json!([{"fromBlock": "0x0"}])).unwrap();
+    let asks = [
+        ("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest"}])),
+        ("eth_getFilterLogs", json!([id])),
+        ("eth_feeHistory", json!(["0x4", "latest", [50]])),
+    ];
+    for (method, params) in asks {
+        let e = n.call(method, params).unwrap_err();
+        assert_eq!(e["code"], json!(-32000), "{method}: {e}");
+        assert_eq!(e["message"], json!("query timeout after 1ns (--rpc.evm-timeout)"), "{method}");
+    }
+    assert!(head(&n) > 0);
 }
 
 #[test]

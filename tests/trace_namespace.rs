@@ -552,9 +552,7 @@ fn trace_filter_address_lists_are_limited_naming_the_flag() {
         let mut list: Vec<Value> =
             (1..MAX).map(|i| json!(format!("0x{:040x}", 0xdead_0000 + i))).collect();
         list.push(json!(from));
-        let range = |addresses: Value| {
-            json!([{"fromBlock": tag(block), "toBlock": tag(block), "fromAddress": addresses}])
-        };
+        let range = |addresses: Value| json!([{"fromBlock": tag(block), "toBlock": tag(block), "fromAddress": addresses}]);
         let alone = c.ok("trace_filter", range(json!([from])));
         assert!(!alone.as_array().unwrap().is_empty(), "{}", c.name);
         assert_eq!(c.ok("trace_filter", range(json!(list))), alone, "{}", c.name);

@@ -25,6 +25,7 @@ use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 use crate::evm::{CallRequest, PreparedCall};
 use crate::rpc::debug::struct_logs::StructLogBudget;
 use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::overrides::RawSets;
 use crate::rpc::server::inline::{Traced, small_debug_trace};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -180,6 +181,8 @@ impl RpcContext {
         &self,
         p: &Params<'_>,
     ) -> RpcResult<(CallRequest, BlockRef, TraceOptions)> {
+        let what = "2 (options.stateOverrides)";
+        self.precheck_overrides(p, RawSets::InOptions(2), what)?;
         let a = Args::new(p, 3)?;
         let tx = call_object(&a, 0)?;
         let block = a.block(1, "block")?;
@@ -187,7 +190,7 @@ impl RpcContext {
             return Err(invalid("pending is not supported for tracing"));
         }
         let overrides = a.get(2).and_then(|o| o.get("stateOverrides"));
-        self.check_override_set(overrides, "2 (options.stateOverrides)")?;
+        self.check_override_set(overrides, what)?;
         let call_opts: GethDebugTracingCallOptions = a.opt(2, "options")?.unwrap_or_default();
         if call_opts.tx_index.is_some() {
             return Err(invalid("invalid argument 2 (options): txIndex is not supported"));

@@ -15,9 +15,7 @@ use std::collections::{HashMap, HashSet};
 use alloy_primitives::{Address, U256};
 use alloy_rpc_types_trace::geth::GethDefaultTracingOptions;
 use revm::Inspector;
-use revm::interpreter::interpreter_types::{
-    InputsTr, Jumps, MemoryTr, ReturnData, StackTr,
-};
+use revm::interpreter::interpreter_types::{InputsTr, Jumps, MemoryTr, ReturnData, StackTr};
 use revm::interpreter::{InstructionResult, Interpreter, InterpreterTypes};
 
 use crate::rpc::{RpcError, RpcResult};

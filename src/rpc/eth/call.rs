@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::evm::{
     CallError, CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call,
 };
+use crate::rpc::eth::overrides::RawSets;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -217,6 +218,7 @@ impl RpcContext {
     pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
         let parse = |ctx: &Self, p: &Params<'_>| -> RpcResult<(CallRequest, BlockRef)> {
+            ctx.precheck_overrides(p, RawSets::At(2), "2 (stateOverrides)")?;
             let a = Args::new(p, 4)?;
             Ok((ctx.call_request(&a, 0, 2, 3)?, a.block(1, "block")?))
         };

@@ -22,6 +22,7 @@ use revm_inspectors::access_list::AccessListInspector;
 
 use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
 use crate::rpc::eth::call::{halt_message, revert_reason};
+use crate::rpc::eth::overrides::RawSets;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -106,6 +107,7 @@ impl RpcContext {
         let ctx = self.clone();
         self.pool
             .run(move || {
+                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
                 let a = Args::new(&p, 4)?;
                 let req = ctx.call_request(&a, 0, 2, 3)?;
                 let block = a.block(1, "block")?;
@@ -204,6 +206,7 @@ impl RpcContext {
         let ctx = self.clone();
         self.pool
             .run(move || {
+                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
                 let a = Args::new(&p, 4)?;
                 let req = ctx.call_request(&a, 0, 2, 3)?;
                 let block = a.block(1, "block")?;

@@ -78,8 +78,10 @@ impl LogFilter {
             t.dedup();
         }
         let address_bits = addresses.iter().map(|a| BloomBits::of(a.as_slice())).collect();
-        let topic_bits =
-            topics.iter().map(|t| t.iter().map(|t| BloomBits::of(t.as_slice())).collect()).collect();
+        let topic_bits = topics
+            .iter()
+            .map(|t| t.iter().map(|t| BloomBits::of(t.as_slice())).collect())
+            .collect();
         Self { addresses, topics, address_bits, topic_bits }
     }
 
@@ -508,4 +510,40 @@ fn explicit(b: BlockRef) -> Option<u64> {
 
 fn filter_not_found() -> RpcError {
     RpcError::Execution("filter not found".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bits worked out once per item say what alloy's bloom check says, for blooms that
+    /// hold the item, others and none; the sorted lists match what `contains` would.
+    #[test]
+    fn precomputed_bloom_bits_and_sorted_lists_agree_with_alloy() {
+        let items: Vec<Address> =
+            (0u64..64).map(|i| Address::left_padding_from(&i.to_be_bytes())).collect();
+        let mut bloom = Bloom::ZERO;
+        for a in items.iter().step_by(3) {
+            bloom.accrue(BloomInput::Raw(a.as_slice()));
+        }
+        for a in &items {
+            let bits = BloomBits::of(a.as_slice());
+            assert_eq!(bits.in_bloom(&bloom), bloom.contains_input(BloomInput::Raw(a.as_slice())));
+            assert!(bits.in_bloom(&{
+                let mut b = Bloom::ZERO;
+                b.accrue(BloomInput::Raw(a.as_slice()));
+                b
+            }));
+            assert!(!bits.in_bloom(&Bloom::ZERO));
+        }
+        let wanted: Vec<Address> = items.iter().rev().step_by(5).copied().collect();
+        let topic = B256::repeat_byte(9);
+        let f = LogFilter::new(wanted.clone(), vec![vec![], vec![topic, B256::ZERO, topic]]);
+        for a in &items {
+            let want = wanted.contains(a);
+            assert_eq!(f.matches_parts(a, &[B256::ZERO, topic]), want);
+            assert!(!f.matches_parts(a, &[topic, B256::repeat_byte(1)]));
+            assert!(!f.matches_parts(a, &[topic]));
+        }
+    }
 }

@@ -39,7 +39,6 @@ use alloy_rpc_types_eth::simulate::{
 };
 use alloy_rpc_types_eth::{Log, TransactionRequest};
 use jsonrpsee::types::Params;
-use serde_json::Value;
 use revm::Database;
 use revm::DatabaseCommit;
 use revm::context::TxEnv;
@@ -47,11 +46,12 @@ use revm::context::result::ExecutionResult;
 use revm::context::result::InvalidTransaction;
 use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{State, WrapDatabaseRef};
+use serde_json::Value;
 
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
 use crate::rpc::eth::call::{halt_message, revert_reason};
 use crate::rpc::eth::convert::{BlockTxs, rpc_block};
-use crate::rpc::eth::overrides::OverrideCount;
+use crate::rpc::eth::overrides::{OverrideCount, RawSets};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -236,6 +236,8 @@ impl RpcContext {
     /// The payload and block of `eth_simulateV1`, within its limits: [`MAX_CALLS`] calls, and
     /// the state override limits over all its blocks' sets (`eth/overrides.rs`).
     fn simulate_params(&self, p: &Params<'_>) -> RpcResult<(SimulatePayload, BlockRef)> {
+        let what = "0 (payload.blockStateCalls[].stateOverrides)";
+        self.precheck_overrides(p, RawSets::Simulate, what)?;
         let a = Args::new(p, 2)?;
         let mut count = OverrideCount::default();
         if let Some(Value::Array(blocks)) = a.get(0).and_then(|v| v.get("blockStateCalls")) {
@@ -243,7 +245,7 @@ impl RpcContext {
                 count.add(b.get("stateOverrides"));
             }
         }
-        self.check_overrides(count, "0 (payload.blockStateCalls[].stateOverrides)")?;
+        self.check_overrides(count, what)?;
         let payload: SimulatePayload = a.req(0, "payload")?;
         let block = a.block(1, "block")?;
         let calls: usize = payload.block_state_calls.iter().map(|b| b.calls.len()).sum();

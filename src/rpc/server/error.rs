@@ -199,9 +199,7 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::BatchTooLarge { .. } => codes::BATCH_TOO_LARGE,
             RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
             RpcError::MethodNotFound(_) => codes::METHOD_NOT_FOUND,
-            RpcError::ResponseTooLarge(_) | RpcError::TraceTooLarge(_) => {
-                codes::RESPONSE_TOO_LARGE
-            }
+            RpcError::ResponseTooLarge(_) | RpcError::TraceTooLarge(_) => codes::RESPONSE_TOO_LARGE,
             RpcError::BatchResponseTooLarge(_) => codes::BATCH_RESPONSE_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
             RpcError::HeaderNotFound

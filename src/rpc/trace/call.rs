@@ -25,6 +25,7 @@ use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallRequest, PreparedCall, execute_call, prepare_call_on};
 use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::overrides::RawSets;
 use crate::rpc::server::inline::{Traced, small_trace, traced_whole};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -65,6 +66,7 @@ impl RpcContext {
         &self,
         p: &Params<'_>,
     ) -> RpcResult<(CallRequest, HashSet<TraceType>, BlockRef)> {
+        self.precheck_overrides(p, RawSets::At(3), "3 (stateOverrides)")?;
         let a = Args::new(p, 5)?;
         let req = self.call_request(&a, 0, 3, 4)?;
         let types = self.trace_types(&a, 1)?;

@@ -151,7 +151,8 @@ impl RpcContext {
         let from = bound(from, "fromBlock", BlockRef::Earliest)?;
         let to = bound(to, "toBlock", BlockRef::Latest)?;
         let max = self.config.max_filter_addresses;
-        for (name, list) in [("fromAddress", &filter.from_address), ("toAddress", &filter.to_address)]
+        for (name, list) in
+            [("fromAddress", &filter.from_address), ("toAddress", &filter.to_address)]
         {
             if list.len() > max {
                 return Err(invalid(format!(
