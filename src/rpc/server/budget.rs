@@ -106,7 +106,7 @@ mod tests {
         {
             let _g = Budget::new(Duration::from_secs(60), flag.clone()).install();
             assert!(check().is_ok());
-            drop(CancelOnDrop(Some(flag.clone())));
+            drop(CancelOnDrop(Some(flag)));
             assert!(matches!(check(), Err(RpcError::Cancelled)));
             assert!(crate::evm::cancel::current().is_some());
         }
