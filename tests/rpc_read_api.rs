@@ -310,6 +310,21 @@ fn scans_past_their_deadline_answer_a_query_timeout_naming_the_flag() {
     assert!(head(&n) > 0);
 }
 
+/// A log query whose answer is over `--rpc.max-response-size` is refused with -32008 naming
+/// the limit (counted while the query scans), and one within it is answered.
+#[test]
+fn a_log_query_over_the_response_limit_is_refused() {
+    let Some(full) = node() else { return };
+    let all = json!([{"fromBlock": "0x0", "toBlock": "latest"}]);
+    let size = full.call("eth_getLogs", all.clone()).unwrap().to_string().len() as u32;
+    let Some(n) = Node::start(|c| c.max_response_body = size / 2) else { return };
+    let e = n.call("eth_getLogs", all).unwrap_err();
+    assert_eq!(e["code"], json!(-32008), "{e}");
+    assert_eq!(e["message"], json!(format!("response is over the limit of {} bytes", size / 2)));
+    let one = json!([{"fromBlock": "0x0", "toBlock": "0x1"}]);
+    assert_eq!(n.call("eth_getLogs", one.clone()), full.call("eth_getLogs", one));
+}
+
 #[test]
 fn raw_receipts_and_transactions_rebuild_the_header_roots() {
     let Some(n) = node() else { return };

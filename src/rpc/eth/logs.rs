@@ -294,11 +294,20 @@ impl RpcContext {
     /// Matching logs of blocks `from..=to`, in order; over `--rpc.max-logs` is an error.
     fn collect_logs(&self, r: &Reader, f: &LogFilter, from: u64, to: u64) -> RpcResult<Vec<Log>> {
         let mut out = Vec::new();
+        // The least the answer's JSON takes so far: past the response limit it is refused
+        // now, not once the whole list is built.
+        let mut least = 0u64;
+        let max_response = u64::from(self.config.max_response_body);
         for n in from..=to {
             // Stops once the client is gone or the deadline passed (`server/budget.rs`).
             check()?;
             let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+            let before = out.len();
             self.block_matches(r, f, &entry.0, entry.1, &mut out)?;
+            least += out[before..].iter().map(least_json).sum::<u64>();
+            if least > max_response {
+                return Err(RpcError::ResponseTooLarge(self.config.max_response_body));
+            }
             if out.len() > self.config.max_logs {
                 return Err(RpcError::Limit(format!(
                     "query returned more than {} results (--rpc.max-logs); the range {from:#x}-{:#x} \
@@ -499,6 +508,14 @@ impl RpcContext {
     }
 }
 
+/// The fewest bytes `log` takes in an answer: its data and topics in hex, and its other fields
+/// (address, block and transaction hashes, `removed`: over 300 bytes with their names).
+fn least_json(log: &Log) -> u64 {
+    let data = log.inner.data.data.len() as u64;
+    let topics = log.inner.data.topics().len() as u64;
+    2 * data + 66 * topics + 300
+}
+
 /// The block number a reference names outright (tags move with the head: `None`).
 fn explicit(b: BlockRef) -> Option<u64> {
     match b {
@@ -544,6 +561,30 @@ mod tests {
             assert_eq!(f.matches_parts(a, &[B256::ZERO, topic]), want);
             assert!(!f.matches_parts(a, &[topic, B256::repeat_byte(1)]));
             assert!(!f.matches_parts(a, &[topic]));
+        }
+    }
+
+    /// The least a log takes in an answer is never more than its JSON: short and long data,
+    /// no topics and four, and fields at their shortest (zero numbers, no timestamp).
+    #[test]
+    fn the_least_json_of_a_log_is_at_most_its_json() {
+        for (data, topics) in [(0usize, 0usize), (1, 1), (32, 4), (5000, 2)] {
+            let log = Log {
+                inner: alloy_primitives::Log::new_unchecked(
+                    Address::ZERO,
+                    vec![B256::ZERO; topics],
+                    vec![0u8; data].into(),
+                ),
+                block_hash: Some(B256::ZERO),
+                block_number: Some(0),
+                block_timestamp: None,
+                transaction_hash: Some(B256::ZERO),
+                transaction_index: Some(0),
+                log_index: Some(0),
+                removed: false,
+            };
+            let json = serde_json::to_string(&log).unwrap().len() as u64;
+            assert!(least_json(&log) <= json, "{data} {topics}: {} > {json}", least_json(&log));
         }
     }
 }
