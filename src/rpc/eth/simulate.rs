@@ -277,7 +277,12 @@ impl RpcContext {
             SimInspector::new(timeout.saturating_sub(started.elapsed()), payload.trace_transfers);
         for p in planned {
             if inspector.check_now() {
-                return Err(RpcError::Timeout(timeout));
+                let cancelled = inspector.cancelled();
+                return Err(if cancelled {
+                    RpcError::Cancelled
+                } else {
+                    RpcError::Timeout(timeout)
+                });
             }
             let (header, hash, block) = self.simulate_block(
                 (&r, n),
@@ -424,6 +429,9 @@ impl RpcContext {
                 if !validation && sender.nonce == u64::MAX {
                     // geth's unchecked nonce wraps to 0; revm's stays at the maximum.
                     wrap_nonce(executor.evm_mut().db_mut(), from)?;
+                }
+                if executor.evm().inspector().cancelled() {
+                    return Err(RpcError::Cancelled);
                 }
                 if executor.evm().inspector().expired() {
                     return Err(RpcError::Timeout(self.config.call_timeout));
