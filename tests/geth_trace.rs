@@ -669,3 +669,167 @@ fn deadline_stops_a_long_trace_and_the_node_keeps_serving() {
     let r = d.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()]));
     assert_eq!(r["calls"].as_array().unwrap().len(), 3);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Budgets: the struct logger's size, cancellation when the client leaves, memory
+// ---------------------------------------------------------------------------------------------
+
+/// `JUMPDEST PUSH1 0 JUMP` at `LOOPER`: a call that runs until its gas or its deadline ends.
+const LOOPER: &str = "0x00000000000000000000000000000000000000ff";
+
+fn looping(tracer: Option<&str>) -> Value {
+    let mut o = json!({"stateOverrides": {LOOPER: {"code": "0x5b600056"}}});
+    if let Some(t) = tracer {
+        o["tracer"] = json!(t);
+    }
+    o
+}
+
+/// The struct logger's answer is bounded while the call runs (`--rpc.max-trace-size`): a trace
+/// whose answer is larger than the limit (measured on a node with the default limit) is refused
+/// with -32008 naming the flag, a smaller one is answered in full, and a call that never ends
+/// stops at the limit long before its deadline.
+#[test]
+fn struct_logs_past_the_trace_size_limit_are_refused_naming_the_flag() {
+    const LIMIT: u64 = 256 * 1024;
+    let full = Dev::start(|c| c.call_timeout = Duration::from_secs(120));
+    let limited = Dev::start(|c| {
+        c.max_trace_size = LIMIT;
+        c.call_timeout = Duration::from_secs(120);
+    });
+    let size = |d: &Dev, gas: u64| {
+        let call = json!({"to": LOOPER, "gas": q(gas)});
+        d.call("debug_traceCall", json!([call, "latest", looping(None)]))
+            .map(|r| (r["structLogs"].as_array().unwrap().len(), r.to_string().len()))
+    };
+    // 12 gas a turn of 3 steps: some 250 steps, and some 25,000.
+    let (small_steps, small_len) = size(&full, 21_000 + 1_000).unwrap();
+    let (big_steps, big_len) = size(&full, 21_000 + 100_000).unwrap();
+    assert!(small_steps > 200 && big_steps > 20_000, "{small_steps} {big_steps}");
+    assert!((small_len as u64) < LIMIT / 8 && big_len as u64 > LIMIT, "{small_len} {big_len}");
+    assert_eq!(size(&limited, 21_000 + 1_000).unwrap(), (small_steps, small_len));
+    let e = size(&limited, 21_000 + 100_000).unwrap_err();
+    assert_eq!(e["code"], -32008, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("{LIMIT} bytes")) && msg.contains("--rpc.max-trace-size"), "{e}");
+
+    // An endless loop with the default limit: refused by size, well before the 120 s deadline.
+    let started = Instant::now();
+    let call = json!({"to": LOOPER, "gas": "0x2faf080"});
+    let e = full.rpc_err("debug_traceCall", json!([call, "latest", looping(None)]));
+    assert_eq!(e["code"], -32008, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+
+    // A stored transaction's trace over the limit too.
+    let tx = &limited.block(6)["transactions"][0];
+    let whole = full.rpc("debug_traceTransaction", json!([tx["hash"]])).to_string().len();
+    let tiny = Dev::start(|c| c.max_trace_size = whole as u64 / 2);
+    let e = tiny.rpc_err("debug_traceTransaction", json!([tx["hash"]]));
+    assert_eq!(e["code"], -32008, "{e}");
+    assert!(tiny.rpc("debug_traceTransaction", json!([tx["hash"], call_tracer()])).is_object());
+}
+
+/// A trace whose client leaves is stopped at once: with one EVM worker and no queue, the worker
+/// is busy while the client waits (a second call is refused with -32005), and free again as soon
+/// as the client closed its connection, though the call's deadline is ten minutes away.
+#[test]
+fn a_trace_whose_client_leaves_stops_and_frees_its_worker() {
+    use std::io::Write;
+    let d = Dev::start(|c| {
+        c.workers = 1;
+        c.queue = 0;
+        c.inline_budget = Duration::ZERO;
+        c.gas_cap = 1_000_000_000_000;
+        c.call_timeout = Duration::from_secs(600);
+    });
+    let call = json!({"to": LOOPER, "gas": "0xe8d4a51000"});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceCall",
+                      "params": [call, "latest", looping(Some("callTracer"))]})
+    .to_string();
+    let addr = d.url.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let request = format!(
+        "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let cheap = json!([{"to": "0x0000000000000000000000000000000000000004", "data": "0x01"}]);
+    // The endless call runs when no answer comes within two seconds.
+    let s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    (&s).write_all(request.as_bytes()).unwrap();
+    let mut answer = [0u8; 1];
+    let read = std::io::Read::read(&mut &s, &mut answer);
+    assert!(read.is_err(), "the looping call was answered: {read:?}");
+    // It holds the one worker.
+    let e = d.call("eth_call", cheap.clone()).unwrap_err();
+    assert_eq!(e["code"], -32005, "{e}");
+    drop(s);
+    let left = Instant::now();
+    loop {
+        match d.call("eth_call", cheap.clone()) {
+            Ok(r) => {
+                assert_eq!(r, "0x01");
+                break;
+            }
+            Err(e) if e["code"] == -32005 && left.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                panic!("the worker is still busy {:?} after the client left: {e}", left.elapsed())
+            }
+        }
+    }
+}
+
+/// The memory one struct-logger call of an endless loop takes in `loupe dev` with default flags:
+/// the peak resident set (VmHWM, reset before the call) grows by less than 256 MiB, and the call
+/// is refused by the trace size limit.
+#[test]
+fn an_endless_struct_log_grows_the_binarys_memory_by_less_than_256_mib() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["dev", "--http.port", "0", "--http.explorer=false", "--datadir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut url = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(at) = line.find("serving JSON-RPC at ") {
+            url = Some(line[at + "serving JSON-RPC at ".len()..].trim().to_string());
+            break;
+        }
+    }
+    let url = url.expect("the served URL");
+    // Its output is read to the end, so that its logging never meets a closed pipe.
+    let drain = std::thread::spawn(move || lines.for_each(drop));
+    let pid = child.id();
+    let kib = |field: &str| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let call = json!({"to": LOOPER, "gas": "0x2faf080"});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceCall",
+                      "params": [call, "latest", looping(None)]});
+    // A connection per request: none is reused after the server closed it.
+    let client = reqwest::blocking::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    // One small call first, so that what the first call of a kind allocates is not counted.
+    let warm = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceCall",
+                      "params": [{"to": LOOPER, "gas": "0x5dc0"}, "latest", looping(None)]});
+    let _: Value = client.post(&url).json(&warm).send().unwrap().json().unwrap();
+    let before = kib("VmRSS:");
+    // Writing 5 to clear_refs resets the peak (VmHWM) to the current resident set.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let resp: Value = client.post(&url).json(&body).send().unwrap().json().unwrap();
+    let peak = kib("VmHWM:");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drain.join().unwrap();
+    assert_eq!(resp["error"]["code"], -32008, "{resp}");
+    let grown = peak.saturating_sub(before);
+    assert!(grown < 256 * 1024, "peak grew by {} MiB", grown / 1024);
+}

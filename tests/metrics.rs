@@ -279,3 +279,49 @@ fn the_dashboard_queries_only_metrics_the_node_exports() {
     }
     assert!(queried >= 15, "{queried} loupe series queried");
 }
+
+/// A call whose client leaves while it runs is stopped and counted: with a ten-minute deadline
+/// and a gas cap the loop cannot exhaust, `loupe_rpc_cancelled_total` reaches 1 and the busy
+/// workers gauge 0 soon after the client closed its connection.
+#[test]
+fn a_call_whose_client_leaves_is_stopped_and_counted() {
+    let node = Node::start_with(&[
+        "--rpc.evm-timeout",
+        "600",
+        "--rpc.gascap",
+        "1000000000000",
+        "--rpc.inline-budget-us",
+        "0",
+    ]);
+    let sample = |name: &str| -> Option<f64> {
+        let text = node.scrape_text()?;
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let looper = "0x00000000000000000000000000000000000000ff";
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceCall", "params": [
+        {"to": looper, "gas": "0xe8d4a51000"}, "latest",
+        {"tracer": "callTracer", "stateOverrides": {looper: {"code": "0x5b600056"}}}]})
+    .to_string();
+    let addr = node.rpc.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let started = Instant::now();
+    while sample("loupe_rpc_pool_busy_workers") != Some(1.0) {
+        assert!(started.elapsed() < Duration::from_secs(30), "the loop never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(s);
+    let left = Instant::now();
+    while sample("loupe_rpc_cancelled_total") != Some(1.0)
+        || sample("loupe_rpc_pool_busy_workers") != Some(0.0)
+    {
+        assert!(left.elapsed() < Duration::from_secs(10), "still running after the client left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -211,6 +211,147 @@ fn logs_limits_name_the_flag_and_the_node_keeps_serving() {
     assert!(n.call("eth_blockNumber", json!([])).is_ok());
 }
 
+/// A log filter lists at most `--rpc.max-filter-addresses` addresses and
+/// `--rpc.max-filter-topics` alternatives per topic position: one more is refused with -32602
+/// naming the flag, by `eth_getLogs` and `eth_newFilter` alike; a full list holding one real
+/// item among made-up ones matches exactly the logs the real item matches alone.
+#[test]
+fn log_filter_lists_are_limited_and_a_full_list_matches_as_its_real_item() {
+    const MAX: usize = 50;
+    let Some(n) = Node::start(|c| {
+        c.max_filter_addresses = MAX;
+        c.max_filter_topics = MAX;
+    }) else {
+        return;
+    };
+    let all = receipt_logs(&n, 0, head(&n));
+    let log = all.iter().find(|l| l["topics"].as_array().unwrap().len() >= 2).expect("a log");
+    let fake = |i: usize, len: usize| format!("0x{:0len$x}", 0xdead_0000 + i, len = len);
+    let mut addresses: Vec<Value> = (1..MAX).map(|i| json!(fake(i, 40))).collect();
+    addresses.push(log["address"].clone());
+    let alone = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "address": log["address"]}]));
+    let listed = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "address": addresses}]));
+    assert_eq!(listed.unwrap(), alone.unwrap());
+    let mut topics: Vec<Value> = (1..MAX).map(|i| json!(fake(i, 64))).collect();
+    topics.insert(MAX / 2, log["topics"][1].clone());
+    let alone =
+        n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [null, log["topics"][1]]}]));
+    let listed = n.call("eth_getLogs", json!([{"fromBlock": "0x0", "topics": [null, topics]}]));
+    assert_eq!(listed.unwrap(), alone.unwrap());
+
+    addresses.push(json!(fake(MAX, 40)));
+    topics.push(json!(fake(MAX, 64)));
+    for method in ["eth_getLogs", "eth_newFilter"] {
+        let e = n.call(method, json!([{"fromBlock": "0x0", "address": addresses}])).unwrap_err();
+        assert_eq!(e["code"], json!(-32602), "{e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains("51 addresses") && msg.contains("--rpc.max-filter-addresses"), "{e}");
+        let e = n.call(method, json!([{"topics": [null, null, topics]}])).unwrap_err();
+        assert_eq!(e["code"], json!(-32602), "{e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains("topics[2]: 51 alternatives"), "{e}");
+        assert!(msg.contains("--rpc.max-filter-topics"), "{e}");
+    }
+}
+
+/// A state override set names at most `--rpc.max-override-accounts` accounts and gives at most
+/// `--rpc.max-override-slots` slots: within both it applies (the call reads the balance it set),
+/// one more is refused with -32602 naming the flag, by every method that takes overrides
+/// (`eth_simulateV1` counting all its blocks' sets together).
+#[test]
+fn state_override_sets_are_limited_by_accounts_and_slots() {
+    let Some(n) = Node::start(|c| {
+        c.max_override_accounts = 3;
+        c.max_override_slots = 4;
+    }) else {
+        return;
+    };
+    // SELFBALANCE PUSH0 MSTORE PUSH1 32 PUSH0 RETURN: the account's own balance.
+    let target = "0x00000000000000000000000000000000000c0ffe";
+    let call = json!({"to": target});
+    let slot = |i: u64| format!("{:#066x}", i);
+    let mut set = serde_json::Map::new();
+    set.insert(
+        target.into(),
+        json!({"code": "0x475f5260205ff3", "balance": "0x1234",
+               "stateDiff": {slot(1): slot(1), slot(2): slot(2)}}),
+    );
+    set.insert(format!("0x{:040x}", 0xbeef_0001u64), json!({"state": {slot(3): slot(3)}}));
+    set.insert(format!("0x{:040x}", 0xbeef_0002u64), json!({"balance": "0x1"}));
+    let within = Value::Object(set.clone());
+    let balance = n.call("eth_call", json!([call, "latest", within])).unwrap();
+    assert_eq!(balance, json!(slot(0x1234)));
+
+    let mut accounts = set.clone();
+    accounts.insert(format!("0x{:040x}", 0xbeef_0009u64), json!({"balance": "0x1"}));
+    let mut slots = set;
+    slots[target]["stateDiff"][slot(4)] = json!(slot(4));
+    slots[target]["stateDiff"][slot(5)] = json!(slot(5));
+    for (over, flag, what) in [
+        (Value::Object(accounts), "--rpc.max-override-accounts", "4 accounts"),
+        (Value::Object(slots), "--rpc.max-override-slots", "5 storage slots"),
+    ] {
+        let sim_blocks: Vec<Value> = over
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(a, o)| json!({"stateOverrides": {a.clone(): o.clone()}, "calls": []}))
+            .collect();
+        let asks = [
+            ("eth_call", json!([call, "latest", over])),
+            ("eth_estimateGas", json!([call, "latest", over])),
+            ("eth_createAccessList", json!([call, "latest", over])),
+            ("trace_call", json!([call, ["trace"], "latest", over])),
+            ("debug_traceCall", json!([call, "latest", {"stateOverrides": over}])),
+            ("eth_simulateV1", json!([{"blockStateCalls": sim_blocks}, "latest"])),
+        ];
+        for (method, params) in asks {
+            let e = n.call(method, params).unwrap_err();
+            assert_eq!(e["code"], json!(-32602), "{method}: {e}");
+            let msg = e["message"].as_str().unwrap();
+            assert!(msg.contains(what) && msg.contains(flag), "{method}: {e}");
+        }
+    }
+    assert!(n.call("eth_blockNumber", json!([])).is_ok());
+}
+
+/// A scan past its deadline (`--rpc.evm-timeout`, here 1 ns) stops at its next block and
+/// answers -32000 naming the deadline and its flag: `eth_getLogs`, `eth_getFilterLogs`,
+/// `eth_feeHistory`; a point read, which scans nothing, still answers.
+#[test]
+fn scans_past_their_deadline_answer_a_query_timeout_naming_the_flag() {
+    let Some(n) = Node::start(|c| c.call_timeout = std::time::Duration::from_nanos(1)) else {
+        return;
+    };
+    let id = n.call("eth_newFilter", json!([{"fromBlock": "0x0"}])).unwrap();
+    let asks = [
+        ("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest"}])),
+        ("eth_getFilterLogs", json!([id])),
+        ("eth_feeHistory", json!(["0x4", "latest", [50]])),
+    ];
+    for (method, params) in asks {
+        let e = n.call(method, params).unwrap_err();
+        assert_eq!(e["code"], json!(-32000), "{method}: {e}");
+        assert_eq!(e["message"], json!("query timeout after 1ns (--rpc.evm-timeout)"), "{method}");
+    }
+    assert!(head(&n) > 0);
+}
+
+/// A log query whose answer is over `--rpc.max-response-size` is refused with -32008 naming
+/// the limit (counted while the query scans), and one within it is answered.
+#[test]
+fn a_log_query_over_the_response_limit_is_refused() {
+    let Some(full) = node() else { return };
+    let all = json!([{"fromBlock": "0x0", "toBlock": "latest"}]);
+    let size = full.call("eth_getLogs", all.clone()).unwrap().to_string().len() as u32;
+    let Some(n) = Node::start(|c| c.max_response_body = size / 2) else { return };
+    let e = n.call("eth_getLogs", all).unwrap_err();
+    assert_eq!(e["code"], json!(-32008), "{e}");
+    assert_eq!(e["message"], json!(format!("response is over the limit of {} bytes", size / 2)));
+    let one = json!([{"fromBlock": "0x0", "toBlock": "0x1"}]);
+    assert_eq!(n.call("eth_getLogs", one.clone()), full.call("eth_getLogs", one));
+}
+
 #[test]
 fn raw_receipts_and_transactions_rebuild_the_header_roots() {
     let Some(n) = node() else { return };

@@ -674,6 +674,13 @@ fn block_and_range_reads_run_on_the_read_pool_not_the_server_threads() {
         assert_eq!(e["code"], -32005, "{method}: {e}");
         assert_eq!(e["message"], "too many block, receipt and log requests", "{method}: {e}");
     }
+    // A point read with parameters over 16 KiB is parsed on the read pool too (refused while it
+    // is full), the same read with small ones still inline.
+    let data = format!("0x{}", "ab".repeat(10_000));
+    let e = node.call("web3_sha3", json!([data])).unwrap_err();
+    assert_eq!(e["code"], -32005, "{e}");
+    let small = format!("0x{}", "ab".repeat(100));
+    assert!(node.call("web3_sha3", json!([small])).is_ok());
     assert_eq!(node.call("loupe_testRelease", json!([])).unwrap(), json!(2));
     for h in holds {
         assert_eq!(expect_result(&h.join().unwrap(), &json!(1)), &json!(true));
@@ -682,6 +689,9 @@ fn block_and_range_reads_run_on_the_read_pool_not_the_server_threads() {
     for (method, params) in &reads {
         assert!(node.call(method, params.clone()).is_ok(), "{method} after the release");
     }
+    // With room again, the large one is answered: Keccak-256 of its bytes.
+    let want = format!("{:#x}", alloy_primitives::keccak256(vec![0xab_u8; 10_000]));
+    assert_eq!(node.call("web3_sha3", json!([data])).unwrap(), json!(want));
 }
 
 /// `HEAD` is answered wherever `GET` is (a load balancer may check `/health` with it): the

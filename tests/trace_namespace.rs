@@ -536,6 +536,37 @@ fn trace_filter_limits_are_named_and_the_node_keeps_serving() {
     }
 }
 
+/// `trace_filter`'s `fromAddress` and `toAddress` list at most `--rpc.max-filter-addresses`
+/// addresses each: a full list matches as its one real address alone, one more is refused with
+/// -32602 naming the flag.
+#[test]
+fn trace_filter_address_lists_are_limited_naming_the_flag() {
+    const MAX: usize = 20;
+    for c in chains(|cfg| cfg.max_filter_addresses = MAX) {
+        let head = c.head();
+        let block = (1..=head)
+            .find(|b| c.ok("trace_block", json!([tag(*b)]))[0]["action"]["from"].is_string())
+            .unwrap_or_else(|| panic!("{}: no block with a call trace", c.name));
+        let trace = c.ok("trace_block", json!([tag(block)]))[0].clone();
+        let from = trace["action"]["from"].as_str().unwrap();
+        let mut list: Vec<Value> =
+            (1..MAX).map(|i| json!(format!("0x{:040x}", 0xdead_0000 + i))).collect();
+        list.push(json!(from));
+        let range = |addresses: Value| json!([{"fromBlock": tag(block), "toBlock": tag(block), "fromAddress": addresses}]);
+        let alone = c.ok("trace_filter", range(json!([from])));
+        assert!(!alone.as_array().unwrap().is_empty(), "{}", c.name);
+        assert_eq!(c.ok("trace_filter", range(json!(list))), alone, "{}", c.name);
+        list.push(json!(format!("0x{:040x}", 0xdead_ffff_u64)));
+        for key in ["fromAddress", "toAddress"] {
+            let e = c.node.call("trace_filter", json!([{key: list}])).unwrap_err();
+            assert_eq!(e["code"], json!(-32602), "{e}");
+            let msg = e["message"].as_str().unwrap();
+            assert!(msg.contains(key) && msg.contains("21 addresses"), "{e}");
+            assert!(msg.contains("--rpc.max-filter-addresses"), "{e}");
+        }
+    }
+}
+
 #[test]
 fn the_trace_address_index_covers_every_traced_address_and_unwinds_with_its_block() {
     for c in chains(|_| {}) {

@@ -222,6 +222,23 @@ pub struct RpcArgs {
     /// Most polling filters one client (IP address) may have installed at once.
     #[arg(long = "rpc.max-filters-per-ip", default_value_t = 64)]
     pub max_filters_per_ip: usize,
+    /// Most addresses one log filter (eth_getLogs, eth_newFilter, logs subscriptions) lists,
+    /// and one trace_filter fromAddress or toAddress.
+    #[arg(long = "rpc.max-filter-addresses", default_value_t = 1000)]
+    pub max_filter_addresses: usize,
+    /// Most alternatives at one topic position of a log filter.
+    #[arg(long = "rpc.max-filter-topics", default_value_t = 1000)]
+    pub max_filter_topics: usize,
+    /// Most accounts one state override set names.
+    #[arg(long = "rpc.max-override-accounts", default_value_t = crate::rpc::MAX_OVERRIDE_ACCOUNTS)]
+    pub max_override_accounts: usize,
+    /// Most storage slots one state override set gives, over all its accounts.
+    #[arg(long = "rpc.max-override-slots", default_value_t = crate::rpc::MAX_OVERRIDE_SLOTS)]
+    pub max_override_slots: usize,
+    /// Largest answer the struct logger (debug_trace* without a tracer) may build, in bytes,
+    /// counted while the call runs; it bounds one trace's memory (about 5x this at peak).
+    #[arg(long = "rpc.max-trace-size", default_value_t = crate::rpc::MAX_TRACE_SIZE)]
+    pub max_trace_size: u64,
     /// Seconds after which a filter nobody polls is removed.
     #[arg(long = "rpc.filter-timeout", default_value_t = 300)]
     pub filter_timeout: u64,
@@ -304,6 +321,11 @@ impl RpcArgs {
             max_logs: self.max_logs,
             max_filters: self.max_filters,
             max_filters_per_ip: self.max_filters_per_ip,
+            max_filter_addresses: self.max_filter_addresses,
+            max_filter_topics: self.max_filter_topics,
+            max_override_accounts: self.max_override_accounts,
+            max_override_slots: self.max_override_slots,
+            max_trace_size: self.max_trace_size,
             filter_idle: std::time::Duration::from_secs(self.filter_timeout),
             metrics: self.metrics,
             apis: self.http_api.clone(),

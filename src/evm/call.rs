@@ -6,6 +6,8 @@
 //! the EIP-7825 per-transaction cap. Kept: intrinsic gas, and the balance check for priced
 //! calls.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use alloy_consensus::Header;
@@ -55,6 +57,9 @@ pub enum CallError {
     /// The deadline passed.
     #[error("execution timeout after {0:?}")]
     Timeout(Duration),
+    /// The thread's cancellation flag was set (`super::cancel`: the client went away).
+    #[error("cancelled")]
+    Cancelled,
     /// Another pre-execution rejection.
     #[error("{0}")]
     Rejected(String),
@@ -207,6 +212,9 @@ where
 {
     let mut deadline = Deadline::new(timeout);
     let result = execute_with(call, inspector, &mut deadline);
+    if deadline.cancelled() {
+        return Err(CallError::Cancelled);
+    }
     if deadline.expired() {
         return Err(CallError::Timeout(timeout));
     }
@@ -381,8 +389,9 @@ fn cheap_precompile(address: &Address) -> bool {
     low_address(address) && address.0[18] == 0 && matches!(address.0[19], 0x01 | 0x02 | 0x04)
 }
 
-/// Stops execution once a deadline passes: checks the clock every 1024 steps, then halts every
-/// frame still running so the whole call unwinds quickly. Shared by calls and block replays
+/// Stops execution once a deadline passes or the thread's cancellation flag is set
+/// (`super::cancel`): checks both every 1024 steps, then halts every frame still running so
+/// the whole call unwinds quickly. Shared by calls and block replays
 /// (`super::replay`), combined with the caller's inspector as a tuple inspector.
 ///
 /// [`Deadline::inline`] is the budget of a call run on a server thread (`execute_call_within`):
@@ -397,6 +406,10 @@ pub(crate) struct Deadline {
     /// Steps between two reads of the clock, minus one (a power of two, minus one).
     every: u32,
     inline: bool,
+    /// The thread's cancellation flag when the deadline was made.
+    cancel: Option<Arc<AtomicBool>>,
+    /// Whether execution was halted because the flag was set.
+    cancelled: bool,
 }
 
 impl Deadline {
@@ -408,26 +421,49 @@ impl Deadline {
             expired: false,
             every: 1023,
             inline: false,
+            cancel: super::cancel::current(),
+            cancelled: false,
         }
     }
 
     /// The budget of a call run inline, `budget` from now.
     pub(crate) fn inline(budget: Duration) -> Self {
-        Self { until: Instant::now() + budget, steps: 0, expired: false, every: 15, inline: true }
+        Self {
+            until: Instant::now() + budget,
+            steps: 0,
+            expired: false,
+            every: 15,
+            inline: true,
+            cancel: super::cancel::current(),
+            cancelled: false,
+        }
     }
 
-    /// Whether execution was halted because the deadline passed.
+    /// Whether execution was halted because the deadline passed or the work was cancelled.
     pub(crate) fn expired(&self) -> bool {
         self.expired
     }
 
-    /// Checks the clock outside execution (between transactions); marks the deadline expired
-    /// once it has passed.
-    pub(crate) fn check_now(&mut self) -> bool {
-        if !self.expired && Instant::now() >= self.until {
+    /// Whether execution was halted because the work was cancelled ([`Self::expired`] too).
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// Whether the deadline has passed or the work was cancelled, as of now; marks it expired.
+    fn over_now(&mut self) -> bool {
+        if super::cancel::is_set(self.cancel.as_ref()) {
+            self.cancelled = true;
+            self.expired = true;
+        } else if Instant::now() >= self.until {
             self.expired = true;
         }
         self.expired
+    }
+
+    /// Checks the clock outside execution (between transactions); marks the deadline expired
+    /// once it has passed (or the work was cancelled).
+    pub(crate) fn check_now(&mut self) -> bool {
+        self.expired || self.over_now()
     }
 
     /// For an inline budget, at the start of a frame: whether the run must stop here.
@@ -436,10 +472,10 @@ impl Deadline {
             return false;
         }
         let precompile = to.is_some_and(|a| low_address(a) && !cheap_precompile(a));
-        if precompile || Instant::now() >= self.until {
+        if precompile {
             self.expired = true;
         }
-        self.expired
+        self.expired || self.over_now()
     }
 }
 
@@ -456,19 +492,17 @@ impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Deadline {
                 if bytes >= INLINE_HEAVY {
                     // Read the clock now and at the next step: this one may take a while.
                     self.steps |= self.every;
-                    if Instant::now() < self.until {
+                    if !self.over_now() {
                         return;
                     }
-                    self.expired = true;
                     interp.halt(InstructionResult::OutOfGas);
                     return;
                 }
             }
             self.steps = self.steps.wrapping_add(1);
-            if self.steps & self.every != 0 || Instant::now() < self.until {
+            if self.steps & self.every != 0 || !self.over_now() {
                 return;
             }
-            self.expired = true;
         }
         interp.halt(InstructionResult::OutOfGas);
     }

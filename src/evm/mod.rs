@@ -3,6 +3,7 @@
 //! Generic over revm's `DatabaseRef`, so it never depends on how state is stored.
 
 mod call;
+pub mod cancel;
 mod env;
 mod error;
 mod execute;

@@ -34,6 +34,9 @@ pub enum ReplayError {
     /// The deadline passed.
     #[error("execution timeout after {0:?}")]
     Timeout(Duration),
+    /// The thread's cancellation flag was set (`super::cancel`).
+    #[error("cancelled")]
+    Cancelled,
     /// The block's pre-execution system calls failed.
     #[error("block-level execution: {0}")]
     Block(String),
@@ -138,8 +141,13 @@ where
         }
     };
     for (index, tx) in transactions.iter().enumerate().take(end) {
-        if executor.evm_mut().inspector_mut().0.check_now() {
-            return Err(ReplayError::Timeout(timeout));
+        let deadline = &mut executor.evm_mut().inspector_mut().0;
+        if deadline.check_now() {
+            return Err(if deadline.cancelled() {
+                ReplayError::Cancelled
+            } else {
+                ReplayError::Timeout(timeout)
+            });
         }
         let tx_env = TxEnv::from_recovered_tx(tx.inner(), tx.signer());
         if index < traced.start {
@@ -152,6 +160,9 @@ where
             .map_err(tx_error(index))?;
         let (db, (deadline, inspector), _) = executor.evm_mut().components_mut();
         // Halted by the deadline: the result is cut short, not the transaction's.
+        if deadline.cancelled() {
+            return Err(ReplayError::Cancelled);
+        }
         if deadline.expired() {
             return Err(ReplayError::Timeout(timeout));
         }

@@ -93,6 +93,11 @@ impl SimInspector {
         self.deadline.expired()
     }
 
+    /// Whether execution was halted because the work was cancelled (`super::cancel`).
+    pub fn cancelled(&self) -> bool {
+        self.deadline.cancelled()
+    }
+
     /// Checks the clock between transactions.
     pub fn check_now(&mut self) -> bool {
         self.deadline.check_now()

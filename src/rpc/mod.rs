@@ -94,6 +94,20 @@ pub struct RpcConfig {
     /// Most filters installed at once by one client (IP address); in-process callers are not
     /// counted.
     pub max_filters_per_ip: usize,
+    /// Most addresses one log filter lists (`eth_getLogs`, `eth_newFilter`, `logs`
+    /// subscriptions), and one `trace_filter` `fromAddress` or `toAddress` (more: -32602).
+    pub max_filter_addresses: usize,
+    /// Most alternatives at one topic position of a log filter (more: -32602).
+    pub max_filter_topics: usize,
+    /// Most accounts one state override set names (`eth_call`, `eth_estimateGas`,
+    /// `eth_createAccessList`, `trace_call`, `debug_traceCall`, each `eth_simulateV1` block;
+    /// more: -32602).
+    pub max_override_accounts: usize,
+    /// Most storage slots one state override set gives, over all its accounts (more: -32602).
+    pub max_override_slots: usize,
+    /// Largest answer the struct logger may build, in bytes of JSON, counted while the call
+    /// runs (more: -32008): it bounds the memory of one `debug_trace*` call.
+    pub max_trace_size: u64,
     /// A filter not polled for this long is removed.
     pub filter_idle: Duration,
     /// Namespaces served (`--http.api`, of [`NAMESPACES`]); other methods get -32601.
@@ -150,6 +164,11 @@ impl Default for RpcConfig {
             max_logs: 20_000,
             max_filters: 1024,
             max_filters_per_ip: 64,
+            max_filter_addresses: 1000,
+            max_filter_topics: 1000,
+            max_override_accounts: MAX_OVERRIDE_ACCOUNTS,
+            max_override_slots: MAX_OVERRIDE_SLOTS,
+            max_trace_size: MAX_TRACE_SIZE,
             filter_idle: Duration::from_secs(300),
             apis: NAMESPACES.iter().map(|s| s.to_string()).collect(),
             ws: None,
@@ -175,6 +194,14 @@ pub const INLINE_BUDGET_US: u64 = 100;
 /// How long a request body may arrive slower than [`RpcConfig::min_body_rate`] before the rate
 /// is enforced: a client whose first segments were lost may stall for a retransmission or two.
 pub const BODY_GRACE: Duration = Duration::from_secs(2);
+/// The default of [`RpcConfig::max_override_accounts`] (`--rpc.max-override-accounts`).
+pub const MAX_OVERRIDE_ACCOUNTS: usize = 10_000;
+
+/// The default of [`RpcConfig::max_override_slots`] (`--rpc.max-override-slots`).
+pub const MAX_OVERRIDE_SLOTS: usize = 100_000;
+
+/// The default of [`RpcConfig::max_trace_size`] (`--rpc.max-trace-size`), in bytes.
+pub const MAX_TRACE_SIZE: u64 = 32 * 1024 * 1024;
 
 /// Shared state of all handlers.
 #[derive(Debug)]
@@ -234,11 +261,17 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 impl RpcContext {
     /// Handler state without a server: for benchmarks and tools that call methods in-process.
     pub fn new(db: Arc<Database>, spec: ChainSpec, config: RpcConfig) -> Self {
-        let pool = pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue)
-            .with_client_share(config.client_share);
-        let reads =
-            pool::WorkerPool::new(pool::PoolKind::Read, config.read_workers, config.read_queue)
+        let timeout = config.call_timeout;
+        let pool =
+            pool::WorkerPool::new(pool::PoolKind::Evm, config.workers, config.queue, timeout)
                 .with_client_share(config.client_share);
+        let reads = pool::WorkerPool::new(
+            pool::PoolKind::Read,
+            config.read_workers,
+            config.read_queue,
+            timeout,
+        )
+        .with_client_share(config.client_share);
         // Typical sizes: a transaction object, and a block's objects on a busy chain.
         let tx_cache = cache::TxCache::new(config.tx_cache_bytes, 1024);
         let block_cache = cache::BlockCache::new(config.block_cache_bytes, 256 * 1024);

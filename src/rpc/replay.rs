@@ -102,6 +102,7 @@ impl RpcContext {
         let out = replay_block(&self.spec, state, replay, traced, inspector, timeout, on_traced)
             .map_err(|e| match e {
                 ReplayError::Timeout(d) => RpcError::Timeout(d),
+                ReplayError::Cancelled => RpcError::Cancelled,
                 other => RpcError::Internal(format!("replay of block {n}: {other}")),
             })?;
         out.into_iter().collect()
@@ -131,12 +132,15 @@ impl RpcContext {
             return self.replay_stored(r, block, traced, &mut make(), timeout, &on_traced);
         }
         let ranges = split(&traced, parts);
+        // The parts stop with the call: its deadline and its client's leaving hold for them.
+        let budget = crate::rpc::server::budget::current();
         let results: Vec<RpcResult<Vec<T>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = ranges[1..]
                 .iter()
                 .map(|range| {
-                    let (make, on_traced) = (&make, &on_traced);
+                    let (make, on_traced, budget) = (&make, &on_traced, budget.clone());
                     scope.spawn(move || {
+                        let _budget = budget.map(|b| b.install());
                         self.replay_stored(r, block, range.clone(), &mut make(), timeout, on_traced)
                     })
                 })

@@ -23,8 +23,10 @@ use revm::context::result::ResultAndState;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::evm::{CallRequest, PreparedCall};
+use crate::rpc::debug::struct_logs::StructLogBudget;
+use crate::rpc::eth::block_overrides::{OverridesOf, check_block_overrides};
 use crate::rpc::eth::call::call_object;
-use crate::rpc::eth::overrides::{OverridesOf, check_block_overrides};
+use crate::rpc::eth::override_limits::RawSets;
 use crate::rpc::server::inline::{Traced, small_debug_trace};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -39,29 +41,44 @@ const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flat
 struct TraceOptions {
     opts: GethDebugTracingOptions,
     timeout: Duration,
+    /// `--rpc.max-trace-size`: the struct logger's limit.
+    max_size: u64,
+}
+
+impl TraceOptions {
+    /// A fresh tracer, with the struct logger's budget beside it.
+    fn tracer(&self) -> RpcResult<(StructLogBudget, DebugInspector)> {
+        // Options were validated when parsed; a failure here is a bug.
+        let inner = DebugInspector::new(self.opts.clone())
+            .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))?;
+        let struct_logger = match &inner {
+            DebugInspector::Default(_, opts) => Some(*opts),
+            _ => None,
+        };
+        Ok((StructLogBudget::new(struct_logger, self.max_size), inner))
+    }
 }
 
 /// `debug_traceCall`'s kind of traced call: the geth tracer asked for, under its deadline.
 impl Traced for TraceOptions {
-    type Inspector = DebugInspector;
+    type Inspector = (StructLogBudget, DebugInspector);
 
-    fn inspector(&self) -> RpcResult<DebugInspector> {
-        // Options were validated when parsed; a failure here is a bug.
-        DebugInspector::new(self.opts.clone())
-            .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))
+    fn inspector(&self) -> RpcResult<Self::Inspector> {
+        self.tracer()
     }
 
-    fn small(inspector: &DebugInspector, res: &ResultAndState) -> bool {
-        small_debug_trace(inspector, res)
+    fn small(inspector: &Self::Inspector, res: &ResultAndState) -> bool {
+        inspector.0.result().is_err() || small_debug_trace(&inspector.1, res)
     }
 
     /// The geth-shape answer.
     fn answer(
         &self,
         call: &PreparedCall<StateAt>,
-        mut inspector: DebugInspector,
+        (budget, mut inspector): Self::Inspector,
         res: &ResultAndState,
     ) -> RpcResult<Raw> {
+        budget.result()?;
         let trace = inspector
             .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
             .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
@@ -157,7 +174,17 @@ impl RpcContext {
     /// opcode log of more than a few hundred steps, a mux tracer's).
     pub(crate) async fn debug_trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
-        let a = Args::new(&p, 3)?;
+        self.traced_call(inline, move |ctx| ctx.debug_trace_call_params(&p)).await
+    }
+
+    /// The call, block and tracing options of `debug_traceCall`.
+    fn debug_trace_call_params(
+        &self,
+        p: &Params<'_>,
+    ) -> RpcResult<(CallRequest, BlockRef, TraceOptions)> {
+        let what = "2 (options.stateOverrides)";
+        self.precheck_overrides(p, RawSets::InOptions(2), what)?;
+        let a = Args::new(p, 3)?;
         let tx = call_object(&a, 0)?;
         let block = a.block(1, "block")?;
         if block == BlockRef::Pending {
@@ -168,6 +195,8 @@ impl RpcContext {
                 invalid(format!("invalid argument 2 (options): blockOverrides: {e}"))
             })?;
         }
+        let overrides = a.get(2).and_then(|o| o.get("stateOverrides"));
+        self.check_override_set(overrides, what)?;
         let call_opts: GethDebugTracingCallOptions = a.opt(2, "options")?.unwrap_or_default();
         if call_opts.tx_index.is_some() {
             return Err(invalid("invalid argument 2 (options): txIndex is not supported"));
@@ -178,7 +207,7 @@ impl RpcContext {
             state_overrides: call_opts.state_overrides,
             block_overrides: call_opts.block_overrides,
         };
-        self.traced_call(inline, req, block, opts).await
+        Ok((req, block, opts))
     }
 
     /// Every transaction of block `n` traced, as geth answers: `[{txHash, result}, ...]`.
@@ -204,20 +233,22 @@ impl RpcContext {
             Target::One(i) => i..i.saturating_add(1),
             Target::All => 0..block.transactions.len(),
         };
-        let mut inspector = opts.inspector()?;
+        let mut inspector = opts.tracer()?;
         self.replay_stored(r, &block, traced, &mut inspector, opts.timeout, |t| {
+            let (budget, tracer) = &mut *t.inspector;
+            budget.result()?;
+            budget.next_transaction();
             let hash = *block.transactions[t.index].tx_hash();
             let context = TransactionContext {
                 block_hash: Some(block.hash),
                 tx_index: Some(t.index),
                 tx_hash: Some(hash),
             };
-            let trace = t
-                .inspector
+            let trace = tracer
                 .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
                 .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
             let trace = geth_shape(trace);
-            t.inspector.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+            tracer.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
             Ok((hash, trace))
         })
     }
@@ -271,7 +302,7 @@ impl RpcContext {
                 .map_err(|e| bad(format!("timeout: {e}")))?
                 .min(self.config.call_timeout),
         };
-        Ok(TraceOptions { opts, timeout })
+        Ok(TraceOptions { opts, timeout, max_size: self.config.max_trace_size })
     }
 }
 

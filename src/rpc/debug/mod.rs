@@ -2,3 +2,4 @@
 
 pub(crate) mod geth;
 pub(crate) mod raw;
+pub(crate) mod struct_logs;

@@ -13,10 +13,11 @@ use revm::inspector::NoOpInspector;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::overrides::{OverridesOf, check_block_overrides};
+use super::block_overrides::{OverridesOf, check_block_overrides};
 use crate::evm::{
     CallError, CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call,
 };
+use crate::rpc::eth::override_limits::RawSets;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -43,17 +44,27 @@ const CALL_FIELDS: &[&str] = &[
     "type",
 ];
 
-/// Parses the call object at `i` and the overrides at `so` (state) and `bo` (block).
-pub(crate) fn call_request(a: &Args, i: usize, so: usize, bo: usize) -> RpcResult<CallRequest> {
-    if let Some(v) = a.get(bo) {
-        check_block_overrides(v, OverridesOf::Call)
-            .map_err(|e| invalid(format!("invalid argument {bo} (blockOverrides): {e}")))?;
+impl RpcContext {
+    /// Parses the call object at `i` and the overrides at `so` (state, within the limits of
+    /// `eth/override_limits.rs`) and `bo` (block, its keys checked by `eth/block_overrides.rs`).
+    pub(crate) fn call_request(
+        &self,
+        a: &Args,
+        i: usize,
+        so: usize,
+        bo: usize,
+    ) -> RpcResult<CallRequest> {
+        if let Some(v) = a.get(bo) {
+            check_block_overrides(v, OverridesOf::Call)
+                .map_err(|e| invalid(format!("invalid argument {bo} (blockOverrides): {e}")))?;
+        }
+        self.check_override_set(a.get(so), &format!("{so} (stateOverrides)"))?;
+        Ok(CallRequest {
+            tx: call_object(a, i)?,
+            state_overrides: a.opt(so, "stateOverrides")?,
+            block_overrides: a.opt(bo, "blockOverrides")?,
+        })
     }
-    Ok(CallRequest {
-        tx: call_object(a, i)?,
-        state_overrides: a.opt(so, "stateOverrides")?,
-        block_overrides: a.opt(bo, "blockOverrides")?,
-    })
 }
 
 /// Parses the call object at `i` alone (for `debug_traceCall`, whose overrides sit in its
@@ -150,6 +161,7 @@ impl From<CallError> for RpcError {
             CallError::InvalidRequest(m) => Self::InvalidParams(m),
             CallError::InsufficientFunds { have, want } => Self::InsufficientFunds { have, want },
             CallError::Timeout(d) => Self::Timeout(d),
+            CallError::Cancelled => Self::Cancelled,
             CallError::Database(m) => Self::Internal(m),
             other @ (CallError::IntrinsicGasTooLow { .. } | CallError::Rejected(_)) => {
                 Self::Execution(other.to_string())
@@ -205,16 +217,27 @@ impl RpcContext {
     ///
     /// A short call runs on the server's thread that parsed it, within `--rpc.inline-budget-us`
     /// (`server/inline.rs`); one that does not finish within it runs again on the EVM pool, from
-    /// the state already read. Either way it holds a place in the pool while it runs.
+    /// the state already read. Either way it holds a place in the pool while it runs. A call
+    /// that may not run inline (large parameters among others) is parsed on the pool too, so a
+    /// large state override never holds up the server's threads.
     pub(crate) async fn eth_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
-        let a = Args::new(&p, 4)?;
-        let req = call_request(&a, 0, 2, 3)?;
-        let block = a.block(1, "block")?;
+        let parse = |ctx: &Self, p: &Params<'_>| -> RpcResult<(CallRequest, BlockRef)> {
+            ctx.precheck_overrides(p, RawSets::At(2), "2 (stateOverrides)")?;
+            let a = Args::new(p, 4)?;
+            Ok((ctx.call_request(&a, 0, 2, 3)?, a.block(1, "block")?))
+        };
         let Some(budget) = inline else {
             let ctx = self.clone();
-            return self.pool.run(move || ctx.eth_call_blocking(req, block)).await;
+            return self
+                .pool
+                .run(move || {
+                    let (req, block) = parse(&ctx, &p)?;
+                    ctx.eth_call_blocking(req, block)
+                })
+                .await;
         };
+        let (req, block) = parse(&self, &p)?;
         let admitted = self.pool.admit()?;
         let mut call = self.prepared_call(req, block)?;
         if let Some(res) = execute_call_within(&mut call, NoOpInspector, budget)? {

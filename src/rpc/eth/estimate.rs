@@ -21,7 +21,8 @@ use revm::inspector::NoOpInspector;
 use revm_inspectors::access_list::AccessListInspector;
 
 use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
-use crate::rpc::eth::call::{call_request, halt_message, revert_reason};
+use crate::rpc::eth::call::{halt_message, revert_reason};
+use crate::rpc::eth::override_limits::RawSets;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -102,12 +103,16 @@ impl RpcContext {
 
     /// `eth_estimateGas(call, block?, stateOverrides?, blockOverrides?)`.
     pub(crate) async fn estimate_gas(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 4)?;
-        let req = call_request(&a, 0, 2, 3)?;
-        let block = a.block(1, "block")?;
+        // Parsed on the pool: a large state override must not hold up the server's threads.
         let ctx = self.clone();
         self.pool
-            .run(move || ctx.estimate_blocking(&req, block).and_then(|g| to_value(U256::from(g))))
+            .run(move || {
+                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
+                let a = Args::new(&p, 4)?;
+                let req = ctx.call_request(&a, 0, 2, 3)?;
+                let block = a.block(1, "block")?;
+                ctx.estimate_blocking(&req, block).and_then(|g| to_value(U256::from(g)))
+            })
             .await
     }
 
@@ -197,11 +202,17 @@ impl RpcContext {
     /// and slots the call touches (sender, target and precompiles left out), found by running
     /// it with the list until the list stops changing, and the gas it uses with that list.
     pub(crate) async fn create_access_list(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 4)?;
-        let req = call_request(&a, 0, 2, 3)?;
-        let block = a.block(1, "block")?;
+        // Parsed on the pool: a large state override must not hold up the server's threads.
         let ctx = self.clone();
-        self.pool.run(move || ctx.access_list_blocking(req, block)).await
+        self.pool
+            .run(move || {
+                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
+                let a = Args::new(&p, 4)?;
+                let req = ctx.call_request(&a, 0, 2, 3)?;
+                let block = a.block(1, "block")?;
+                ctx.access_list_blocking(req, block)
+            })
+            .await
     }
 
     fn access_list_blocking(&self, mut req: CallRequest, block: BlockRef) -> RpcResult<Raw> {

@@ -168,6 +168,8 @@ impl RpcContext {
         let mut rewards = Vec::new();
         let mut last = None;
         for n in oldest..=newest {
+            // Stops once the client is gone or the deadline passed (`server/budget.rs`).
+            crate::rpc::server::budget::check()?;
             let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
             let header = &entry.0;
             let blob = self.spec.blob_params_at(header.timestamp);

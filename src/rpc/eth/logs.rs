@@ -21,44 +21,86 @@ use jsonrpsee::types::Params;
 use serde_json::Value;
 
 use crate::rpc::eth::convert::block_logs;
+use crate::rpc::server::budget::check;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
 /// What a log must match: any of `addresses` (none: any address), and at each topic position
-/// any of the listed topics (an empty list: any topic).
+/// any of the listed topics (an empty list: any topic). The lists are sorted, so a log's
+/// address and topics are looked up in O(log n), and each item's three bloom bits are worked
+/// out once per filter, not once per block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LogFilter {
     addresses: Vec<Address>,
     topics: Vec<Vec<B256>>,
+    address_bits: Vec<BloomBits>,
+    topic_bits: Vec<Vec<BloomBits>>,
+}
+
+/// The bytes and masks of the (at most three) bits an item sets in a logs bloom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BloomBits([(u8, u8); 3]);
+
+impl BloomBits {
+    fn of(item: &[u8]) -> Self {
+        let mut bloom = Bloom::ZERO;
+        bloom.accrue(BloomInput::Raw(item));
+        let mut bits = [(0u8, 0u8); 3];
+        let set = bloom.0.iter().enumerate().filter(|(_, b)| **b != 0);
+        for (slot, (i, b)) in bits.iter_mut().zip(set) {
+            // A bloom is 256 bytes: the index fits in a u8.
+            *slot = (i as u8, *b);
+        }
+        Self(bits)
+    }
+
+    fn in_bloom(&self, bloom: &Bloom) -> bool {
+        self.0.iter().all(|&(i, mask)| bloom.0[usize::from(i)] & mask == mask)
+    }
+}
+
+/// The most addresses, and topic alternatives at one position, a log filter may list
+/// (`--rpc.max-filter-addresses`, `--rpc.max-filter-topics`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FilterLimits {
+    /// Most addresses.
+    pub(crate) addresses: usize,
+    /// Most alternatives at one topic position.
+    pub(crate) topics: usize,
 }
 
 impl LogFilter {
+    fn new(mut addresses: Vec<Address>, mut topics: Vec<Vec<B256>>) -> Self {
+        addresses.sort_unstable();
+        addresses.dedup();
+        for t in &mut topics {
+            t.sort_unstable();
+            t.dedup();
+        }
+        let address_bits = addresses.iter().map(|a| BloomBits::of(a.as_slice())).collect();
+        let topic_bits = topics
+            .iter()
+            .map(|t| t.iter().map(|t| BloomBits::of(t.as_slice())).collect())
+            .collect();
+        Self { addresses, topics, address_bits, topic_bits }
+    }
+
     /// Whether a log with `address` and `topics` matches.
     fn matches_parts(&self, address: &Address, topics: &[B256]) -> bool {
-        if !self.addresses.is_empty() && !self.addresses.contains(address) {
+        if !self.addresses.is_empty() && self.addresses.binary_search(address).is_err() {
             return false;
         }
         self.topics.iter().enumerate().all(|(i, wanted)| {
-            wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.contains(t))
+            wanted.is_empty() || topics.get(i).is_some_and(|t| wanted.binary_search(t).is_ok())
         })
     }
 
     /// Whether a block with `bloom` may hold a matching log.
     fn may_match(&self, bloom: &Bloom) -> bool {
-        let any = |items: &mut dyn Iterator<Item = &[u8]>| {
-            let mut empty = true;
-            for item in items {
-                empty = false;
-                if bloom.contains_input(BloomInput::Raw(item)) {
-                    return true;
-                }
-            }
-            empty
-        };
-        any(&mut self.addresses.iter().map(|a| a.as_slice()))
-            && self.topics.iter().all(|t| any(&mut t.iter().map(|t| t.as_slice())))
+        let any = |bits: &[BloomBits]| bits.is_empty() || bits.iter().any(|b| b.in_bloom(bloom));
+        any(&self.address_bits) && self.topic_bits.iter().all(|t| any(t))
     }
 }
 
@@ -84,14 +126,18 @@ const FILTER_FIELDS: &[&str] = &["fromBlock", "toBlock", "blockHash", "address",
 
 /// The address and topic filter of a `logs` subscription (block bounds are not used: a
 /// subscription follows the head).
-pub(crate) fn subscription_filter(a: &Args, i: usize) -> RpcResult<LogFilter> {
+pub(crate) fn subscription_filter(
+    a: &Args,
+    i: usize,
+    limits: FilterLimits,
+) -> RpcResult<LogFilter> {
     if a.get(i).is_none_or(serde_json::Value::is_null) {
         return Ok(LogFilter::default());
     }
-    Ok(parse_query(a, i)?.filter)
+    Ok(parse_query(a, i, limits)?.filter)
 }
 
-fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
+fn parse_query(a: &Args, i: usize, limits: FilterLimits) -> RpcResult<FilterQuery> {
     let bad = |msg: String| invalid(format!("invalid argument {i} (filter): {msg}"));
     let Some(v) = a.get(i) else {
         return Err(invalid(format!("missing value for required argument {i} (filter)")));
@@ -121,6 +167,13 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
     };
     let addresses = match field("address") {
         None => Vec::new(),
+        Some(Value::Array(items)) if items.len() > limits.addresses => {
+            return Err(bad(format!(
+                "{} addresses, over the limit of {} (--rpc.max-filter-addresses)",
+                items.len(),
+                limits.addresses
+            )));
+        }
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| serde_json::from_value(v.clone()))
@@ -140,6 +193,14 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
             for (p, v) in positions.iter().enumerate() {
                 let parsed: Vec<B256> = match v {
                     Value::Null => Vec::new(),
+                    Value::Array(items) if items.len() > limits.topics => {
+                        return Err(bad(format!(
+                            "topics[{p}]: {} alternatives, over the limit of {} \
+                             (--rpc.max-filter-topics)",
+                            items.len(),
+                            limits.topics
+                        )));
+                    }
                     Value::Array(items) => items
                         .iter()
                         .enumerate()
@@ -156,7 +217,7 @@ fn parse_query(a: &Args, i: usize) -> RpcResult<FilterQuery> {
     while topics.last().is_some_and(Vec::is_empty) {
         topics.pop();
     }
-    Ok(FilterQuery { scope, filter: LogFilter { addresses, topics } })
+    Ok(FilterQuery { scope, filter: LogFilter::new(addresses, topics) })
 }
 
 /// One topic of a filter's topic position: a 32-byte hash. The message says what a position
@@ -212,6 +273,14 @@ impl Filters {
 }
 
 impl RpcContext {
+    /// The limits of a log filter's lists.
+    pub(crate) fn filter_limits(&self) -> FilterLimits {
+        FilterLimits {
+            addresses: self.config.max_filter_addresses,
+            topics: self.config.max_filter_topics,
+        }
+    }
+
     /// The inclusive block range of a range scope, checked against the head and the limit.
     fn logs_range(&self, r: &Reader, from: BlockRef, to: BlockRef) -> RpcResult<(u64, u64)> {
         let head = r.head()?.ok_or_else(|| RpcError::Internal("no head".into()))?;
@@ -240,9 +309,20 @@ impl RpcContext {
     /// Matching logs of blocks `from..=to`, in order; over `--rpc.max-logs` is an error.
     fn collect_logs(&self, r: &Reader, f: &LogFilter, from: u64, to: u64) -> RpcResult<Vec<Log>> {
         let mut out = Vec::new();
+        // The least the answer's JSON takes so far: past the response limit it is refused
+        // now, not once the whole list is built.
+        let mut least = 0u64;
+        let max_response = u64::from(self.config.max_response_body);
         for n in from..=to {
+            // Stops once the client is gone or the deadline passed (`server/budget.rs`).
+            check()?;
             let entry = r.header_and_hash(n)?.ok_or(RpcError::HeaderNotFound)?;
+            let before = out.len();
             self.block_matches(r, f, &entry.0, entry.1, &mut out)?;
+            least += out[before..].iter().map(least_json).sum::<u64>();
+            if least > max_response {
+                return Err(RpcError::ResponseTooLarge(self.config.max_response_body));
+            }
             if out.len() > self.config.max_logs {
                 return Err(RpcError::Limit(format!(
                     "query returned more than {} results (--rpc.max-logs); the range {from:#x}-{:#x} \
@@ -301,7 +381,7 @@ impl RpcContext {
     /// `eth_getLogs(filter)`.
     pub(crate) fn get_logs(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let q = parse_query(&a, 0)?;
+        let q = parse_query(&a, 0, self.filter_limits())?;
         let r = self.db.begin_read()?;
         to_value(self.query_logs(&r, &q)?)
     }
@@ -346,7 +426,7 @@ impl RpcContext {
     /// `eth_newFilter(filter)`: logs of blocks added after installation, by polling.
     pub(crate) fn new_filter(&self, p: Params<'_>) -> RpcResult<Raw> {
         let a = Args::new(&p, 1)?;
-        let q = parse_query(&a, 0)?;
+        let q = parse_query(&a, 0, self.filter_limits())?;
         self.install(FilterKind::Logs(q))
     }
 
@@ -422,6 +502,7 @@ impl RpcContext {
             FilterKind::Blocks => {
                 let mut hashes = Vec::new();
                 for n in from..=to {
+                    check()?;
                     hashes.push(r.canonical_hash(n)?.unwrap_or_default());
                 }
                 to_value(hashes)?
@@ -451,6 +532,14 @@ impl RpcContext {
     }
 }
 
+/// The fewest bytes `log` takes in an answer: its data and topics in hex, and its other fields
+/// (address, block and transaction hashes, `removed`: over 300 bytes with their names).
+fn least_json(log: &Log) -> u64 {
+    let data = log.inner.data.data.len() as u64;
+    let topics = log.inner.data.topics().len() as u64;
+    2 * data + 66 * topics + 300
+}
+
 /// The block number a reference names outright (tags move with the head: `None`).
 fn explicit(b: BlockRef) -> Option<u64> {
     match b {
@@ -462,4 +551,64 @@ fn explicit(b: BlockRef) -> Option<u64> {
 
 fn filter_not_found() -> RpcError {
     RpcError::Execution("filter not found".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bits worked out once per item say what alloy's bloom check says, for blooms that
+    /// hold the item, others and none; the sorted lists match what `contains` would.
+    #[test]
+    fn precomputed_bloom_bits_and_sorted_lists_agree_with_alloy() {
+        let items: Vec<Address> =
+            (0u64..64).map(|i| Address::left_padding_from(&i.to_be_bytes())).collect();
+        let mut bloom = Bloom::ZERO;
+        for a in items.iter().step_by(3) {
+            bloom.accrue(BloomInput::Raw(a.as_slice()));
+        }
+        for a in &items {
+            let bits = BloomBits::of(a.as_slice());
+            assert_eq!(bits.in_bloom(&bloom), bloom.contains_input(BloomInput::Raw(a.as_slice())));
+            assert!(bits.in_bloom(&{
+                let mut b = Bloom::ZERO;
+                b.accrue(BloomInput::Raw(a.as_slice()));
+                b
+            }));
+            assert!(!bits.in_bloom(&Bloom::ZERO));
+        }
+        let wanted: Vec<Address> = items.iter().rev().step_by(5).copied().collect();
+        let topic = B256::repeat_byte(9);
+        let f = LogFilter::new(wanted.clone(), vec![vec![], vec![topic, B256::ZERO, topic]]);
+        for a in &items {
+            let want = wanted.contains(a);
+            assert_eq!(f.matches_parts(a, &[B256::ZERO, topic]), want);
+            assert!(!f.matches_parts(a, &[topic, B256::repeat_byte(1)]));
+            assert!(!f.matches_parts(a, &[topic]));
+        }
+    }
+
+    /// The least a log takes in an answer is never more than its JSON: short and long data,
+    /// no topics and four, and fields at their shortest (zero numbers, no timestamp).
+    #[test]
+    fn the_least_json_of_a_log_is_at_most_its_json() {
+        for (data, topics) in [(0usize, 0usize), (1, 1), (32, 4), (5000, 2)] {
+            let log = Log {
+                inner: alloy_primitives::Log::new_unchecked(
+                    Address::ZERO,
+                    vec![B256::ZERO; topics],
+                    vec![0u8; data].into(),
+                ),
+                block_hash: Some(B256::ZERO),
+                block_number: Some(0),
+                block_timestamp: None,
+                transaction_hash: Some(B256::ZERO),
+                transaction_index: Some(0),
+                log_index: Some(0),
+                removed: false,
+            };
+            let json = serde_json::to_string(&log).unwrap().len() as u64;
+            assert!(least_json(&log) <= json, "{data} {topics}: {} > {json}", least_json(&log));
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! `eth_config`, block access lists, and the forwarding of raw transactions.
 
 pub(crate) mod access_list;
+pub(crate) mod block_overrides;
 pub(crate) mod call;
 pub(crate) mod config;
 pub(crate) mod convert;
@@ -10,7 +11,7 @@ pub(crate) mod estimate;
 pub(crate) mod fees;
 pub(crate) mod forward;
 pub(crate) mod logs;
-pub(crate) mod overrides;
+pub(crate) mod override_limits;
 pub(crate) mod proof;
 pub(crate) mod reads;
 pub(crate) mod simulate;

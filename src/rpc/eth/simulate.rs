@@ -46,11 +46,13 @@ use revm::context::result::ExecutionResult;
 use revm::context::result::InvalidTransaction;
 use revm::database::states::bundle_state::BundleRetention;
 use revm::database::{State, WrapDatabaseRef};
+use serde_json::Value;
 
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
+use crate::rpc::eth::block_overrides::check_simulate_payload;
 use crate::rpc::eth::call::{halt_message, revert_reason};
 use crate::rpc::eth::convert::{BlockTxs, rpc_block};
-use crate::rpc::eth::overrides::check_simulate_payload;
+use crate::rpc::eth::override_limits::{OverrideCount, RawSets};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
@@ -222,11 +224,33 @@ fn nonce_check(from: Address, tx: u64, state: u64, gas: u64) -> Result<(), RpcEr
 impl RpcContext {
     /// `eth_simulateV1(payload, block?)`.
     pub(crate) async fn simulate_v1(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2)?;
+        // Parsed on the pool: a large payload must not hold up the server's threads.
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let (payload, block) = ctx.simulate_params(&p)?;
+                ctx.simulate_blocking(payload, block)
+            })
+            .await
+    }
+
+    /// The payload and block of `eth_simulateV1`, within its limits: [`MAX_CALLS`] calls, and
+    /// the state override limits over all its blocks' sets (`eth/override_limits.rs`).
+    fn simulate_params(&self, p: &Params<'_>) -> RpcResult<(SimulatePayload, BlockRef)> {
+        let what = "0 (payload.blockStateCalls[].stateOverrides)";
+        self.precheck_overrides(p, RawSets::Simulate, what)?;
+        let a = Args::new(p, 2)?;
         if let Some(v) = a.get(0) {
             check_simulate_payload(v)
                 .map_err(|e| invalid(format!("invalid argument 0 (payload): {e}")))?;
         }
+        let mut count = OverrideCount::default();
+        if let Some(Value::Array(blocks)) = a.get(0).and_then(|v| v.get("blockStateCalls")) {
+            for b in blocks {
+                count.add(b.get("stateOverrides"));
+            }
+        }
+        self.check_overrides(count, what)?;
         let payload: SimulatePayload = a.req(0, "payload")?;
         let block = a.block(1, "block")?;
         let calls: usize = payload.block_state_calls.iter().map(|b| b.calls.len()).sum();
@@ -239,8 +263,7 @@ impl RpcContext {
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for simulation"));
         }
-        let ctx = self.clone();
-        self.pool.run(move || ctx.simulate_blocking(payload, block)).await
+        Ok((payload, block))
     }
 
     fn simulate_blocking(&self, payload: SimulatePayload, block: BlockRef) -> RpcResult<Raw> {
@@ -259,7 +282,12 @@ impl RpcContext {
             SimInspector::new(timeout.saturating_sub(started.elapsed()), payload.trace_transfers);
         for p in planned {
             if inspector.check_now() {
-                return Err(RpcError::Timeout(timeout));
+                let cancelled = inspector.cancelled();
+                return Err(if cancelled {
+                    RpcError::Cancelled
+                } else {
+                    RpcError::Timeout(timeout)
+                });
             }
             let (header, hash, block) = self.simulate_block(
                 (&r, n),
@@ -406,6 +434,9 @@ impl RpcContext {
                 if !validation && sender.nonce == u64::MAX {
                     // geth's unchecked nonce wraps to 0; revm's stays at the maximum.
                     wrap_nonce(executor.evm_mut().db_mut(), from)?;
+                }
+                if executor.evm().inspector().cancelled() {
+                    return Err(RpcError::Cancelled);
                 }
                 if executor.evm().inspector().expired() {
                     return Err(RpcError::Timeout(self.config.call_timeout));

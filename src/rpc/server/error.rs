@@ -73,6 +73,19 @@ pub enum RpcError {
     /// The execution deadline passed (-32000).
     #[error("execution timeout after {0:?}")]
     Timeout(std::time::Duration),
+    /// A scan (logs, traces of a range, fee history) ran past its deadline, `--rpc.evm-timeout`
+    /// (-32000).
+    #[error("query timeout after {0:?} (--rpc.evm-timeout)")]
+    QueryTimeout(std::time::Duration),
+    /// The client went away while its call ran (-32000; nobody reads it, it stops the work).
+    #[error("request cancelled: the client went away")]
+    Cancelled,
+    /// The struct logger's output would pass its limit (-32008, as a response over the limit).
+    #[error(
+        "struct logs are over the limit of {0} bytes (--rpc.max-trace-size); trace a smaller \
+         call, or disable the stack, memory or return data"
+    )]
+    TraceTooLarge(u64),
     /// `eth_simulateV1` refused the request with one of its own codes (-380xx, geth's).
     #[error("{message}")]
     Simulate {
@@ -186,13 +199,15 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::BatchTooLarge { .. } => codes::BATCH_TOO_LARGE,
             RpcError::BodyTooLarge(_) => codes::BODY_TOO_LARGE,
             RpcError::MethodNotFound(_) => codes::METHOD_NOT_FOUND,
-            RpcError::ResponseTooLarge(_) => codes::RESPONSE_TOO_LARGE,
+            RpcError::ResponseTooLarge(_) | RpcError::TraceTooLarge(_) => codes::RESPONSE_TOO_LARGE,
             RpcError::BatchResponseTooLarge(_) => codes::BATCH_RESPONSE_TOO_LARGE,
             RpcError::InvalidParams(_) | RpcError::NotEnabled(_) => codes::INVALID_PARAMS,
             RpcError::HeaderNotFound
             | RpcError::NotTraceable(_)
             | RpcError::Execution(_)
             | RpcError::Timeout(_)
+            | RpcError::QueryTimeout(_)
+            | RpcError::Cancelled
             | RpcError::UpstreamUnavailable(_)
             | RpcError::ProofsNotKept(_) => codes::SERVER,
             RpcError::NoUpstream(_) => codes::METHOD_NOT_FOUND,

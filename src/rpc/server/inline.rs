@@ -197,28 +197,29 @@ impl RpcContext {
         Some(budget.min(self.config.call_timeout))
     }
 
-    /// Runs a traced call: on the EVM pool when `inline` is `None`, else first on this thread
-    /// within the budget. A call that does not finish within it runs again on the pool, from
-    /// the state already read, and so does the building of an answer that is not
-    /// [`Traced::small`]. Either way the call holds a place in the pool while it runs, so a full
-    /// pool refuses it (-32005).
+    /// Runs a traced call, whose request, block and kind `parse` reads from the parameters:
+    /// on the EVM pool when `inline` is `None` (the parsing too, so that large parameters never
+    /// hold up the server's threads), else first on this thread within the budget. A call that
+    /// does not finish within it runs again on the pool, from the state already read, and so
+    /// does the building of an answer that is not [`Traced::small`]. Either way the call holds
+    /// a place in the pool while it runs, so a full pool refuses it (-32005).
     pub(crate) async fn traced_call<T: Traced>(
         self: Arc<Self>,
         inline: Option<Duration>,
-        req: CallRequest,
-        block: BlockRef,
-        traced: T,
+        parse: impl FnOnce(&Self) -> RpcResult<(CallRequest, BlockRef, T)> + Send + 'static,
     ) -> RpcResult<Raw> {
         let Some(budget) = inline else {
             let ctx = self.clone();
             return self
                 .pool
                 .run(move || {
+                    let (req, block, traced) = parse(&ctx)?;
                     let mut call = ctx.prepared_call(req, block)?;
                     traced_whole(&mut call, &traced)
                 })
                 .await;
         };
+        let (req, block, traced) = parse(&self)?;
         let admitted = self.pool.admit()?;
         let mut call = self.prepared_call(req, block)?;
         let mut inspector = traced.inspector()?;

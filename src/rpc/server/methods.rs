@@ -37,6 +37,10 @@ pub(crate) enum Handler {
     Async(AsyncFn),
 }
 
+/// Largest parameters, in bytes of JSON, with which a [`Handler::Sync`] method runs inline; with
+/// larger ones it runs on the read pool.
+const SYNC_PARAMS: usize = 16 * 1024;
+
 /// The methods served, by name, after `--http.api`.
 #[derive(Clone)]
 pub(crate) struct Methods {
@@ -174,6 +178,11 @@ impl Methods {
     ) -> RpcResult<Raw> {
         match self.get(name) {
             None => Err(RpcError::MethodNotFound(name.to_owned())),
+            // A point read's parameters are a few hundred bytes; large ones (whatever they hold)
+            // are parsed on the read pool, so that they never hold up the server's threads.
+            Some((name, Handler::Sync(f))) if params.is_some_and(|p| p.len() > SYNC_PARAMS) => {
+                call_read(ctx.clone(), name, f, Params::new(params).into_owned()).await
+            }
             Some((name, Handler::Sync(f))) => call_sync(ctx, name, f, Params::new(params)),
             Some((name, Handler::Read(f))) => {
                 call_read(ctx.clone(), name, f, Params::new(params).into_owned()).await

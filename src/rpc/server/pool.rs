@@ -2,11 +2,13 @@
 //! The server has two: one for EVM work, one for reads of whole blocks and block ranges.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::sync::{Semaphore, oneshot};
 
+use crate::rpc::server::budget::{Budget, CancelOnDrop};
 use crate::rpc::server::client::{self, Held, PerClient};
 use crate::rpc::{RpcError, RpcResult, panic_message};
 
@@ -61,9 +63,15 @@ impl PoolKind {
     }
 }
 
+/// The counter of calls stopped because their client went away: skipped in the queue, or
+/// stopped while they ran ([`RpcError::Cancelled`]).
+const CANCELLED: &str = "loupe_rpc_cancelled_total";
+
 /// Admits at most `workers + queue` calls; `workers` dedicated threads run them, the rest wait
 /// in the queue. A call arriving when all places are taken is refused at once with the kind's
-/// busy error (-32005). A queued call whose client went away is skipped, never run.
+/// busy error (-32005). A queued call whose client went away is skipped, never run; a running
+/// one has a [`Budget`] (the pool's deadline, and a flag set when the future awaiting it is
+/// dropped), which its scans and its EVM check.
 ///
 /// One client (an IP address, [`client::current`]) holds at most its share of the pool
 /// ([`WorkerPool::with_client_share`]): so many calls running, and so many places in all;
@@ -78,10 +86,13 @@ pub(crate) struct WorkerPool {
     places: usize,
     /// The places each client holds; `None`: no per-client share.
     clients: Option<Arc<PerClient>>,
+    /// The deadline of each job's [`Budget`], from when it starts running.
+    timeout: Duration,
 }
 
 impl WorkerPool {
-    pub(crate) fn new(kind: PoolKind, workers: usize, queue: usize) -> Self {
+    /// `workers` threads and `queue` places to wait; each job's budget is `timeout`.
+    pub(crate) fn new(kind: PoolKind, workers: usize, queue: usize, timeout: Duration) -> Self {
         let workers = workers.max(1);
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         for i in 0..workers {
@@ -95,7 +106,7 @@ impl WorkerPool {
         }
         let places = workers + queue;
         let admission = Arc::new(Semaphore::new(places));
-        Self { kind, admission, jobs: tx, workers, places, clients: None }
+        Self { kind, admission, jobs: tx, workers, places, clients: None, timeout }
     }
 
     /// The pool with one client's share capped at `percent` % (`--rpc.client-share`): at most
@@ -203,15 +214,24 @@ impl WorkerPool {
         self.report();
         let gauges = (self.kind, self.admission.clone(), self.workers, self.places);
         let (tx, rx) = oneshot::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (timeout, flag) = (self.timeout, cancelled.clone());
         let job: Job = Box::new(move || {
             let admitted = Released { admitted: Some(admitted), gauges };
             if tx.is_closed() {
+                metrics::counter!(CANCELLED).increment(1);
                 return; // the client went away while the call was queued
             }
+            // The deadline runs from here: the wait in the queue is not the call's.
+            let budget = Budget::new(timeout, flag).install();
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
                     Err(RpcError::Internal(format!("panic in a worker: {}", panic_message(&p))))
                 });
+            drop(budget);
+            if matches!(result, Err(RpcError::Cancelled)) {
+                metrics::counter!(CANCELLED).increment(1);
+            }
             // The place is free before the answer leaves: a client that sends its next call
             // on receiving this one's answer must find it free.
             drop(admitted);
@@ -220,7 +240,12 @@ impl WorkerPool {
         if self.jobs.send(job).is_err() {
             return Err(RpcError::Internal("workers stopped".into()));
         }
-        rx.await.map_err(|_| RpcError::Internal("a worker dropped the call".into()))?
+        // Dropped with this future before the answer came (the client went away): the job
+        // stops at its next check.
+        let mut cancel = CancelOnDrop(Some(cancelled));
+        let answer = rx.await;
+        cancel.disarm();
+        answer.map_err(|_| RpcError::Internal("a worker dropped the call".into()))?
     }
 }
 

@@ -108,7 +108,7 @@ pub(crate) struct Pending {
 /// Parses `eth_subscribe`'s parameters into a subscription with id `id`, starting after the
 /// current stored head.
 pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcResult<Pending> {
-    let kind = parse(&Params::new(params))?;
+    let kind = parse(&Params::new(params), ctx.filter_limits())?;
     let Some(mut heads) = ctx.heads.clone() else {
         return Err(RpcError::NotEnabled("subscriptions need --ws"));
     };
@@ -116,7 +116,7 @@ pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcR
     Ok(Pending { id, kind, heads, sent })
 }
 
-fn parse(params: &Params<'_>) -> RpcResult<Kind> {
+fn parse(params: &Params<'_>, limits: crate::rpc::eth::logs::FilterLimits) -> RpcResult<Kind> {
     let a = Args::new(params, 2)?;
     let kind: String = a.req(0, "subscription")?;
     match kind.as_str() {
@@ -126,7 +126,7 @@ fn parse(params: &Params<'_>) -> RpcResult<Kind> {
             }
             Ok(Kind::NewHeads)
         }
-        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1)?)),
+        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1, limits)?)),
         other => Err(invalid(format!(
             "invalid argument 0 (subscription): unsupported subscription {other:?} (newHeads, logs)"
         ))),

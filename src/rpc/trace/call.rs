@@ -24,7 +24,8 @@ use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call_on};
-use crate::rpc::eth::call::{call_object, call_request};
+use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::override_limits::RawSets;
 use crate::rpc::server::inline::{Traced, small_trace, traced_whole};
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, invalid};
@@ -45,9 +46,11 @@ impl RpcContext {
     /// while it runs, so a full pool refuses it (-32005).
     pub(crate) async fn trace_call(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         let inline = self.inline_budget(&p);
-        let (req, types, block) = self.trace_call_params(&p)?;
-        let traced = ParityTrace { types, timeout: self.config.call_timeout };
-        self.traced_call(inline, req, block, traced).await
+        self.traced_call(inline, move |ctx| {
+            let (req, types, block) = ctx.trace_call_params(&p)?;
+            Ok((req, block, ParityTrace { types, timeout: ctx.config.call_timeout }))
+        })
+        .await
     }
 
     /// `trace_call` with JSON params, run on the calling thread (no HTTP, no worker pool): the
@@ -63,8 +66,9 @@ impl RpcContext {
         &self,
         p: &Params<'_>,
     ) -> RpcResult<(CallRequest, HashSet<TraceType>, BlockRef)> {
+        self.precheck_overrides(p, RawSets::At(3), "3 (stateOverrides)")?;
         let a = Args::new(p, 5)?;
-        let req = call_request(&a, 0, 3, 4)?;
+        let req = self.call_request(&a, 0, 3, 4)?;
         let types = self.trace_types(&a, 1)?;
         let block = a.block(2, "block")?;
         if block == BlockRef::Pending {
@@ -96,7 +100,23 @@ impl RpcContext {
     /// `trace_callMany([[call, traceTypes], ...], block?)`: each call sees the changes of the
     /// ones before it.
     pub(crate) async fn trace_call_many(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
-        let a = Args::new(&p, 2)?;
+        // Parsed on the pool: up to a thousand calls must not hold up the server's threads.
+        let ctx = self.clone();
+        self.pool
+            .run(move || {
+                let (calls, block) = ctx.trace_call_many_params(&p)?;
+                trace_results_list(&ctx.trace_call_many_blocking(calls, block)?)
+            })
+            .await
+    }
+
+    /// The calls (at most [`MAX_CALL_MANY`]) and the block of `trace_callMany`.
+    #[allow(clippy::type_complexity)]
+    fn trace_call_many_params(
+        &self,
+        p: &Params<'_>,
+    ) -> RpcResult<(Vec<(TransactionRequest, HashSet<TraceType>)>, BlockRef)> {
+        let a = Args::new(p, 2)?;
         let pairs: Vec<Value> = a.req(0, "calls")?;
         if pairs.len() > MAX_CALL_MANY {
             return Err(RpcError::Limit(format!(
@@ -125,10 +145,7 @@ impl RpcContext {
         if block == BlockRef::Pending {
             return Err(invalid("pending is not supported for tracing"));
         }
-        let ctx = self.clone();
-        self.pool
-            .run(move || trace_results_list(&ctx.trace_call_many_blocking(calls, block)?))
-            .await
+        Ok((calls, block))
     }
 
     /// `trace_rawTransaction(rawTx, traceTypes)`: the signed transaction's fields traced as

@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use crate::evm::block_env;
 use crate::rpc::replay::StoredBlock;
+use crate::rpc::server::budget::check;
 use crate::rpc::server::json::{Raw, to_value};
 use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::trace::call::normalize;
@@ -156,6 +157,18 @@ impl RpcContext {
         };
         let from = bound(from, "fromBlock", BlockRef::Earliest)?;
         let to = bound(to, "toBlock", BlockRef::Latest)?;
+        let max = self.config.max_filter_addresses;
+        for (name, list) in
+            [("fromAddress", &filter.from_address), ("toAddress", &filter.to_address)]
+        {
+            if list.len() > max {
+                return Err(invalid(format!(
+                    "invalid argument 0 (filter.{name}): {} addresses, over the limit of {max} \
+                     (--rpc.max-filter-addresses)",
+                    list.len()
+                )));
+            }
+        }
         let ctx = self.clone();
         self.pool.run(move || ctx.filter_traces(from, to, &filter)).await
     }
@@ -311,6 +324,8 @@ impl RpcContext {
             if out.len() >= want {
                 break;
             }
+            // Stops once the client is gone (`server/budget.rs`).
+            check()?;
             let left = timeout.saturating_sub(started.elapsed());
             if left.is_zero() {
                 return Err(RpcError::Timeout(timeout));
@@ -355,6 +370,7 @@ fn candidate_blocks(r: &Reader, filter: &TraceFilter, from: u64, to: u64) -> Rpc
         let mut set = BTreeSet::new();
         if indexed <= to {
             for a in addresses {
+                check()?;
                 set.extend(r.blocks_touching(a, indexed, to)?);
             }
         }
