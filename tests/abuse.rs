@@ -245,7 +245,10 @@ fn log_filters_with_huge_lists_are_refused_naming_the_limit() {
     let topics = hex_list(10_001, 64);
     let probes = [
         ("20,000 addresses", json!({"fromBlock": "0x0", "address": addresses})),
-        ("4 × 10,001 topics", json!({"fromBlock": "0x0", "topics": [topics, topics, topics, topics]})),
+        (
+            "4 × 10,001 topics",
+            json!({"fromBlock": "0x0", "topics": [topics, topics, topics, topics]}),
+        ),
     ];
     for (what, filter) in probes {
         for method in ["eth_getLogs", "eth_newFilter"] {
@@ -257,6 +260,12 @@ fn log_filters_with_huge_lists_are_refused_naming_the_limit() {
             assert_growth(what, growth);
         }
     }
+    // At the limits, the query runs (and finds nothing: no log has these addresses).
+    let at_limit = json!({"fromBlock": "0x0", "address": hex_list(1_000, 40),
+        "topics": [hex_list(1_000, 64), hex_list(1_000, 64), hex_list(1_000, 64), hex_list(1_000, 64)]});
+    let (answer, growth) = node.measured(|| node.call(ATTACKER, "eth_getLogs", json!([at_limit])));
+    assert_eq!(answer.1["result"], json!([]), "{answer:?}");
+    assert_growth("eth_getLogs at the limits", growth);
     watch.assert_served("eth_getLogs lists");
 }
 
@@ -282,10 +291,7 @@ fn struct_logger_on_an_endless_loop_stops_on_time_within_its_memory() {
     let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let (code, message) = error_of(&(status, answer));
     // Either deadline or response budget fired; each names what it is.
-    assert!(
-        message.contains("timeout") || message.contains("--rpc.max-"),
-        "{code}: {message}"
-    );
+    assert!(message.contains("timeout") || message.contains("--rpc.max-"), "{code}: {message}");
     // The default deadline is 5 s; the answer comes within a second of it.
     assert!(took < Duration::from_secs(6), "answered after {took:?}: {message}");
     assert_growth("struct logger", growth);
@@ -294,7 +300,9 @@ fn struct_logger_on_an_endless_loop_stops_on_time_within_its_memory() {
 
 #[test]
 fn work_stops_when_its_client_leaves() {
-    let node = Loupe::start(&["--rpc.evm-timeout", "60"]);
+    // Neither the deadline nor the struct log's size limit may end the call before its client
+    // leaves.
+    let node = Loupe::start(&["--rpc.evm-timeout", "120", "--rpc.max-trace-size", "68719476736"]);
     let before = node.evm_ticks();
     let mut s = connect(ATTACKER, node.port).unwrap();
     let body = struct_logger_loop_body();
@@ -327,10 +335,8 @@ fn work_stops_when_its_client_leaves() {
 fn parallel_calls_with_huge_state_overrides_are_refused_and_stall_nobody() {
     let node = Loupe::start(&[]);
     let watch = Watch::start(node.port);
-    let overrides: serde_json::Map<String, Value> = hex_list(120_000, 40)
-        .into_iter()
-        .map(|a| (a, json!({"balance": "0x1"})))
-        .collect();
+    let overrides: serde_json::Map<String, Value> =
+        hex_list(120_000, 40).into_iter().map(|a| (a, json!({"balance": "0x1"}))).collect();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": [
         {"to": "0x0000000000000000000000000000000000000001"}, "latest", overrides
     ]})
@@ -351,8 +357,7 @@ fn parallel_calls_with_huge_state_overrides_are_refused_and_stall_nobody() {
         let (code, message) = error_of(&(status, answer));
         // Refused by the per-request limit, or by the attacker's share of the server.
         assert!(
-            (code == -32602 && message.contains("--rpc.max-override-accounts"))
-                || code == -32005,
+            (code == -32602 && message.contains("--rpc.max-override-accounts")) || code == -32005,
             "{code}: {message}"
         );
     }

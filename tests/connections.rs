@@ -79,6 +79,11 @@ fn post_head(length: usize) -> String {
     )
 }
 
+/// [`post_head`] asking the server to close the connection after its answer.
+fn closing_head(length: usize) -> String {
+    post_head(length).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
+}
+
 /// Reads what the server sends until it closes the connection, for at most `limit`: the text,
 /// or `None` when the connection is still open then.
 fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Option<String> {
@@ -448,6 +453,7 @@ fn the_flags_set_the_rules_and_default_to_the_config_s_defaults() {
         "--rpc.idle-timeout=4",
         "--rpc.client-share=30",
         "--rpc.max-filters-per-ip=5",
+        "--rpc.max-body-memory=3",
     ])
     .unwrap();
     let got = |c: &loupe::rpc::RpcConfig| {
@@ -458,14 +464,54 @@ fn the_flags_set_the_rules_and_default_to_the_config_s_defaults() {
             c.idle_timeout,
             c.client_share,
             c.max_filters_per_ip,
+            c.max_body_memory,
         )
     };
     let s = Duration::from_secs_f64;
-    assert_eq!(got(&set), (7, s(1.5), 9, s(4.0), 30, 5));
+    assert_eq!(got(&set), (7, s(1.5), 9, s(4.0), 30, 5, 3 << 20));
     assert_eq!(got(&rpc(&[]).unwrap()), got(&loupe::rpc::RpcConfig::default()));
     for bad in ["--rpc.body-timeout=0", "--rpc.idle-timeout=-1", "--rpc.body-timeout=inf"] {
         let e = rpc(&[bad]).unwrap_err().to_string();
         let flag = bad.split('=').next().unwrap();
         assert!(e.contains(flag), "{bad}: {e}");
     }
+}
+
+/// The bodies held at once are bounded in all and per client (`--rpc.max-body-memory` and the
+/// client's share of it): a body announced past its client's share gets 503 and -32005 naming
+/// the flag while another client's fits, and the bytes come back when the held body ends.
+#[test]
+fn request_bodies_held_at_once_are_bounded_per_client_and_in_all() {
+    let Some(node) = Node::start(|c| {
+        c.max_request_body = 100_000;
+        c.max_body_memory = 300_000;
+        c.client_share = 50;
+    }) else {
+        return;
+    };
+    // Holds 100 kB of the attacker's 150 kB share: announced, 4 bytes sent.
+    let mut held = connect_from(ATTACKER, addr(&node));
+    held.write_all(format!("{}{{\"js", post_head(100_000)).as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // One more from the same client would pass its share: refused at once, named.
+    let mut second = connect_from(ATTACKER, addr(&node));
+    second.write_all(closing_head(100_000).as_bytes()).unwrap();
+    second.write_all(&padded_request(100_000)).unwrap();
+    let text = read_until_closed(&mut second, Duration::from_secs(10)).unwrap_or_default();
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("-32005") && text.contains("--rpc.max-body-memory"), "{text}");
+    // Another client's body fits in what is left of the total.
+    let mut other = connect_from(GOOD, addr(&node));
+    other.write_all(closing_head(100_000).as_bytes()).unwrap();
+    other.write_all(&padded_request(100_000)).unwrap();
+    let text = read_until_closed(&mut other, Duration::from_secs(10)).unwrap_or_default();
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains(HEAD), "{text}");
+    // Once the held body ends (here: its client leaves), the share is free again.
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut again = connect_from(ATTACKER, addr(&node));
+    again.write_all(closing_head(100_000).as_bytes()).unwrap();
+    again.write_all(&padded_request(100_000)).unwrap();
+    let text = read_until_closed(&mut again, Duration::from_secs(10)).unwrap_or_default();
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains(HEAD), "{text}");
 }

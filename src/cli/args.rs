@@ -172,6 +172,11 @@ pub struct RpcArgs {
     /// share. 100: no per-client share.
     #[arg(long = "rpc.client-share", default_value_t = 50)]
     pub client_share: u32,
+    /// MiB of request bodies held at once, every client's together (one client: its
+    /// --rpc.client-share of it, at least one body of --rpc.max-request-size); a body that does
+    /// not fit gets 503 and -32005 naming the flag.
+    #[arg(long = "rpc.max-body-memory", default_value_t = 128)]
+    pub max_body_memory: usize,
     /// Gas cap of eth_call / trace_call.
     #[arg(long = "rpc.gascap", default_value_t = 50_000_000)]
     pub gas_cap: u64,
@@ -307,6 +312,7 @@ impl RpcArgs {
             min_body_rate: self.min_body_rate,
             idle_timeout: std::time::Duration::from_secs_f64(self.idle_timeout),
             client_share: self.client_share.max(1),
+            max_body_memory: self.max_body_memory.saturating_mul(1 << 20),
             cors: self.corsdomain.clone(),
             gas_cap: self.gas_cap,
             call_timeout: std::time::Duration::from_secs_f64(self.evm_timeout),

@@ -59,6 +59,9 @@ pub struct RpcConfig {
     /// The share of each worker pool one client (IP address) may hold, in percent: of the
     /// workers (at least one) and of the queue; 100: no per-client share (`server/pool.rs`).
     pub client_share: u32,
+    /// Most bytes of request bodies held at once, every client's together (one client: its
+    /// `client_share` of it); a body that does not fit is refused with 503 and -32005.
+    pub max_body_memory: usize,
     /// CORS allowed origins (`*` for any); `None` sends no CORS headers.
     pub cors: Option<String>,
     /// Gas cap of `eth_call`/`trace_call` (missing or larger gas is lowered to it).
@@ -148,6 +151,7 @@ impl Default for RpcConfig {
             min_body_rate: 1024,
             idle_timeout: Duration::from_secs(30),
             client_share: 50,
+            max_body_memory: 128 << 20,
             cors: None,
             gas_cap: 50_000_000,
             call_timeout: Duration::from_secs(5),

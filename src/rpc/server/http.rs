@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 use crate::chain::SyncStatus;
+use crate::rpc::server::bodies::{BodyMemory, Claim, Over};
 use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::conns::{Conn, Conns};
 use crate::rpc::server::dispatch::{self, Limits, Reply};
@@ -64,6 +65,8 @@ pub(crate) struct App {
     pub(crate) pages: Option<Arc<dyn Pages>>,
     pub(crate) limits: Limits,
     pub(crate) max_body: u32,
+    /// The bytes of request bodies held at once.
+    pub(crate) bodies: Arc<BodyMemory>,
     /// How fast a request body must arrive.
     pub(crate) pace: Pace,
     /// The sync status `/health` reads (the database is the context's).
@@ -79,6 +82,11 @@ impl App {
             pages: config.pages.clone(),
             limits: Limits { max_batch: config.max_batch, max_response: config.max_response_body },
             max_body: config.max_request_body,
+            bodies: BodyMemory::new(
+                config.max_body_memory,
+                config.client_share,
+                config.max_request_body as usize,
+            ),
             pace: Pace { timeout: config.body_timeout, min_rate: config.min_body_rate },
             sync: config.sync.clone(),
             ctx: ctx.clone(),
@@ -127,8 +135,17 @@ impl App {
                 "Unsupported Media Type: send Content-Type: application/json\n",
             );
         }
-        let body = match read_body(req.into_body(), self.max_body as usize, self.pace).await {
+        // Held until the answer is built: the body and what is parsed from it.
+        let mut claim = self.bodies.claim(client::current());
+        let read = read_body(req.into_body(), self.max_body as usize, self.pace, &mut claim);
+        let body = match read.await {
             Ok(body) => body,
+            Err(BodyError::NoRoom(over, rest)) => {
+                tokio::spawn(drain(rest));
+                metrics::counter!("loupe_rpc_bodies_refused_total").increment(1);
+                let body = over.error().response_with_null_id();
+                return json(StatusCode::SERVICE_UNAVAILABLE, body.into());
+            }
             Err(BodyError::Slow(why)) => {
                 metrics::counter!("loupe_rpc_slow_bodies_total").increment(1);
                 let mut resp =
@@ -361,6 +378,9 @@ const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 enum BodyError<B> {
     /// Over the limit: the rest of the body, unread.
     TooLarge(std::pin::Pin<Box<B>>),
+    /// Over the memory of bodies held at once ([`BodyMemory`]): the limit, and the rest of the
+    /// body, unread.
+    NoRoom(Over, std::pin::Pin<Box<B>>),
     /// The body could not be read.
     Read(BoxError),
     /// The body came too slowly ([`Pace`]): why.
@@ -391,18 +411,30 @@ impl Pace {
     }
 }
 
-/// The request body, if it is at most `max` bytes (announced or sent) and arrives at `pace`.
-async fn read_body<B>(body: B, max: usize, pace: Pace) -> Result<Bytes, BodyError<B>>
+/// The request body, if it is at most `max` bytes (announced or sent), arrives at `pace` and
+/// fits in `claim` (grown by what it announces, then by what comes beyond that).
+async fn read_body<B>(
+    body: B,
+    max: usize,
+    pace: Pace,
+    claim: &mut Claim,
+) -> Result<Bytes, BodyError<B>>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let mut body = Box::pin(body);
-    if http_body::Body::size_hint(&body).lower() > max as u64 {
+    let announced = http_body::Body::size_hint(&body).lower();
+    if announced > max as u64 {
         return Err(BodyError::TooLarge(body));
     }
+    // At most `max`, checked above.
+    let announced = announced as usize;
+    if let Err(over) = claim.grow(announced) {
+        return Err(BodyError::NoRoom(over, body));
+    }
     let started = tokio::time::Instant::now();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(announced);
     loop {
         let (allowed, by_rate) = pace.allowance(out.len());
         let frame = match tokio::time::timeout_at(started + allowed, body.frame()).await {
@@ -425,6 +457,10 @@ where
         if let Ok(data) = frame.into_data() {
             if out.len() + data.len() > max {
                 return Err(BodyError::TooLarge(body));
+            }
+            let beyond = (out.len() + data.len()).saturating_sub(announced.max(out.len()));
+            if let Err(over) = claim.grow(beyond) {
+                return Err(BodyError::NoRoom(over, body));
             }
             out.extend_from_slice(&data);
         }

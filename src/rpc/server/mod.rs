@@ -2,6 +2,7 @@
 //! parameter parsing, the worker pools, the method table, result caches and the one mapping of
 //! errors to JSON-RPC codes. The methods themselves live in the namespaces beside it.
 
+pub(crate) mod bodies;
 pub(crate) mod budget;
 pub(crate) mod cache;
 pub(crate) mod client;

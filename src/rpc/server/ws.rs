@@ -372,9 +372,17 @@ async fn run(
 /// Answers one request body on `conn`; the answer, with `place`, goes to the connection's
 /// writer.
 async fn answer(conn: &Conn, body: &[u8], place: OwnedSemaphorePermit) {
+    // Held while the message is answered, as an HTTP body is (`bodies.rs`).
+    let mut claim = conn.shared.app.bodies.claim(Some(conn.ip));
+    if let Err(over) = claim.grow(body.len()) {
+        let text = over.error().response_with_null_id();
+        let _ = conn.out.send(Out { text, place: Some(place), start: Vec::new() }).await;
+        return;
+    }
     let session = Session { conn, start: Mutex::new(Vec::new()) };
     let reply =
         client::scope(conn.ip, dispatch::handle_with(&session, body, conn.shared.app.limits)).await;
+    drop(claim);
     let start = session.start.into_inner().unwrap_or_else(PoisonError::into_inner);
     let Reply::Json(bytes) = reply else { return };
     // Answers are written from JSON text the server made (ids are copied from a body that
