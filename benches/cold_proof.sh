@@ -12,7 +12,7 @@ proof() { printf '{"jsonrpc":"2.0","id":1,"method":"eth_getProof","params":["%s"
 OUT=$(mktemp)
 ts=()
 for _ in $(seq "$N"); do
-  "$BIN" node --datadir "$D" --http.port "$PORT" --log.filter warn &
+  "$BIN" node --datadir "$D" --http.port "$PORT" --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 &
   P=$!
   for _ in $(seq 100); do curl -s "$URL" -o /dev/null && break; sleep 0.05; done
   if [ -n "${WARM:-}" ]; then

@@ -19,7 +19,7 @@ PORT="${PORT:-18701}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 WORK=$(mktemp -d)
 "$BIN" import --datadir "$WORK/d" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null 2>&1
-"$BIN" node --datadir "$WORK/d" --http.port "$PORT" --log.filter warn "$@" &
+"$BIN" node --datadir "$WORK/d" --http.port "$PORT" --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 "$@" &
 PID=$!
 trap 'kill $PID; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do curl -s "http://127.0.0.1:$PORT/" -o /dev/null && break; sleep 0.1; done

@@ -14,7 +14,7 @@ PORT="${PORT:-18547}"
 URL="http://127.0.0.1:$PORT/"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 WORK=$(mktemp -d)
-"$BIN" node --datadir "$DATADIR" --http.port "$PORT" --log.filter warn &
+"$BIN" node --datadir "$DATADIR" --http.port "$PORT" --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done

@@ -25,7 +25,7 @@ FUNDED="${FUNDED:-0x14e46043e63d0e3cdcf2530519f4cfaf35058cb2}"
 TX_BLOCKS="${TX_BLOCKS:-$(seq 1 54)}"
 HIST="${HIST:-0x1e}"
 PROOF="${PROOF:-$FUNDED}"
-$BIN node --datadir "$DB" --http.port "$PORT" --log.filter warn &
+$BIN node --datadir "$DB" --http.port "$PORT" --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 &
 NODE=$!
 for _ in $(seq 50); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done
 

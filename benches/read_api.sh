@@ -24,7 +24,7 @@ fi
 if [ ! -d "$db" ]; then
   "$BIN" import --datadir "$db" --genesis "$gen/genesis.json" "$gen/chain.rlp" >/dev/null 2>&1
 fi
-"$BIN" node --datadir "$db" --http.port "$PORT" --log.filter warn --rpc.max-logs 10000000 &
+"$BIN" node --datadir "$db" --http.port "$PORT" --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 --rpc.max-logs 10000000 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -s "$URL" -o /dev/null && break; sleep 0.1; done

@@ -46,7 +46,7 @@ wait_up() { for _ in $(seq 300); do curl -s "http://127.0.0.1:$1/" -o /dev/null 
 
 "$LOUPE" import --datadir "$WORK/loupe" --genesis "$FX/genesis.json" "$FX/chain.rlp" >/dev/null
 # shellcheck disable=SC2086
-"$LOUPE" node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn ${LOUPE_ARGS:-} &
+"$LOUPE" node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn --rpc.client-share 100 --rpc.max-connections-per-ip 1024 ${LOUPE_ARGS:-} &
 PIDS+=($!); LOUPE_PID=$!
 if [ -n "$RETH" ]; then
   "$RETH" init --chain "$FX/genesis.json" --datadir "$WORK/reth-data" >/dev/null 2>&1
