@@ -12,7 +12,8 @@
 #
 # Usage: benches/abuse.sh [DURATION_SECONDS]   (default 60)
 # reth: RETH=/path/to/reth, else ../shared/peers/reth-2.5.1-x86_64-linux-gnu.zst is unpacked;
-# without it loupe only. LOUPE_BIN=/path/to/loupe measures that binary; LOUPE_ARGS adds flags.
+# without it (or with NO_RETH=1) loupe only. LOUPE_BIN=/path/to/loupe measures that binary;
+# LOUPE_ARGS adds flags; ATTACKS=stalled,logs,structlog,overrides,filters runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR="${1:-60}"
@@ -32,7 +33,7 @@ PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
 RETH="${RETH:-}"
-if [ -z "$RETH" ] && [ -f "$PEERS/reth-2.5.1-x86_64-linux-gnu.zst" ]; then
+if [ -z "$RETH" ] && [ -z "${NO_RETH:-}" ] && [ -f "$PEERS/reth-2.5.1-x86_64-linux-gnu.zst" ]; then
   command -v zstd >/dev/null || { apt-get update -qq && apt-get install -y -qq zstd; }
   zstd -q -d "$PEERS/reth-2.5.1-x86_64-linux-gnu.zst" -o "$WORK/reth" && chmod +x "$WORK/reth"
   RETH="$WORK/reth"

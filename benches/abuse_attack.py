@@ -10,10 +10,12 @@ default), for DURATION seconds against http://127.0.0.1:PORT/:
 - eth_call with a 120,000-account state override (about 9.8 MB), 2 clients in a loop;
 - filter hoarding: eth_newBlockFilter in a loop, never polled.
 
-Standard library only. Prints one line per attack: attempts and how they ended.
+ATTACKS=stalled,logs,structlog,overrides,filters (a comma list) runs only those. Standard
+library only. Prints one line per attack: attempts and how they ended.
 Usage: abuse_attack.py PORT DURATION [SOURCE_ADDRESS]
 """
 import json
+import os
 import socket
 import sys
 import threading
@@ -136,12 +138,16 @@ def main():
         {"to": "0x0000000000000000000000000000000000000001"}, "latest",
         {"0x%040x" % i: {"balance": "0x1"} for i in range(1, 120_001)}])
     filters = rpc("eth_newBlockFilter", [])
-    threads = [threading.Thread(target=stalled)]
-    for attack, body, n in [("heavy eth_getLogs", logs, 2),
-                            ("struct logger", struct_logger, 2),
-                            ("large overrides", overrides, 2),
-                            ("filter hoarding", filters, 1)]:
-        threads += [threading.Thread(target=loop, args=(attack, body)) for _ in range(n)]
+    only = [a for a in os.environ.get("ATTACKS", "").split(",") if a]
+    threads = []
+    if not only or "stalled" in only:
+        threads.append(threading.Thread(target=stalled))
+    for key, attack, body, n in [("logs", "heavy eth_getLogs", logs, 2),
+                                 ("structlog", "struct logger", struct_logger, 2),
+                                 ("overrides", "large overrides", overrides, 2),
+                                 ("filters", "filter hoarding", filters, 1)]:
+        if not only or key in only:
+            threads += [threading.Thread(target=loop, args=(attack, body)) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:

@@ -101,16 +101,23 @@ impl RpcContext {
         Ok(Runs { ctx: self, header, state, started: Instant::now() })
     }
 
+    /// The call and block of `eth_estimateGas` and `eth_createAccessList`, which take the same
+    /// parameters `(call, block?, stateOverrides?, blockOverrides?)`, the overrides within their
+    /// limits.
+    fn call_params(&self, p: &Params<'_>) -> RpcResult<(CallRequest, BlockRef)> {
+        self.precheck_overrides(p, RawSets::At(2), "2 (stateOverrides)")?;
+        let a = Args::new(p, 4)?;
+        let req = self.call_request(&a, 0, 2, 3)?;
+        Ok((req, a.block(1, "block")?))
+    }
+
     /// `eth_estimateGas(call, block?, stateOverrides?, blockOverrides?)`.
     pub(crate) async fn estimate_gas(self: Arc<Self>, p: Params<'static>) -> RpcResult<Raw> {
         // Parsed on the pool: a large state override must not hold up the server's threads.
         let ctx = self.clone();
         self.pool
             .run(move || {
-                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
-                let a = Args::new(&p, 4)?;
-                let req = ctx.call_request(&a, 0, 2, 3)?;
-                let block = a.block(1, "block")?;
+                let (req, block) = ctx.call_params(&p)?;
                 ctx.estimate_blocking(&req, block).and_then(|g| to_value(U256::from(g)))
             })
             .await
@@ -206,10 +213,7 @@ impl RpcContext {
         let ctx = self.clone();
         self.pool
             .run(move || {
-                ctx.precheck_overrides(&p, RawSets::At(2), "2 (stateOverrides)")?;
-                let a = Args::new(&p, 4)?;
-                let req = ctx.call_request(&a, 0, 2, 3)?;
-                let block = a.block(1, "block")?;
+                let (req, block) = ctx.call_params(&p)?;
                 ctx.access_list_blocking(req, block)
             })
             .await
