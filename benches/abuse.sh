@@ -32,14 +32,9 @@ WORK=$(mktemp -d)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
-RETH="${RETH:-}"
-if [ -z "$RETH" ] && [ -z "${NO_RETH:-}" ] && [ -f "$PEERS/reth-2.5.1-x86_64-linux-gnu.zst" ]; then
-  command -v zstd >/dev/null || { apt-get update -qq && apt-get install -y -qq zstd; }
-  zstd -q -d "$PEERS/reth-2.5.1-x86_64-linux-gnu.zst" -o "$WORK/reth" && chmod +x "$WORK/reth"
-  RETH="$WORK/reth"
-fi
-
-wait_up() { for _ in $(seq 300); do curl -s "http://127.0.0.1:$1/" -o /dev/null && return 0; sleep 0.1; done; echo "port $1 never answered" >&2; exit 1; }
+# shellcheck source=benches/common/reth.sh
+source benches/common/reth.sh
+[ -n "${NO_RETH:-}" ] && RETH="" || reth_unpack
 ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 HZ=$(getconf CLK_TCK)
 
@@ -47,15 +42,7 @@ HZ=$(getconf CLK_TCK)
 # shellcheck disable=SC2086
 "$LOUPE" node --datadir "$WORK/loupe" --http.port $P_LOUPE --log.filter warn ${LOUPE_ARGS:-} &
 PIDS+=($!); LOUPE_PID=$!
-if [ -n "$RETH" ]; then
-  "$RETH" init --chain "$FX/genesis.json" --datadir "$WORK/reth-data" >/dev/null 2>&1
-  "$RETH" import --chain "$FX/genesis.json" --datadir "$WORK/reth-data" "$FX/chain.rlp" >/dev/null 2>&1
-  "$RETH" node --chain "$FX/genesis.json" --datadir "$WORK/reth-data" --http --http.addr 127.0.0.1 \
-    --http.port $P_RETH --http.api eth,net,web3,trace,debug --disable-discovery --no-persist-peers \
-    --port 0 --authrpc.port 0 --ipcdisable --log.stdout.filter error >/dev/null 2>&1 &
-  PIDS+=($!); RETH_PID=$!
-  wait_up $P_RETH
-fi
+[ -n "$RETH" ] && reth_fixture_node $P_RETH
 wait_up $P_LOUPE
 
 URL="http://127.0.0.1:$P_LOUPE/"
