@@ -1,5 +1,7 @@
-//! The `debug_` namespace: raw consensus encodings of stored data and geth-style tracing.
+//! The `debug_` namespace: raw consensus encodings of stored data, geth-style tracing and
+//! execution witnesses.
 
 pub(crate) mod geth;
 pub(crate) mod raw;
 pub(crate) mod struct_logs;
+pub(crate) mod witness;

@@ -191,6 +191,21 @@ impl From<crate::trie::TrieError> for RpcError {
     }
 }
 
+impl From<crate::witness::WitnessError> for RpcError {
+    fn from(e: crate::witness::WitnessError) -> Self {
+        use crate::witness::WitnessError as W;
+        match e {
+            W::Storage(inner) => Self::Storage(inner),
+            W::Trie(inner) => Self::from(inner),
+            W::UnknownBlock(_) => Self::HeaderNotFound,
+            W::Timeout(after) => Self::QueryTimeout(after),
+            W::Cancelled => Self::Cancelled,
+            e @ W::Genesis => Self::NotTraceable(e.to_string()),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
 impl From<RpcError> for ErrorObjectOwned {
     fn from(e: RpcError) -> Self {
         let code = match &e {

@@ -139,6 +139,8 @@ impl Methods {
             "debug_traceBlockByNumber" => debug_trace_block_by_number,
             "debug_traceBlockByHash" => debug_trace_block_by_hash,
             "debug_traceCall" => debug_trace_call,
+            "debug_executionWitness" => debug_execution_witness,
+            "debug_executionWitnessByBlockHash" => debug_execution_witness_by_block_hash,
             "trace_callMany" => trace_call_many,
             "trace_rawTransaction" => trace_raw_transaction,
             "trace_replayTransaction" => trace_replay_transaction,
