@@ -8,7 +8,8 @@
 //! | `cli`     | command line, node start-up                       | everything               |
 //! | `dev`     | built-in dev chain: genesis, block builder        | `import` and below       |
 //! | `explorer`| pages served beside JSON-RPC (`/explorer/`)       | `rpc`, `storage`, `chain`|
-//! | `rpc`     | JSON-RPC server and methods                       | `trie`, `evm`, `storage`, `chain`|
+//! | `rpc`     | JSON-RPC server and methods                       | `witness`, `trie`, `evm`, `storage`, `chain`|
+//! | `witness` | stateless execution of a block from its witness   | `trie`, `evm`, `storage`, `chain`|
 //! | `import`  | genesis init, verified block import               | `trie`, `evm`, `storage`, `chain`|
 //! | `trie`    | incremental state root, proofs, trie verification | `storage`                |
 //! | `evm`     | block environments, block and call execution      | `chain`                  |
@@ -32,3 +33,4 @@ pub mod import;
 pub mod rpc;
 pub mod storage;
 pub mod trie;
+pub mod witness;
