@@ -2,9 +2,9 @@
 //! nimbus node read or wrote while executing block N, as `{blockNumber, state: {key: value}}`.
 //!
 //! 32-byte keys are keccak256 of their value: trie nodes (state, storage and the block's
-//! transaction trie), code, and the ommers list (under the header's ommers hash). Headers are
+//! transaction trie), code, and the ommers list (under the header's ommers hash). Headers (and ommers lists) are
 //! under prefix 0x00 + hash, block numbers' hashes under 0x01 + the number as 32 little-endian
-//! bytes. The block comes out of the dump as nimbus's test rebuilt it: its header by number,
+//! bytes, code under 0x06 + hash, slot preimages under 0x05 + hash. The block comes out of the dump as nimbus's test rebuilt it: its header by number,
 //! its transactions from the transaction trie under its transactions root, its ommers from the
 //! list under its ommers hash.
 
@@ -55,11 +55,11 @@ pub fn parse_nimbus(value: &Value) -> Result<(Witness, Block<TxEnvelope>), Witne
                     preimages.insert(hash, value);
                 }
             }
-            (33, Some(0x00)) => {
-                let header = Header::decode(&mut value.as_ref())
-                    .map_err(|e| fail(format!("header {}: {e}", hex::encode(&key[1..]))))?;
-                headers.insert(B256::from_slice(&key[1..]), header);
-            }
+            // Headers, and the ommers lists (keyed by the ommers hash).
+            (33, Some(0x00)) => match Header::decode(&mut value.as_ref()) {
+                Ok(header) => drop(headers.insert(B256::from_slice(&key[1..]), header)),
+                Err(_) => drop(preimages.insert(B256::from_slice(&key[1..]), value)),
+            },
             (33, Some(0x01)) => {
                 let n = U256::from_le_slice(&key[1..]);
                 let hash = B256::decode(&mut value.as_ref())
@@ -68,6 +68,13 @@ pub fn parse_nimbus(value: &Value) -> Result<(Witness, Block<TxEnvelope>), Witne
                     hashes.insert(n, hash);
                 }
             }
+            (33, Some(0x06)) => {
+                let hash = B256::from_slice(&key[1..]);
+                if keccak256(&value) == hash {
+                    witness.codes.insert(hash, value);
+                }
+            }
+            (33, Some(0x05)) => witness.keys.push(value),
             _ => {}
         }
     }
