@@ -15,33 +15,32 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use alloy_consensus::{Block, BlockBody};
-use alloy_primitives::{B256, Bytes, keccak256};
-use alloy_rlp::Encodable;
+use alloy_consensus::{Block, BlockBody, TxEnvelope};
+use alloy_primitives::{Address, B256, Bytes, keccak256};
+use alloy_rlp::{Decodable, Encodable};
+use alloy_trie::Nibbles;
+use alloy_trie::nodes::TrieNode;
 use alloy_rpc_types_debug::ExecutionWitness;
 use revm::database::DatabaseRef;
 
-use super::WitnessError;
-use super::record::{Reads, Recorder};
+use super::record::{ReadKeys, Recorder};
+use super::{Witness, WitnessError, run_block};
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
 use crate::storage::Reader;
-use crate::trie::{Multiproof, prove_many};
+use crate::trie::{Multiproof, TrieOwner, node_at, prove_many};
 
-/// The block a witness is built for, loaded from the archive with its senders.
-pub(super) struct Loaded {
-    pub(super) block: Block<alloy_consensus::TxEnvelope>,
-    pub(super) senders: Vec<alloy_primitives::Address>,
-}
-
-/// Loads stored block `number` (header, transactions with senders, ommers, withdrawals).
-pub(super) fn load_block(reader: &Reader, number: u64) -> Result<Loaded, WitnessError> {
+/// Stored block `number` (header, transactions, ommers, withdrawals) with its senders.
+pub fn stored_block(
+    reader: &Reader,
+    number: u64,
+) -> Result<(Block<TxEnvelope>, Vec<Address>), WitnessError> {
     let header = reader.header(number)?.ok_or(WitnessError::UnknownBlock(number))?;
     let (body, _) = reader.body(number)?.ok_or(WitnessError::UnknownBlock(number))?;
     let (transactions, senders) =
         reader.transactions_to_execute(number)?.into_iter().map(|t| (t.tx, t.sender)).unzip();
     let body = BlockBody { transactions, ommers: body.ommers, withdrawals: body.withdrawals };
-    Ok(Loaded { block: Block { header, body }, senders })
+    Ok((Block { header, body }, senders))
 }
 
 /// What [`build_witness`] made, with what it took.
@@ -51,6 +50,8 @@ pub struct Built {
     pub witness: ExecutionWitness,
     /// Accounts and slots proven.
     pub keys: usize,
+    /// Nodes added for branches the block's deletions collapse.
+    pub collapsed: usize,
 }
 
 /// The execution witness of stored block `number` (at least 1): the trie nodes, codes, key
@@ -76,15 +77,15 @@ pub fn build_witness(
         Ok(())
     };
     let parent = number.checked_sub(1).ok_or(WitnessError::Genesis)?;
-    let loaded = load_block(reader, number)?;
+    let (block, senders) = stored_block(reader, number)?;
     check()?;
     let state = reader.state_at(parent)?;
     let recorder = Recorder::new(&state);
     // Pre-Byzantium receipts carry intermediate roots; only the reads matter here.
-    execute_block(spec, &recorder, &loaded.block, &loaded.senders, |_| {
+    execute_block(spec, &recorder, &block, &senders, |_| {
         Ok::<_, std::convert::Infallible>(B256::ZERO)
     })
-    .map_err(|e| WitnessError::Execution { number, message: e.to_string() })?;
+    .map_err(|e| WitnessError::Archive { number, message: e.to_string() })?;
     let reads = recorder.into_reads();
     check()?;
 
@@ -95,47 +96,132 @@ pub fn build_witness(
             (keccak256(address), slots.iter().map(|s| keccak256(B256::from(*s))).collect())
         })
         .collect();
-    let proof = prove_many(reader, parent, &targets)?;
-    check()?;
-    let witness = assemble(reader, &state, parent, &reads, &proof)?;
-    Ok(Built { witness, keys: targets.len() + targets.values().map(Vec::len).sum::<usize>() })
+    let mut proof = prove_many(reader, parent, &targets)?;
+    let mut witness = assemble(reader, &state, parent, &reads)?;
+    for node in proof.nodes() {
+        witness.add_node(node.clone());
+    }
+    // Run it; add each node a collapsing branch needs, until it holds.
+    let mut added = 0usize;
+    loop {
+        check()?;
+        let hash = match run_block(spec, &witness, &block) {
+            Ok(_) => break,
+            Err(WitnessError::MissingNode { hash, .. }) => hash,
+            Err(e) => {
+                return Err(WitnessError::Archive {
+                    number,
+                    message: format!("its witness does not re-execute: {e}"),
+                });
+            }
+        };
+        let node = place_of(&proof, &hash)
+            .map(|(owner, path)| node_at(reader, parent, owner, &path).map(|n| (owner, path, n)))
+            .transpose()?;
+        let Some((owner, path, Some(node))) = node.filter(|(_, _, n)| {
+            n.as_ref().is_some_and(|n| keccak256(n) == hash)
+        }) else {
+            return Err(WitnessError::Archive {
+                number,
+                message: format!("the stateless run needs trie node {hash}, which no proven node names"),
+            });
+        };
+        witness.add_node(node.clone());
+        proof.tries.entry(owner).or_default().insert(path, node);
+        added += 1;
+    }
+    Ok(Built {
+        witness: execution_witness(&witness),
+        keys: targets.len() + targets.values().map(Vec::len).sum::<usize>(),
+        collapsed: added,
+    })
 }
 
-/// The witness of `reads` with the nodes of `proof`, at `parent`.
+/// Where the node with hash `hash` sits: the trie and path of the proven node that names it
+/// as a child.
+fn place_of(proof: &Multiproof, hash: &B256) -> Option<(TrieOwner, Nibbles)> {
+    for (owner, nodes) in &proof.tries {
+        for (path, rlp) in nodes {
+            let Ok(node) = TrieNode::decode(&mut rlp.as_ref()) else { continue };
+            match node {
+                TrieNode::Branch(branch) => {
+                    let mut children = branch.stack.iter();
+                    for nibble in 0..16u8 {
+                        if !branch.state_mask.is_bit_set(nibble) {
+                            continue;
+                        }
+                        let child = children.next()?;
+                        if child.as_hash().as_ref() == Some(hash) {
+                            let mut at = *path;
+                            at.push(nibble);
+                            return Some((*owner, at));
+                        }
+                    }
+                }
+                TrieNode::Extension(ext) if ext.child.as_hash().as_ref() == Some(hash) => {
+                    let mut at = *path;
+                    at.extend(&ext.key);
+                    return Some((*owner, at));
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The witness of `reads` at `parent` without its trie nodes: codes, key preimages, headers.
 fn assemble<DB: DatabaseRef>(
     reader: &Reader,
     state: &DB,
     parent: u64,
-    reads: &Reads,
-    proof: &Multiproof,
-) -> Result<ExecutionWitness, WitnessError>
+    reads: &ReadKeys,
+) -> Result<Witness, WitnessError>
 where
     DB::Error: std::fmt::Display,
 {
-    // By hash: each node once, in a stable order.
-    let state_nodes: BTreeMap<B256, Bytes> =
-        proof.nodes().map(|node| (keccak256(node), node.clone())).collect();
-    let mut codes = Vec::with_capacity(reads.codes.len());
+    let mut witness = Witness::default();
     for hash in &reads.codes {
-        let code = state
-            .code_by_hash_ref(*hash)
-            .map_err(|e| WitnessError::Code { hash: *hash, message: e.to_string() })?;
-        codes.push(code.original_bytes());
+        let code = state.code_by_hash_ref(*hash).map_err(|e| WitnessError::Archive {
+            number: parent + 1,
+            message: format!("code {hash}: {e}"),
+        })?;
+        witness.add_code(code.original_bytes());
     }
-    let mut keys: Vec<Bytes> =
-        reads.accounts.keys().map(|a| Bytes::copy_from_slice(a.as_slice())).collect();
+    witness.keys = reads.accounts.keys().map(|a| Bytes::copy_from_slice(a.as_slice())).collect();
     for slots in reads.accounts.values() {
-        keys.extend(slots.iter().map(|s| Bytes::copy_from_slice(&s.to_be_bytes::<32>())));
+        witness.keys.extend(slots.iter().map(|s| Bytes::copy_from_slice(&s.to_be_bytes::<32>())));
     }
     // The parent, and every ancestor back to the oldest whose hash was read (each hash is
-    // checked by its child's parent hash), oldest first.
+    // checked by its child's parent hash).
     let oldest = reads.oldest_hash.map_or(parent, |n| n.min(parent));
-    let mut headers = Vec::with_capacity((parent - oldest + 1) as usize);
     for n in oldest..=parent {
-        let header = reader.header(n)?.ok_or(WitnessError::UnknownBlock(n))?;
-        let mut rlp = Vec::with_capacity(600);
-        header.encode(&mut rlp);
-        headers.push(Bytes::from(rlp));
+        witness.headers.push(reader.header(n)?.ok_or(WitnessError::UnknownBlock(n))?);
     }
-    Ok(ExecutionWitness { state: state_nodes.into_values().collect(), codes, keys, headers })
+    Ok(witness)
+}
+
+/// `witness` in reth's `debug_executionWitness` shape: nodes and codes ordered by hash, keys
+/// as read (accounts, then each one's slots), headers as RLP, oldest first.
+fn execution_witness(witness: &Witness) -> ExecutionWitness {
+    let sorted = |map: &std::collections::HashMap<B256, Bytes>| {
+        let mut items: Vec<_> = map.iter().collect();
+        items.sort_unstable_by_key(|(hash, _)| **hash);
+        items.into_iter().map(|(_, v)| v.clone()).collect()
+    };
+    let mut headers: Vec<_> = witness.headers.iter().collect();
+    headers.sort_by_key(|h| h.number);
+    ExecutionWitness {
+        state: sorted(&witness.nodes),
+        codes: sorted(&witness.codes),
+        keys: witness.keys.clone(),
+        headers: headers
+            .into_iter()
+            .map(|h| {
+                let mut rlp = Vec::with_capacity(600);
+                h.encode(&mut rlp);
+                Bytes::from(rlp)
+            })
+            .collect(),
+    }
 }

@@ -10,31 +10,31 @@ use revm::state::AccountInfo;
 
 /// What a block's execution read from its parent's state.
 #[derive(Debug, Default, Clone)]
-pub struct Reads {
+pub(super) struct ReadKeys {
     /// Every account read, with the slots read of each.
-    pub accounts: BTreeMap<Address, BTreeSet<U256>>,
+    pub(super) accounts: BTreeMap<Address, BTreeSet<U256>>,
     /// The hashes of the code loaded (executed, or read by `EXTCODE*`).
-    pub codes: BTreeSet<B256>,
+    pub(super) codes: BTreeSet<B256>,
     /// The oldest block whose hash `BLOCKHASH` read.
-    pub oldest_hash: Option<u64>,
+    pub(super) oldest_hash: Option<u64>,
 }
 
 /// Wraps a state view and records what is read through it. Code is never handed out with an
 /// account, so that only code the EVM asks for by hash is recorded as needed.
 #[derive(Debug)]
-pub struct Recorder<'a, DB> {
+pub(super) struct Recorder<'a, DB> {
     inner: &'a DB,
-    reads: RefCell<Reads>,
+    reads: RefCell<ReadKeys>,
 }
 
 impl<'a, DB> Recorder<'a, DB> {
     /// Records reads of `inner`.
-    pub fn new(inner: &'a DB) -> Self {
-        Self { inner, reads: RefCell::new(Reads::default()) }
+    pub(super) fn new(inner: &'a DB) -> Self {
+        Self { inner, reads: RefCell::new(ReadKeys::default()) }
     }
 
     /// What was read so far.
-    pub fn into_reads(self) -> Reads {
+    pub(super) fn into_reads(self) -> ReadKeys {
         self.reads.into_inner()
     }
 }

@@ -196,7 +196,7 @@ impl From<crate::witness::WitnessError> for RpcError {
         use crate::witness::WitnessError as W;
         match e {
             W::Storage(inner) => Self::Storage(inner),
-            W::Trie(inner) => Self::from(inner),
+            W::Proof(inner) => Self::from(inner),
             W::UnknownBlock(_) => Self::HeaderNotFound,
             W::Timeout(after) => Self::QueryTimeout(after),
             W::Cancelled => Self::Cancelled,
