@@ -328,3 +328,21 @@ fn reads_are_the_parents_values_as_eth_get_proof_gave_them() {
     assert!(accounts > 50 && slots > 100, "{accounts} accounts, {slots} slots compared");
     assert_eq!(out.reads.headers.keys().copied().collect::<Vec<_>>(), vec![n - 1]);
 }
+
+/// The block and the `ExtWitness` as hex text read as their binary RLP does.
+#[test]
+fn hex_text_reads_as_binary_rlp() {
+    let Some(dir) = fixtures() else { return };
+    let block = std::fs::read(dir.join("hoodi/1192c3_block.rlp")).expect("block");
+    let witness = std::fs::read(dir.join("hoodi/1192c3_witness.rlp")).expect("witness");
+    let hex = |b: &[u8]| format!("{}\n", alloy_primitives::hex::encode_prefixed(b));
+    assert_eq!(
+        parse_block(hex(&block).as_bytes()).expect("hex block"),
+        parse_block(&block).expect("binary block")
+    );
+    let from_hex = loupe::witness::load_witness(hex(&witness).as_bytes()).expect("hex witness");
+    let from_binary = loupe::witness::load_witness(&witness).expect("binary witness");
+    assert_eq!(from_hex.witness.nodes, from_binary.witness.nodes);
+    assert_eq!(from_hex.witness.codes, from_binary.witness.codes);
+    assert_eq!(from_hex.witness.headers, from_binary.witness.headers);
+}
