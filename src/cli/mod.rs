@@ -1,10 +1,12 @@
-//! Command line: `loupe [node|init|import|export|dev|verify|generate|follow|db]`, logging set-up.
+//! Command line: `loupe [node|init|import|export|dev|verify|generate|follow|db|witness]`, logging set-up.
 
 mod admin;
 mod args;
 mod config;
 pub use config::ConfigError;
 mod metrics;
+mod witness;
+pub use witness::{WitnessCmd, WitnessRunCmd};
 
 use std::path::PathBuf;
 
@@ -57,6 +59,9 @@ pub enum Command {
     /// Database maintenance.
     #[command(subcommand)]
     Db(DbCmd),
+    /// Stateless execution: verify a block from its execution witness, without a datadir.
+    #[command(subcommand)]
+    Witness(WitnessCmd),
 }
 
 /// `loupe db …`.
@@ -876,6 +881,7 @@ impl Cli {
             Some(Command::Db(DbCmd::Snapshot(cmd))) => cmd.run(),
             Some(Command::Db(DbCmd::Compact(cmd))) => cmd.run(),
             Some(Command::Db(DbCmd::Stats(cmd))) => cmd.run(),
+            Some(Command::Witness(cmd)) => cmd.run(),
             None => DevCmd::default().run(),
         }
     }

@@ -66,7 +66,7 @@ pub fn run_block(
     let number = header.number;
     let parent = witness
         .header_by_hash(header.parent_hash)
-        .ok_or(WitnessError::MissingHeader { number: number.saturating_sub(1) })?
+        .ok_or_else(|| WitnessError::MissingHeader { number: number.saturating_sub(1) })?
         .clone();
     check("parent number", number.saturating_sub(1), parent.number)?;
 
