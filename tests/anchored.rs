@@ -202,6 +202,26 @@ fn anchored_blocks_answer_as_the_archive() {
             assert!(message.contains(&format!("anchor block {}", n - 1)), "{err}");
             assert!(full.call("eth_getBalance", json!([sender, below])).is_ok());
         }
+        // What assumes a chain from genesis answers without an internal error (and the anchor
+        // block, whose body is not held, as not found).
+        let anchor = tag(n - 1);
+        for (method, params) in [
+            ("eth_syncing", json!([])),
+            ("eth_getBlockByNumber", json!(["earliest", false])),
+            ("eth_getBlockByNumber", json!([anchor, true])),
+            ("eth_getBlockReceipts", json!([anchor])),
+            ("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest"}])),
+            ("trace_filter", json!([{"fromBlock": "0x0", "toBlock": "latest"}])),
+            ("eth_feeHistory", json!(["0x4", "latest", [50]])),
+            ("trace_block", json!([anchor])),
+            ("debug_traceBlockByNumber", json!([anchor, {"tracer": "callTracer"}])),
+            ("eth_getBalance", json!([sender, "earliest"])),
+        ] {
+            let text = raw(&node, method, &params);
+            assert!(!text.contains("-32603"), "block {n}: {method} {params}: {text}");
+        }
+        let none = node.call("eth_getBlockByNumber", json!([anchor, false])).unwrap();
+        assert_eq!(none, Value::Null, "the anchor block's body is not held");
         let err = node.call("eth_getProof", json!([sender, [], b])).unwrap_err();
         assert!(
             err["message"].as_str().unwrap().contains("holds only the state of a witness"),
