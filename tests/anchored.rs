@@ -1,7 +1,8 @@
-//! Anchored datadirs (`import::anchor`): for blocks of the dev chain, the pre-state that block N
-//! reads is recorded while executing it over the full archive, an anchored datadir is built
-//! from that state and the headers up to N−1, block N is imported with its header's state root,
-//! and the RPC answers of both datadirs for block N are compared byte for byte.
+//! Anchored datadirs (`import::anchor`): for blocks of the dev chain and the execution-apis
+//! chain, the pre-state that block N reads is recorded while executing it over the full
+//! archive, an anchored datadir is built from that state and the headers up to N−1, block N is
+//! imported with its header's state root, and the RPC answers of both datadirs for block N are
+//! compared byte for byte (in process, and through `loupe node`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -326,4 +327,79 @@ fn anchored_far_from_genesis() {
         Some(Header { number: anchor - 1, ..Default::default() }.hash_slow())
     );
     assert!(loupe::import::load_spec(&db).unwrap().is_some());
+}
+
+/// `loupe node --datadir` over an anchored datadir: it starts, serves block N as the archive
+/// does and stops on SIGTERM; `loupe verify` refuses the datadir, naming why.
+#[test]
+fn loupe_node_serves_an_anchored_datadir() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spec, tip) = dev_chain(dir.path());
+    let n = {
+        let r = db.begin_read().unwrap();
+        (1..=tip).rev().find(|n| r.transaction_count(*n).unwrap().unwrap_or(0) > 0).unwrap()
+    };
+    let (headers, accounts) = witness_of(&db, &spec, n);
+    let block = stored_block(&db.begin_read().unwrap(), n).0;
+    let anchored_dir = tempfile::tempdir().unwrap();
+    let anchored =
+        loupe::import::init_anchored(anchored_dir.path(), &spec, &headers, &accounts).unwrap();
+    import_block_trusted_root(&anchored, &spec, &block, block.header.state_root).unwrap();
+    drop(anchored);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["verify", "--datadir"])
+        .arg(anchored_dir.path())
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("holds only the state of a witness"), "{text}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["node", "--datadir"])
+        .arg(anchored_dir.path())
+        .args(["--http.port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/");
+    let client = reqwest::blocking::Client::new();
+    let post = |method: &str, params: &Value| -> Option<String> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        client.post(&url).json(&body).send().ok()?.text().ok()
+    };
+    let started = std::time::Instant::now();
+    while post("eth_chainId", &json!([])).is_none() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("loupe node exited with {status} before serving");
+        }
+        assert!(started.elapsed().as_secs() < 120, "the node did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let full = Node::serve(db, spec, |_| {});
+    let served = (|| {
+        let number = post("eth_blockNumber", &json!([]))?;
+        let b = tag(n);
+        let same = ["trace_block", "eth_getBlockReceipts"]
+            .iter()
+            .all(|m| post(m, &json!([b])).as_deref() == Some(raw(&full, m, &json!([b])).as_str()));
+        Some((number, same))
+    })();
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed().as_secs() > 60 {
+            let _ = child.kill();
+            panic!("loupe node did not stop on SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (number, same) = served.expect("the node answered");
+    assert!(number.contains(&format!("\"{}\"", tag(n))), "{number}");
+    assert!(same, "trace_block and eth_getBlockReceipts of block {n} as the archive's");
 }
