@@ -3,8 +3,13 @@
 //! imported before them kept; and `loupe export --era1` writing a file with the original's
 //! accumulator root, which imports again.
 //!
+//! Then the second epoch's file (blocks 8,192–16,383) on top: a self-consistent copy that is not
+//! mainnet's epoch 1 is refused by its accumulator root, and the real one imports with every root
+//! verified, its last block's hash the head's.
+//!
 //! Truth comes from the fixture: the file's accumulator root is mainnet's epoch-0 root (its name
-//! carries it), and its genesis is mainnet's (hash 0xd4e5…8fa3).
+//! carries it), epoch 1's is the published historical hashes accumulator's (recomputed here from
+//! the file's records apart from the importer), and its genesis is mainnet's (hash 0xd4e5…8fa3).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -108,13 +113,92 @@ fn the_fixture_imports_verifies_reimports_as_a_no_op_and_exports_to_its_own_root
     // stored epoch is skipped and the next one imported, every block executed and its roots
     // checked against its header.
     assert!(fx.join(NEXT).is_file(), "{NEXT} missing from {}", fx.display());
+    let next = std::fs::read(fx.join(NEXT)).unwrap();
+    let epoch_1 = published_epoch_root(&fx, 1);
+    assert_eq!(accumulator(&next), epoch_1, "{NEXT} carries the published epoch-1 root");
+    not_epoch_1(&data, &next, epoch_1);
     let (out, took) = import(&data, &[&fx]);
     assert!(out.status.success(), "{}", text(&out));
     eprintln!("imported the next epoch through the folder in {took:.2?}");
     assert_eq!(head(&data), 2 * LAST + 1);
+    // The head is the file's last block, by hash.
+    let last = decompressed(&next, records(&next)[1 + 4 * LAST as usize]);
+    let db = loupe::storage::Database::open(&data).unwrap();
+    let stored = db.begin_read().unwrap().canonical_hash(2 * LAST + 1).unwrap();
+    assert_eq!(stored, Some(alloy_primitives::keccak256(&last)), "block 16,383's hash");
+    drop(db);
     let out = loupe(&["verify", "--datadir", path(&data)]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("verified head #16383"), "{}", text(&out));
+}
+
+/// Epoch `epoch`'s root in the published historical hashes accumulator (EIP-7643's SSZ in the
+/// fixture folder: two 4-byte offsets, then the roots).
+fn published_epoch_root(fx: &Path, epoch: usize) -> B256 {
+    let ssz = std::fs::read(fx.join("mainnet-historical-hashes-accumulator.ssz")).unwrap();
+    assert_eq!(u32::from_le_bytes(ssz[..4].try_into().unwrap()), 8);
+    B256::from_slice(&ssz[8 + 32 * epoch..8 + 32 * (epoch + 1)])
+}
+
+/// SSZ `hash_tree_root(List[HeaderRecord, 8192])` of a full epoch's (hash, total difficulty)
+/// records, computed here apart from the importer's code.
+fn epoch_accumulator(records: &[(B256, [u8; 32])]) -> B256 {
+    use sha2::{Digest, Sha256};
+    let pair = |a: &[u8], b: &[u8]| -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(a);
+        h.update(b);
+        h.finalize().into()
+    };
+    assert_eq!(records.len(), 8192, "a full epoch");
+    let mut level: Vec<[u8; 32]> = records.iter().map(|(h, td)| pair(h.as_slice(), td)).collect();
+    while level.len() > 1 {
+        level = level.chunks(2).map(|c| pair(&c[0], &c[1])).collect();
+    }
+    let mut length = [0u8; 32];
+    length[..8].copy_from_slice(&(records.len() as u64).to_le_bytes());
+    B256::from(pair(&level[0], &length))
+}
+
+/// A copy of the epoch-1 file with its last header changed and its accumulator record set to
+/// the root of the changed headers (so the file is consistent in itself) is refused as not
+/// mainnet's epoch 1, before any of its blocks runs; the head stays at the first epoch's end.
+fn not_epoch_1(data: &Path, next: &[u8], epoch_1: B256) {
+    let changed = with_changed_header(next, LAST as usize);
+    let recs = records(&changed);
+    let pairs: Vec<(B256, [u8; 32])> = (0..=LAST as usize)
+        .map(|i| {
+            let hash = alloy_primitives::keccak256(decompressed(&changed, recs[1 + 4 * i]));
+            let (at, kind, len) = recs[4 + 4 * i];
+            assert_eq!((kind, len), (0x06, 32), "block {i}'s total difficulty record");
+            (hash, changed[at + 8..at + 40].try_into().unwrap())
+        })
+        .collect();
+    // The importer's own computation agrees on the untouched file.
+    let r = records(next);
+    let original: Vec<(B256, [u8; 32])> = (0..=LAST as usize)
+        .map(|i| {
+            let (at, _, _) = r[4 + 4 * i];
+            (
+                alloy_primitives::keccak256(decompressed(next, r[1 + 4 * i])),
+                next[at + 8..at + 40].try_into().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(epoch_accumulator(&original), epoch_1, "the accumulator computed here");
+    let root = epoch_accumulator(&pairs);
+    let mut bytes = changed;
+    let (at, _, _) = *recs.iter().find(|r| r.1 == 0x07).unwrap();
+    bytes[at + 8..at + 40].copy_from_slice(root.as_slice());
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join(NEXT);
+    std::fs::write(&file, &bytes).unwrap();
+    let (out, _) = import(data, &[&file]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let expected =
+        format!("accumulator root {root} is not mainnet's known root of epoch 1: {epoch_1}");
+    assert!(text(&out).contains(&expected), "{expected:?} not in {}", text(&out));
+    assert_eq!(head(data), LAST);
 }
 
 /// A copy of the fixture with block `number`'s header changed (one byte of its mix hash) and

@@ -61,6 +61,34 @@ pub fn import_block(
     block: &Block<TxEnvelope>,
     durable: bool,
 ) -> Result<BlockStatus, ImportError> {
+    import_block_with(db, spec, block, durable, None)
+}
+
+/// [`import_block`] into an anchored datadir ([`super::init_anchored`]), which holds no full
+/// trie to compute the state root from: every other check and the whole store path run, and
+/// the state root is taken as `state_root_verified`, which the caller computed (statelessly,
+/// over a witness) and which must be the header's. Refused ([`ImportError::NotAnchored`]) on a
+/// datadir that starts at genesis, and for a pre-Byzantium block (its receipts commit to
+/// intermediate state roots). The commit is durable.
+pub fn import_block_trusted_root(
+    db: &Database,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    state_root_verified: B256,
+) -> Result<BlockStatus, ImportError> {
+    if db.begin_read()?.anchor().is_none() {
+        return Err(ImportError::NotAnchored);
+    }
+    import_block_with(db, spec, block, true, Some(state_root_verified))
+}
+
+fn import_block_with(
+    db: &Database,
+    spec: &ChainSpec,
+    block: &Block<TxEnvelope>,
+    durable: bool,
+    trusted_root: Option<B256>,
+) -> Result<BlockStatus, ImportError> {
     let header = &block.header;
     let number = header.number;
     let hash = header.hash_slow();
@@ -74,7 +102,7 @@ pub fn import_block(
     }
     let writer = db.begin_write()?;
     let prepared = Prepared::new(block, Senders::AllCores);
-    store_on_snapshot(&reader, &writer, spec, block, &prepared, None, None)?;
+    store_on_snapshot(&reader, &writer, spec, block, &prepared, None, None, trusted_root)?;
     // A file's chain is taken as final.
     writer.set_markers(number, number, number)?;
     let started = std::time::Instant::now();
@@ -141,10 +169,11 @@ pub(super) fn store_uncommitted(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    store_on_snapshot(&reader, writer, spec, block, prepared, ahead, pending)?;
+    store_on_snapshot(&reader, writer, spec, block, prepared, ahead, pending, None)?;
     Ok(hash)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn store_on_snapshot(
     reader: &crate::storage::Reader,
     writer: &Writer,
@@ -153,13 +182,14 @@ fn store_on_snapshot(
     prepared: &Prepared,
     ahead: Option<Ahead>,
     pending: Option<&mut PendingRoot>,
+    trusted_root: Option<B256>,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, prepared.hash, &parent, reader)?;
     let state = reader.state_at(head)?;
-    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending)
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending, trusted_root)
 }
 
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
@@ -194,7 +224,7 @@ pub(super) fn store_pending(
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, hash, &parent, writer)?;
     let state = writer.pending_state()?;
-    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending)?;
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending, None)?;
     Ok(hash)
 }
 
@@ -210,7 +240,9 @@ struct Timings {
 /// Every check of a block against its parent, then execution, the state root and the block's
 /// rows, all written through `writer`. The head marker moves to the block. With `pending` the
 /// state root is left to the commit group's end ([`crate::trie::settle_state_root`]): the
-/// block's changes are gathered there, and every other check is made here.
+/// block's changes are gathered there, and every other check is made here. With
+/// `trusted_root` (an anchored datadir, which has no trie) the state root is not computed: the
+/// header's must be that one.
 #[allow(clippy::too_many_arguments)]
 fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     writer: &Writer,
@@ -221,6 +253,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     parent_state: DB,
     ahead: Option<Ahead>,
     pending: Option<&mut PendingRoot>,
+    trusted_root: Option<B256>,
 ) -> Result<(), ImportError>
 where
     DB::Error: std::fmt::Display,
@@ -228,6 +261,20 @@ where
     let header = &block.header;
     let number = header.number;
     let hash = prepared.hash;
+    if let Some(anchor) = writer.anchor()? {
+        if trusted_root.is_none() {
+            return Err(ImportError::Anchored {
+                anchor,
+                what: "a block imports here only with a state root verified over its witness (import_block_trusted_root)",
+            });
+        }
+        if !spec.is_byzantium_active_at_block(number) {
+            return Err(ImportError::Anchored {
+                anchor,
+                what: "a pre-Byzantium block's receipts commit to intermediate state roots, which need the trie",
+            });
+        }
+    }
     check(number, hash, "parent hash", header.parent_hash, parent_hash)?;
 
     // Commitments checkable without execution.
@@ -314,9 +361,10 @@ where
         check(number, hash, "block access list hash", opt(Some(expected)), opt(None::<B256>))?;
     }
     let before_root = started.elapsed();
-    match pending {
-        Some(pending) => pending.add(&outcome.changes),
-        None => {
+    match (trusted_root, pending) {
+        (Some(root), _) => check(number, hash, "state root", header.state_root, root)?,
+        (None, Some(pending)) => pending.add(&outcome.changes),
+        (None, None) => {
             let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
             check(number, hash, "state root", header.state_root, root)?;
         }

@@ -228,6 +228,27 @@ pub enum ImportError {
          keeps proofs at every block, so every block's state root is computed"
     )]
     GroupRootNeedsWindow,
+    /// The headers or accounts given to [`super::init_anchored`] do not make an anchored
+    /// datadir (why is in the text).
+    #[error("anchored datadir: {0}")]
+    AnchorInput(String),
+    /// An anchored datadir ([`super::init_anchored`]) was asked for what needs the full state
+    /// trie or the chain from genesis.
+    #[error(
+        "this datadir holds only the state of a witness (it starts at anchor block {anchor}, without the full state trie): {what}"
+    )]
+    Anchored {
+        /// The anchor block.
+        anchor: u64,
+        /// What was refused.
+        what: &'static str,
+    },
+    /// [`super::import_block_trusted_root`] on a datadir that is not anchored, whose trie the
+    /// block must update.
+    #[error(
+        "this datadir starts at genesis and keeps the full state trie: import the block with import_block, which computes its state root"
+    )]
+    NotAnchored,
     /// Import into a datadir that has no genesis yet.
     #[error("datadir is not initialised: run `loupe init --chain NAME|FILE` or pass --chain")]
     NotInitialised,

@@ -33,8 +33,12 @@ pub fn load_spec(db: &Database) -> Result<Option<ChainSpec>, ImportError> {
     let (genesis, reading) =
         crate::chain::read_genesis_json(&json).map_err(|e| e.at(Path::new("<stored genesis>")))?;
     let number = genesis.number.unwrap_or_default();
-    let header = r.header(number)?.ok_or(ImportError::NotInitialised)?;
-    let spec = ChainSpec::from_genesis_read(genesis, reading, header.state_root)?;
+    // An anchored datadir holds no genesis header: its root was recorded at init.
+    let state_root = match r.anchor_genesis_root()? {
+        Some(root) if r.anchor().is_some() => root,
+        _ => r.header(number)?.ok_or(ImportError::NotInitialised)?.state_root,
+    };
+    let spec = ChainSpec::from_genesis_read(genesis, reading, state_root)?;
     let policy = match r.header_policy()? {
         Some(name) => HeaderPolicy::from_name(&name).ok_or_else(|| {
             ImportError::Storage(crate::storage::StorageError::Corrupt {
@@ -185,6 +189,12 @@ fn init_from(
     options: InitOptions,
 ) -> Result<(ChainSpec, bool), ImportError> {
     let asked = options.policy;
+    if let Some(anchor) = db.begin_read()?.anchor() {
+        return Err(ImportError::Anchored {
+            anchor,
+            what: "it cannot be initialised from a genesis",
+        });
+    }
     if let Some(stored) = load_spec(db)? {
         let head = parsed(stream_genesis(open()?, |_| Ok::<(), ImportError>(()))?)?;
         // Built with the stored root, so that only the configuration is compared (a genesis

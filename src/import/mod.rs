@@ -11,6 +11,7 @@
 //! reading thread before any of its blocks is handed on (`era1`).
 
 mod ahead;
+mod anchor;
 mod block;
 pub mod era1;
 mod error;
@@ -22,7 +23,11 @@ mod source;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use block::{BlockStatus, import_block, import_block_pending, import_block_uncommitted};
+pub use anchor::{AnchorAccount, init_anchored, init_anchored_db};
+pub use block::{
+    BlockStatus, import_block, import_block_pending, import_block_trusted_root,
+    import_block_uncommitted,
+};
 use block::{Prepared, Senders};
 pub use error::ImportError;
 pub use genesis::{

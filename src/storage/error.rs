@@ -117,6 +117,17 @@ pub enum StorageError {
         /// The file.
         path: String,
     },
+    /// The state below the anchor of an anchored datadir was asked for: it holds the state at
+    /// its anchor block and after, nothing before.
+    #[error(
+        "the state at block {block} is not held: this datadir starts at anchor block {anchor} and holds only the state of a witness from there on"
+    )]
+    BelowAnchor {
+        /// The block asked for.
+        block: u64,
+        /// The anchor block.
+        anchor: u64,
+    },
     /// Code referenced by an account is missing.
     #[error("bytecode {0} referenced by an account is not stored")]
     MissingCode(B256),

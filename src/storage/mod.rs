@@ -6,6 +6,7 @@
 //! of block N" for the EVM.
 
 mod access_list;
+mod anchor;
 mod cache;
 mod codec;
 mod copy;

@@ -95,6 +95,22 @@ impl Reader {
         }
     }
 
+    /// The anchor block of a datadir that starts there instead of at genesis
+    /// ([`meta::ANCHOR`]); `None` for a datadir that starts at genesis.
+    pub fn anchor(&self) -> Option<u64> {
+        self.snap.anchor
+    }
+
+    /// The genesis state root recorded in an anchored datadir ([`meta::ANCHOR_GENESIS_ROOT`]).
+    pub fn anchor_genesis_root(&self) -> StorageResult<Option<B256>> {
+        match self.snap.meta.get(meta::ANCHOR_GENESIS_ROOT)? {
+            Some(v) => <[u8; 32]>::try_from(v.value())
+                .map(|b| Some(B256::from(b)))
+                .map_err(|_| corrupt("meta", "anchor_genesis_root is not 32 bytes")),
+            None => Ok(None),
+        }
+    }
+
     /// Which trie history the datadir keeps.
     pub fn proof_history(&self) -> StorageResult<super::ProofHistory> {
         super::ProofHistory::read(&self.snap.meta)
@@ -419,7 +435,12 @@ impl Reader {
     }
 
     /// State as of the end of block `number` (the EVM's view for calls "at" that block).
+    /// Refused ([`StorageError::BelowAnchor`]) below the anchor of an anchored datadir, which
+    /// holds no state there.
     pub fn state_at(&self, number: u64) -> StorageResult<StateAt> {
+        if let Some(anchor) = self.snap.anchor.filter(|a| number < *a) {
+            return Err(StorageError::BelowAnchor { block: number, anchor });
+        }
         let head = self.head()?.unwrap_or(0);
         Ok(StateAt::new(self.snap.clone(), number, head))
     }

@@ -16,6 +16,8 @@ use super::{BlockMarkers, StorageResult};
 /// A consistent view of the whole database.
 pub(crate) struct Snapshot {
     pub(crate) markers: Option<BlockMarkers>,
+    /// The anchor block of an anchored datadir ([`meta::ANCHOR`]).
+    pub(crate) anchor: Option<u64>,
     pub(crate) headers: ReadOnlyTable<u64, &'static [u8]>,
     pub(crate) canonical: ReadOnlyTable<u64, &'static [u8; 32]>,
     pub(crate) hash_to_number: ReadOnlyTable<&'static [u8; 32], u64>,
@@ -138,6 +140,7 @@ impl Snapshot {
             }),
             None => None,
         };
+        let anchor = get(meta::ANCHOR)?;
         let epochs = Epochs::read(&meta_table)?;
         let segments = store.view_with(
             &Manifest::read(&meta_table)?,
@@ -146,6 +149,7 @@ impl Snapshot {
         let open_epoch = epochs.of(markers.as_ref().map_or(0, |m| m.head));
         Ok(Self {
             markers,
+            anchor,
             headers: txn.open_table(tables::HEADERS)?,
             canonical: txn.open_table(tables::CANONICAL)?,
             hash_to_number: txn.open_table(tables::HASH_TO_NUMBER)?,

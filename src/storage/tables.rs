@@ -228,6 +228,14 @@ pub mod meta {
     /// The segment manifest (JSON, `storage::segments::Manifest`): the live segment files and
     /// the first epoch whose history rows are still in the B-tree. Absent: nothing frozen.
     pub const SEGMENTS: &str = "segments";
+    /// The anchor block (u64 BE) of a datadir that starts there instead of at genesis
+    /// (`import::anchor`): it holds the headers up to the anchor and only a partial state at it
+    /// (the part a witness gives), no state or bodies below it and no trie. Absent: the chain
+    /// starts at genesis.
+    pub const ANCHOR: &str = "anchor";
+    /// The genesis state root (32 bytes) of an anchored datadir, which holds no genesis
+    /// header to read it from.
+    pub const ANCHOR_GENESIS_ROOT: &str = "anchor_genesis_root";
 }
 
 /// Current storage format version, stored under [`meta::SCHEMA`].

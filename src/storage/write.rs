@@ -686,7 +686,12 @@ impl Writer {
         self.apply(0, false, changes)
     }
 
-    fn apply(&self, block: u64, history: bool, changes: &StateChangeset) -> StorageResult<()> {
+    pub(super) fn apply(
+        &self,
+        block: u64,
+        history: bool,
+        changes: &StateChangeset,
+    ) -> StorageResult<()> {
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
         let mut hashed = HashedWrites::open(&self.txn, history, self.deferred())?;
 
@@ -843,7 +848,7 @@ impl<'t> HashedWrites<'t> {
                     Some(o) => HashedAccount::decode(o, "hashed_accounts")?.storage_root,
                     None => EMPTY_ROOT_HASH,
                 };
-                let stamp = if self.history { block } else { 0 };
+                let stamp = block;
                 let row = HashedAccount { address: *address, account, storage_root }.encode(stamp);
                 self.accounts.insert(&hashed_address.0, row.as_slice())?;
                 old
@@ -897,7 +902,7 @@ impl<'t> HashedWrites<'t> {
         let old = if value.is_zero() {
             self.storage.remove(&key)?
         } else {
-            let stamp = if self.history { block } else { 0 };
+            let stamp = block;
             self.storage.insert(&key, SlotRow::new(stamp, value).as_slice())?
         }
         .map(|v| v.value().to_vec());

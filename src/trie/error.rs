@@ -58,6 +58,17 @@ pub enum TrieError {
         /// The oldest block with proofs.
         from: u64,
     },
+    /// The datadir starts at an anchor block and holds only the state of a witness there and
+    /// after (`import::anchor`), without the full trie that proofs and state roots need.
+    #[error(
+        "this datadir holds only the state of a witness (it starts at anchor block {anchor}), not the full state trie that {what} needs"
+    )]
+    Anchored {
+        /// The anchor block.
+        anchor: u64,
+        /// What was asked.
+        what: &'static str,
+    },
 }
 
 macro_rules! from_redb {

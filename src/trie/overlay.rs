@@ -78,6 +78,9 @@ pub fn overlay_state_root(
     block: u64,
     bundle: &BundleState,
 ) -> Result<B256, TrieError> {
+    if let Some(anchor) = reader.anchor() {
+        return Err(TrieError::Anchored { anchor, what: "a state root over a simulation" });
+    }
     let t = reader.trie_tables();
     let at = history::at(t, block);
     let mut accounts = Overlay::new();

@@ -47,6 +47,9 @@ pub fn prove_account(
     address: Address,
     slots: &[B256],
 ) -> Result<AccountProof, TrieError> {
+    if let Some(anchor) = reader.anchor() {
+        return Err(TrieError::Anchored { anchor, what: "a proof" });
+    }
     let header = reader.header(block)?.ok_or(TrieError::UnknownBlock(block))?;
     if let Some(from) = reader.proofs_from().filter(|from| block < *from) {
         return Err(TrieError::ProofsNotKept { block, from });

@@ -203,6 +203,9 @@ impl<L: LeafSource> LeafSource for CountingLeaves<'_, L> {
 /// header's `stateRoot`. Trie-node history is checked apart ([`verify_history`]). The first difference is returned as [`TrieError::Mismatch`], naming
 /// the trie, the path and both values.
 pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
+    if let Some(anchor) = reader.anchor() {
+        return Err(TrieError::Anchored { anchor, what: "verification" });
+    }
     let head = reader.head()?.ok_or(TrieError::UnknownBlock(0))?;
     let header = reader.header(head)?.ok_or(TrieError::UnknownBlock(head))?;
     let t = reader.trie_tables();
@@ -307,6 +310,9 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
 /// Its cost grows with the history (about 70 s for 16.5M rows), so `loupe verify` runs it only
 /// with `--history`.
 pub fn verify_history(reader: &Reader) -> Result<u64, TrieError> {
+    if let Some(anchor) = reader.anchor() {
+        return Err(TrieError::Anchored { anchor, what: "verification" });
+    }
     // The segment files whole, against the manifest's checksums.
     reader.check_segments()?;
     let t = reader.trie_tables();

@@ -185,7 +185,8 @@ impl From<crate::trie::TrieError> for RpcError {
             crate::trie::TrieError::Storage(inner) => Self::Storage(inner),
             crate::trie::TrieError::UnknownBlock(_) => Self::HeaderNotFound,
             e @ (crate::trie::TrieError::ProofsNotKept { .. }
-            | crate::trie::TrieError::ProofsGrouped { .. }) => Self::ProofsNotKept(e.to_string()),
+            | crate::trie::TrieError::ProofsGrouped { .. }
+            | crate::trie::TrieError::Anchored { .. }) => Self::ProofsNotKept(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }
@@ -231,6 +232,8 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::InsufficientFunds { .. } => codes::TX_REJECTED,
             RpcError::Reverted { .. } => codes::REVERTED,
             RpcError::Busy | RpcError::ReadBusy | RpcError::Limit(_) => codes::LIMIT,
+            // Below an anchored datadir's anchor: the request's fault, not the node's.
+            RpcError::Storage(crate::storage::StorageError::BelowAnchor { .. }) => codes::SERVER,
             RpcError::Storage(inner) => {
                 tracing::error!(target: "rpc", %inner, "storage error while serving a request");
                 codes::INTERNAL
@@ -240,7 +243,12 @@ impl From<RpcError> for ErrorObjectOwned {
                 codes::INTERNAL
             }
         };
-        let message = e.to_string();
+        let message = match &e {
+            RpcError::Storage(inner @ crate::storage::StorageError::BelowAnchor { .. }) => {
+                inner.to_string()
+            }
+            _ => e.to_string(),
+        };
         match e {
             RpcError::Reverted { data, .. } => Self::owned(code, message, Some(data.to_string())),
             RpcError::Upstream { data, .. } => {
