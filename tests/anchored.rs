@@ -16,7 +16,9 @@ use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
 use loupe::chain::ChainSpec;
-use loupe::import::{AnchorAccount, ImportError, import_block_trusted_root, init_anchored_db};
+use loupe::import::{
+    AnchorAccount, ImportError, TrustedRoots, import_block_trusted_root, init_anchored_db,
+};
 use loupe::storage::{Database, Epochs, Reader, StateAt};
 use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
@@ -138,21 +140,29 @@ fn anchored_execution_apis_blocks_answer_as_the_archive() {
         "Byzantium blocks with ommers and transactions: none in {with_ommers:?}"
     );
     // Before Byzantium a receipt commits to the state root after its transaction, which needs
-    // the trie: such a block is refused, naming why.
+    // the trie: without those roots given, such a block is refused, naming why.
     let early = (1..).find(|n| with_txs(n) && !byzantium(n)).unwrap();
     let (headers, accounts) = witness_of(&chain.db, &chain.spec, early);
     let block = stored_block(&r, early).0;
     let dir = tempfile::tempdir().unwrap();
     let anchored =
         loupe::import::init_anchored(dir.path(), &chain.spec, &headers, &accounts).unwrap();
-    let err = import_block_trusted_root(&anchored, &chain.spec, &block, block.header.state_root)
-        .unwrap_err();
-    assert!(err.to_string().contains("pre-Byzantium"), "{err}");
-    anchored_blocks_answer_as_the_archive(&chain.db, &chain.spec, |n| with_ommers.contains(&n));
+    let err = import_block_trusted_root(
+        &anchored,
+        &chain.spec,
+        &block,
+        &root_only(block.header.state_root),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("fewer intermediate state roots"), "{err}");
+    anchored_blocks_answer_as_the_archive(&chain.db, &chain.spec, |n| {
+        with_ommers.contains(&n) || n == early
+    });
 }
 
 /// For the first, a middle and the last block with transactions (and every block `also` picks),
-/// from Byzantium on: an anchored datadir at its parent answers as `db`.
+/// (before Byzantium too, with the intermediate roots its receipts carry): an anchored datadir
+/// at its parent answers as `db`.
 fn anchored_blocks_answer_as_the_archive(
     db: &Arc<Database>,
     spec: &ChainSpec,
@@ -167,8 +177,6 @@ fn anchored_blocks_answer_as_the_archive(
     assert!(with_txs.len() >= 3, "blocks with transactions: {with_txs:?}");
     let mut picked = vec![with_txs[0], with_txs[with_txs.len() / 2], with_txs[with_txs.len() - 1]];
     picked.extend(with_txs.iter().copied().filter(|n| also(*n)));
-    // Pre-Byzantium blocks are refused (the execution-apis test checks how).
-    picked.retain(|n| spec.is_byzantium_active_at_block(*n));
     picked.sort_unstable();
     picked.dedup();
     let (db, spec) = (db.as_ref(), spec);
@@ -181,7 +189,9 @@ fn anchored_blocks_answer_as_the_archive(
         init_anchored_db(&anchored, spec, &headers, &accounts).unwrap();
 
         // A root other than the header's is refused, and nothing is stored.
-        let wrong = import_block_trusted_root(&anchored, spec, &block, B256::repeat_byte(7));
+        let mut wrong = stored_roots(db, n);
+        wrong.state_root = B256::repeat_byte(7);
+        let wrong = import_block_trusted_root(&anchored, spec, &block, &wrong);
         match wrong {
             Err(ImportError::Mismatch { what: "state root", .. }) => {}
             other => panic!("block {n} with a wrong trusted root: {other:?}"),
@@ -193,7 +203,7 @@ fn anchored_blocks_answer_as_the_archive(
             matches!(refused, Err(ImportError::Anchored { anchor, .. }) if anchor == n - 1),
             "{refused:?}"
         );
-        import_block_trusted_root(&anchored, spec, &block, block.header.state_root).unwrap();
+        import_block_trusted_root(&anchored, spec, &block, &stored_roots(db, n)).unwrap();
 
         // The node reads the chain spec back from the datadir, as `loupe node` does.
         let stored_spec = loupe::import::load_spec(&anchored).unwrap().unwrap();
@@ -291,7 +301,8 @@ fn anchored_init_refuses_broken_headers() {
     assert!(matches!(err, ImportError::AnchorInput(_)), "{err}");
     // A datadir that starts at genesis takes no trusted root.
     let (block, _) = stored_block(&r, 1);
-    let err = import_block_trusted_root(&db, &spec, &block, block.header.state_root).unwrap_err();
+    let err = import_block_trusted_root(&db, &spec, &block, &root_only(block.header.state_root))
+        .unwrap_err();
     assert!(matches!(err, ImportError::NotAnchored), "{err}");
 }
 
@@ -345,7 +356,7 @@ fn loupe_node_serves_an_anchored_datadir() {
     let anchored_dir = tempfile::tempdir().unwrap();
     let anchored =
         loupe::import::init_anchored(anchored_dir.path(), &spec, &headers, &accounts).unwrap();
-    import_block_trusted_root(&anchored, &spec, &block, block.header.state_root).unwrap();
+    import_block_trusted_root(&anchored, &spec, &block, &stored_roots(&db, n)).unwrap();
     drop(anchored);
 
     let out = Command::new(env!("CARGO_BIN_EXE_loupe"))
@@ -402,4 +413,27 @@ fn loupe_node_serves_an_anchored_datadir() {
     let (number, same) = served.expect("the node answered");
     assert!(number.contains(&format!("\"{}\"", tag(n))), "{number}");
     assert!(same, "trace_block and eth_getBlockReceipts of block {n} as the archive's");
+}
+
+/// The roots block `n` was stored with: its header's state root and, before Byzantium, the
+/// state root after each transaction as its stored receipts carry them.
+fn stored_roots(db: &Database, n: u64) -> TrustedRoots {
+    let r = db.begin_read().unwrap();
+    let header = r.header(n).unwrap().unwrap();
+    let intermediate = r
+        .receipts(n)
+        .unwrap()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|rc| match rc.as_receipt().map(|r| r.status) {
+            Some(alloy_consensus::Eip658Value::PostState(root)) => Some(root),
+            _ => None,
+        })
+        .collect();
+    TrustedRoots { state_root: header.state_root, intermediate }
+}
+
+/// `root` as the post-state root, no intermediate roots.
+fn root_only(root: B256) -> TrustedRoots {
+    TrustedRoots { state_root: root, intermediate: Vec::new() }
 }

@@ -6,7 +6,7 @@ mod config;
 pub use config::ConfigError;
 mod metrics;
 mod witness;
-pub use witness::{WitnessCmd, WitnessRunCmd};
+pub use witness::{WitnessCmd, WitnessRunCmd, WitnessServeCmd, anchored_datadir};
 
 use std::path::PathBuf;
 

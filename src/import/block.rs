@@ -64,22 +64,33 @@ pub fn import_block(
     import_block_with(db, spec, block, durable, None)
 }
 
+/// State roots a caller computed elsewhere (statelessly, over a witness), for a datadir with no
+/// full trie to compute them from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedRoots {
+    /// The post-state root; it must be the header's.
+    pub state_root: B256,
+    /// Before Byzantium: the state root after each transaction, in order, which the receipts
+    /// carry (and the header's receipts root commits to). Empty from Byzantium on.
+    pub intermediate: Vec<B256>,
+}
+
 /// [`import_block`] into an anchored datadir ([`super::init_anchored`]), which holds no full
 /// trie to compute the state root from: every other check and the whole store path run, and
-/// the state root is taken as `state_root_verified`, which the caller computed (statelessly,
-/// over a witness) and which must be the header's. Refused ([`ImportError::NotAnchored`]) on a
-/// datadir that starts at genesis, and for a pre-Byzantium block (its receipts commit to
-/// intermediate state roots). The commit is durable.
+/// the state roots are taken from `roots`, which the caller computed (statelessly, over a
+/// witness): the post-state root must be the header's, and the receipts built with the
+/// intermediate roots must hash to its receipts root. Refused ([`ImportError::NotAnchored`]) on
+/// a datadir that starts at genesis. The commit is durable.
 pub fn import_block_trusted_root(
     db: &Database,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
-    state_root_verified: B256,
+    roots: &TrustedRoots,
 ) -> Result<BlockStatus, ImportError> {
     if db.begin_read()?.anchor().is_none() {
         return Err(ImportError::NotAnchored);
     }
-    import_block_with(db, spec, block, true, Some(state_root_verified))
+    import_block_with(db, spec, block, true, Some(roots))
 }
 
 fn import_block_with(
@@ -87,7 +98,7 @@ fn import_block_with(
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     durable: bool,
-    trusted_root: Option<B256>,
+    trusted_root: Option<&TrustedRoots>,
 ) -> Result<BlockStatus, ImportError> {
     let header = &block.header;
     let number = header.number;
@@ -182,7 +193,7 @@ fn store_on_snapshot(
     prepared: &Prepared,
     ahead: Option<Ahead>,
     pending: Option<&mut PendingRoot>,
-    trusted_root: Option<B256>,
+    trusted_root: Option<&TrustedRoots>,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
     let parent_hash = reader.canonical_hash(head)?.unwrap_or_default();
@@ -253,7 +264,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     parent_state: DB,
     ahead: Option<Ahead>,
     pending: Option<&mut PendingRoot>,
-    trusted_root: Option<B256>,
+    trusted_root: Option<&TrustedRoots>,
 ) -> Result<(), ImportError>
 where
     DB::Error: std::fmt::Display,
@@ -266,12 +277,6 @@ where
             return Err(ImportError::Anchored {
                 anchor,
                 what: "a block imports here only with a state root verified over its witness (import_block_trusted_root)",
-            });
-        }
-        if !spec.is_byzantium_active_at_block(number) {
-            return Err(ImportError::Anchored {
-                anchor,
-                what: "a pre-Byzantium block's receipts commit to intermediate state roots, which need the trie",
             });
         }
     }
@@ -313,11 +318,20 @@ where
     let executed_ahead = ahead.is_some();
     let outcome = match ahead {
         Some(outcome) => outcome,
-        None => execute_block(spec, &parent_state, block, senders, |changes| {
-            // Pre-Byzantium: the cumulative changes so far; the trie is not written until the end.
-            writer.apply_changeset(number, changes)?;
-            update_state_root(writer, number, changes, RootMode::Compute)
-        }),
+        None => {
+            let mut trusted = trusted_root.map(|t| t.intermediate.iter());
+            execute_block(spec, &parent_state, block, senders, |changes| {
+                // Pre-Byzantium: the cumulative changes so far; the trie is not written until
+                // the end. Trusted roots come from the caller (the receipts root checks them).
+                writer.apply_changeset(number, changes)?;
+                match &mut trusted {
+                    Some(roots) => roots.next().copied().ok_or(ImportError::AnchorInput(
+                        "fewer intermediate state roots than transactions".into(),
+                    )),
+                    None => Ok(update_state_root(writer, number, changes, RootMode::Compute)?),
+                }
+            })
+        }
     }
     .map_err(|error| ImportError::Execution { number, hash, error })?;
     timings.execute = started.elapsed();
@@ -362,7 +376,7 @@ where
     }
     let before_root = started.elapsed();
     match (trusted_root, pending) {
-        (Some(root), _) => check(number, hash, "state root", header.state_root, root)?,
+        (Some(roots), _) => check(number, hash, "state root", header.state_root, roots.state_root)?,
         (None, Some(pending)) => pending.add(&outcome.changes),
         (None, None) => {
             let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub use anchor::{AnchorAccount, init_anchored, init_anchored_db};
 pub use block::{
-    BlockStatus, import_block, import_block_pending, import_block_trusted_root,
+    BlockStatus, TrustedRoots, import_block, import_block_pending, import_block_trusted_root,
     import_block_uncommitted,
 };
 use block::{Prepared, Senders};

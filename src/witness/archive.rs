@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
 use alloy_primitives::{Address, B256, Bytes, keccak256};
 use alloy_rlp::{Decodable, Encodable};
+use alloy_rpc_types_debug::ExecutionWitness;
 use alloy_trie::Nibbles;
 use alloy_trie::nodes::TrieNode;
-use alloy_rpc_types_debug::ExecutionWitness;
 use revm::database::DatabaseRef;
 
 use super::record::{ReadKeys, Recorder};
@@ -118,12 +118,14 @@ pub fn build_witness(
         let node = place_of(&proof, &hash)
             .map(|(owner, path)| node_at(reader, parent, owner, &path).map(|n| (owner, path, n)))
             .transpose()?;
-        let Some((owner, path, Some(node))) = node.filter(|(_, _, n)| {
-            n.as_ref().is_some_and(|n| keccak256(n) == hash)
-        }) else {
+        let Some((owner, path, Some(node))) =
+            node.filter(|(_, _, n)| n.as_ref().is_some_and(|n| keccak256(n) == hash))
+        else {
             return Err(WitnessError::Archive {
                 number,
-                message: format!("the stateless run needs trie node {hash}, which no proven node names"),
+                message: format!(
+                    "the stateless run needs trie node {hash}, which no proven node names"
+                ),
             });
         };
         witness.add_node(node.clone());

@@ -69,10 +69,14 @@ pub fn post_state_root(
     for storage in &changes.storage {
         touched.entry(storage.address).or_default().1 = Some(storage);
     }
-    let mut accounts = open(&db, state.parent().state_root, "update the account trie")?;
+    // Writes first, then deletions, each in key order: a branch that loses a child and gains
+    // another then never collapses on the way, so the sibling it would collapse into is needed
+    // only where the block's changes leave it alone (geth orders them the same way), and the
+    // nodes a run needs do not depend on the order of the changes.
+    let mut writes: Vec<(B256, Vec<u8>, Address)> = Vec::new();
+    let mut deletes: Vec<(B256, Address)> = Vec::new();
     for (address, (info, storage)) in touched {
         let key = keccak256(address);
-        let needed_for = || format!("write account {address}");
         let post = match info {
             Some(Some(info)) => Some((info.nonce, info.balance, info.code_hash)),
             Some(None) => None,
@@ -80,7 +84,7 @@ pub fn post_state_root(
             None => state.trie_account(address)?.map(|a| (a.nonce, a.balance, a.code_hash)),
         };
         let Some((nonce, balance, code_hash)) = post else {
-            accounts.remove(key.as_slice()).map_err(|e| trie_error(e, &needed_for))?;
+            deletes.push((key, address));
             continue;
         };
         let wiped = storage.is_some_and(|s| s.wipe_storage);
@@ -92,9 +96,18 @@ pub fn post_state_root(
             _ => base,
         };
         let account = TrieAccount { nonce, balance, storage_root, code_hash };
-        accounts
-            .insert(key.as_slice(), &alloy_rlp::encode(account))
-            .map_err(|e| trie_error(e, &needed_for))?;
+        writes.push((key, alloy_rlp::encode(account), address));
+    }
+    writes.sort_unstable();
+    deletes.sort_unstable();
+    let mut accounts = open(&db, state.parent().state_root, "update the account trie")?;
+    for (key, value, address) in &writes {
+        let needed_for = || format!("write account {address}");
+        accounts.insert(key.as_slice(), value).map_err(|e| trie_error(e, &needed_for))?;
+    }
+    for (key, address) in &deletes {
+        let needed_for = || format!("delete account {address}");
+        accounts.remove(key.as_slice()).map_err(|e| trie_error(e, &needed_for))?;
     }
     accounts.root_hash().map_err(|e| trie_error(e, &|| "hash the account trie".into()))
 }
@@ -106,11 +119,16 @@ fn storage_root(
     base: B256,
     slots: &[(U256, U256)],
 ) -> Result<B256, WitnessError> {
+    // Writes first, then deletions, in key order (see `post_state_root`).
+    let mut ordered: Vec<(bool, B256, &U256, &U256)> = slots
+        .iter()
+        .map(|(slot, value)| (value.is_zero(), keccak256(B256::from(*slot)), slot, value))
+        .collect();
+    ordered.sort_unstable_by_key(|(delete, key, _, _)| (*delete, *key));
     let mut trie = open(db, base, &format!("update the storage of {address}"))?;
-    for (slot, value) in slots {
-        let key = keccak256(B256::from(*slot));
+    for (delete, key, slot, value) in ordered {
         let needed_for = || format!("write slot {slot:#x} of {address}");
-        if value.is_zero() {
+        if delete {
             trie.remove(key.as_slice()).map_err(|e| trie_error(e, &needed_for))?;
         } else {
             trie.insert(key.as_slice(), &alloy_rlp::encode(value))

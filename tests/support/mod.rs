@@ -11,6 +11,7 @@ use loupe::storage::Database;
 use serde_json::{Value, json};
 
 mod fixtures;
+pub mod witness;
 pub use fixtures::fixtures;
 
 /// The fixture chain imported into a temporary datadir, shared by all tests of one binary.
