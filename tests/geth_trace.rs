@@ -44,6 +44,18 @@ impl Dev {
         Self { url, client: reqwest::blocking::Client::new(), server: Some(server), rt, _dir: dir }
     }
 
+    /// A server over `genesis` alone (no blocks after it).
+    fn genesis_only(genesis: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let (spec, _) = loupe::import::init_genesis(&db, genesis).unwrap();
+        let config = RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
+        let url = format!("http://{}", server.addr);
+        Self { url, client: reqwest::blocking::Client::new(), server: Some(server), rt, _dir: dir }
+    }
+
     /// `Ok(result)` or `Err(error object)`.
     fn call(&self, method: &str, params: Value) -> Result<Value, Value> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -700,6 +712,35 @@ fn erc7562_tracer_reports_counters_slot_accesses() {
     let opcodes = r["usedOpcodes"].as_object().unwrap();
     assert_eq!(opcodes.get("0x54"), Some(&json!(1)), "SLOAD: {r}");
     assert_eq!(opcodes.get("0x55"), Some(&json!(1)), "SSTORE: {r}");
+}
+
+/// Before Homestead a create that cannot pay its code deposit succeeds with no code, and geth's
+/// callTracer reports the init code's return data as its `output`. Init code `PUSH32 0x11…11
+/// PUSH1 0 MSTORE PUSH1 0x20 PUSH1 0 RETURN` returns 32 bytes of 0x11; the gas by hand (Frontier:
+/// no 32,000 create charge, 68 per non-zero and 4 per zero data byte): 21,000 + 39 × 68 +
+/// 2 × 4 + 18 (six steps of 3, one word of memory 3) = 23,678, leaving 322 of 24,000 for a
+/// deposit of 200 × 32 = 6,400.
+#[test]
+fn a_frontier_create_whose_deposit_runs_out_reports_the_init_codes_output() {
+    let from = "0x00000000000000000000000000000000000000f1";
+    let genesis = json!({
+        "config": {"chainId": 7777},
+        "difficulty": "0x20000",
+        "gasLimit": "0x1000000",
+        "alloc": {from: {"balance": "0x1"}},
+    });
+    let d = Dev::genesis_only(&genesis.to_string());
+    let returned = format!("0x{}", "11".repeat(32));
+    let init = format!("0x7f{}60005260206000f3", "11".repeat(32));
+    let call = json!({"from": from, "input": init, "gas": format!("{:#x}", 24_000)});
+    for with_log in [false, true] {
+        let opts = json!({"tracer": "callTracer", "tracerConfig": {"withLog": with_log}});
+        let r = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+        assert_eq!(r["type"], "CREATE", "{r}");
+        assert!(r.get("error").is_none(), "the create succeeds: {r}");
+        assert_eq!(r["output"], returned, "{r}");
+        assert_eq!(r["gasUsed"], format!("{:#x}", 23_678), "{r}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::evm::{CallRequest, PreparedCall};
 use crate::rpc::debug::flat_call;
+use crate::rpc::debug::frontier_create::FrontierCreates;
 use crate::rpc::debug::prestate::{self, PrestateConfig};
 use crate::rpc::debug::struct_logs::StructLogBudget;
 use crate::rpc::eth::block_overrides::{OverridesOf, check_block_overrides};
@@ -62,7 +63,7 @@ struct TraceOptions {
 
 impl TraceOptions {
     /// A fresh tracer, with the struct logger's budget beside it.
-    fn tracer(&self) -> RpcResult<(StructLogBudget, DebugInspector)> {
+    fn tracer(&self) -> RpcResult<(StructLogBudget, FrontierCreates<DebugInspector>)> {
         // Options were validated when parsed; a failure here is a bug.
         let mut opts = self.opts.clone();
         if self.flat.is_some() {
@@ -79,6 +80,8 @@ impl TraceOptions {
             DebugInspector::Default(_, opts) => Some(*opts),
             _ => None,
         };
+        let call_tracer = matches!(inner, DebugInspector::CallTracer(..));
+        let inner = FrontierCreates::new(inner, call_tracer);
         Ok((StructLogBudget::new(struct_logger, self.max_size), inner))
     }
 
@@ -87,7 +90,7 @@ impl TraceOptions {
     /// and `prestateTracer` built by [`prestate::prestate`].
     fn result<DB: DatabaseRef>(
         &self,
-        tracer: &mut DebugInspector,
+        tracer: &mut FrontierCreates<DebugInspector>,
         context: Option<TransactionContext>,
         info: &TransactionInfo,
         done: &Done<'_>,
@@ -103,6 +106,7 @@ impl TraceOptions {
         }
         let mut db = db;
         let trace = tracer
+            .inner
             .get_result(context, done.tx, done.block, done.res, &mut db)
             .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
         Ok(match (&self.flat, trace) {
@@ -116,14 +120,14 @@ impl TraceOptions {
 
 /// `debug_traceCall`'s kind of traced call: the geth tracer asked for, under its deadline.
 impl Traced for TraceOptions {
-    type Inspector = (StructLogBudget, DebugInspector);
+    type Inspector = (StructLogBudget, FrontierCreates<DebugInspector>);
 
     fn inspector(&self) -> RpcResult<Self::Inspector> {
         self.tracer()
     }
 
     fn small(inspector: &Self::Inspector, res: &ResultAndState) -> bool {
-        inspector.0.result().is_err() || small_debug_trace(&inspector.1, res)
+        inspector.0.result().is_err() || small_debug_trace(&inspector.1.inner, res)
     }
 
     /// The geth-shape answer.
@@ -321,7 +325,8 @@ impl RpcContext {
             };
             let done = Done { tx: t.tx, block: t.block, res: t.result, spec };
             let trace = opts.result(tracer, Some(context), &info, &done, t.state)?;
-            tracer.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+            tracer.reset();
+            tracer.inner.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
             Ok((hash, trace))
         })
     }

@@ -1,6 +1,7 @@
 //! The `debug_` namespace: raw consensus encodings of stored data and geth-style tracing.
 
 pub(crate) mod flat_call;
+pub(crate) mod frontier_create;
 pub(crate) mod geth;
 pub(crate) mod prestate;
 pub(crate) mod raw;
