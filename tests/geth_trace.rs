@@ -889,6 +889,17 @@ fn struct_logs_past_the_trace_size_limit_are_refused_naming_the_flag() {
     assert_eq!(e["code"], -32008, "{e}");
     assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
 
+    // erc7562Tracer records each step's stack and memory too: bounded the same way.
+    let e =
+        full.rpc_err("debug_traceCall", json!([call, "latest", looping(Some("erc7562Tracer"))]));
+    assert_eq!(e["code"], -32008, "{e}");
+    let call = json!({"to": LOOPER, "gas": q(21_000 + 1_000)});
+    assert!(
+        limited
+            .rpc("debug_traceCall", json!([call, "latest", looping(Some("erc7562Tracer"))]))
+            .is_object()
+    );
+
     // A stored transaction's trace over the limit too.
     let tx = &limited.block(6)["transactions"][0];
     let whole = full.rpc("debug_traceTransaction", json!([tx["hash"]])).to_string().len();

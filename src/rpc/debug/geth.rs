@@ -20,7 +20,7 @@ use alloy_rpc_types_eth::TransactionInfo;
 use alloy_rpc_types_trace::geth::erc7562::Erc7562Config;
 use alloy_rpc_types_trace::geth::{
     FlatCallConfig, GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
-    GethDebugTracingOptions, GethTrace, TraceResult,
+    GethDebugTracingOptions, GethDefaultTracingOptions, GethTrace, TraceResult,
 };
 use jsonrpsee::types::Params;
 use revm::DatabaseRef;
@@ -78,6 +78,13 @@ impl TraceOptions {
             .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))?;
         let struct_logger = match &inner {
             DebugInspector::Default(_, opts) => Some(*opts),
+            // erc7562Tracer records every step's stack and memory as the struct logger does:
+            // the same bound (`--rpc.max-trace-size`), counted as a struct log with memory.
+            DebugInspector::Erc7562Tracer(..) => Some(GethDefaultTracingOptions {
+                enable_memory: Some(true),
+                disable_storage: Some(true),
+                ..Default::default()
+            }),
             _ => None,
         };
         let call_tracer = matches!(inner, DebugInspector::CallTracer(..));
