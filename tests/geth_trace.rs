@@ -526,6 +526,28 @@ fn prestate_tracer_code_hash_and_include_empty() {
     assert!(e["message"].as_str().unwrap().contains("cannot use diffMode with includeEmpty"));
 }
 
+/// prestateTracer's diffMode on a create (init code `PUSH2 0x6001 PUSH1 0 MSTORE PUSH1 2 PUSH1 30
+/// RETURN` deploys `0x6001`): the new account is not in `pre` (it was empty) and its `post` is
+/// geth's `{"code": "0x6001", "codeHash": keccak256(0x6001), "nonce": 1}` (EIP-161's nonce; the
+/// balance stays zero).
+#[test]
+fn prestate_diff_mode_of_a_create_has_the_new_code_hash() {
+    let d = Dev::start(|_| {});
+    let [a0, ..] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let call = json!({"from": addr(a0), "input": "0x6160016000526002601ef3"});
+    let created = d.rpc("debug_traceCall", json!([call, "latest", call_tracer()]));
+    let new = lower(&created["to"]);
+    let opts = json!({"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}});
+    let diff = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+    let hash = format!("{:#x}", keccak256([0x60, 0x01]));
+    assert_eq!(
+        diff["post"][&new],
+        json!({"code": "0x6001", "codeHash": hash, "nonce": 1}),
+        "{diff}"
+    );
+    assert!(diff["pre"].get(&new).is_none(), "{diff}");
+}
+
 #[test]
 fn four_byte_tracer_counts_selectors() {
     let d = Dev::start(|_| {});
