@@ -7,7 +7,8 @@
 //! precompile (geth hides only `CALL` and `STATICCALL` to one, whatever the value, unless
 //! `includePrecompiles`). So loupe runs the `callTracer` and flattens its frame here, with
 //! geth's rules: a child without a value gets zero, a failed frame other than a revert has no
-//! `result`, and `convertParityErrors` maps geth's error strings with geth's table.
+//! `result` (a revert keeps it, a reverted create without `address`), and `convertParityErrors`
+//! maps geth's error strings with geth's table.
 //!
 //! The precompiles hidden are those active at the transaction's fork (geth's
 //! `vm.ActivePrecompiles(rules)`: a precompile moved by a state override is not one of them).
@@ -69,6 +70,25 @@ pub(crate) fn flatten(
         .collect()
 }
 
+/// The traces as geth writes them: a reverted create's `result` without `address`.
+pub(crate) fn to_json(
+    traces: &[LocalizedTransactionTrace],
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut out = serde_json::to_value(traces)?;
+    if let Some(list) = out.as_array_mut() {
+        for (json, trace) in list.iter_mut().zip(traces) {
+            let t = &trace.trace;
+            if matches!(t.action, Action::Create(_))
+                && t.error.is_some()
+                && let Some(result) = json.get_mut("result").and_then(|r| r.as_object_mut())
+            {
+                result.remove("address");
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// How frames are flattened.
 struct Rules {
     /// `convertParityErrors`.
@@ -110,12 +130,12 @@ impl Rules {
                     value,
                     creation_method,
                 });
-                // A failed create has no address (geth's `callTracer` drops its `to`), and
-                // Parity's create output needs one: a reverted create gets no `result` either.
-                let result = frame.to.filter(|_| frame.error.is_none()).map(|address| {
-                    TraceOutput::Create(CreateOutput { address, code: output, gas_used })
-                });
-                (action, result)
+                // A reverted create keeps its result (the revert data as `code`) but has no
+                // address: geth's `callTracer` drops its `to`. Parity's create output needs
+                // one; [`to_json`] takes the placeholder out.
+                let address = frame.to.unwrap_or(Address::ZERO);
+                let result = TraceOutput::Create(CreateOutput { address, code: output, gas_used });
+                (action, Some(result))
             }
             "SELFDESTRUCT" => {
                 let action = Action::Selfdestruct(SelfdestructAction {
@@ -224,6 +244,27 @@ mod tests {
         assert_eq!(hidden[3].trace.trace_address, [2]);
         let all = FlatCallConfig { include_precompiles: Some(true), ..Default::default() };
         assert_eq!(flatten(&root, &all, SpecId::CANCUN, &info).len(), 7);
+    }
+
+    /// geth keeps a reverted create's result (gas used, the revert data as `code`) without an
+    /// address, and drops a create's result on any other failure.
+    #[test]
+    fn a_reverted_create_keeps_its_result_without_address() {
+        let mut root = frame("CALL", 0xaa, Some(0));
+        let mut reverted = frame("CREATE", 0, Some(0));
+        reverted.to = None;
+        reverted.error = Some(REVERTED.into());
+        reverted.output = Some(vec![0xab].into());
+        reverted.gas_used = U256::from(5);
+        let mut oog = reverted.clone();
+        oog.error = Some("out of gas".into());
+        root.calls = vec![reverted, oog];
+        let traces =
+            flatten(&root, &FlatCallConfig::default(), SpecId::CANCUN, &TransactionInfo::default());
+        let json = to_json(&traces).unwrap();
+        assert_eq!(json[1]["result"], serde_json::json!({"code": "0xab", "gasUsed": "0x5"}));
+        assert_eq!(json[1]["error"], REVERTED);
+        assert!(json[2]["result"].is_null(), "{json}");
     }
 
     /// geth's table: `convertParityErrors` maps whole strings and prefixes; without it geth's

@@ -118,7 +118,10 @@ impl TraceOptions {
             .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
         Ok(match (&self.flat, trace) {
             (Some(config), GethTrace::CallTracer(frame)) => {
-                GethTrace::FlatCallTracer(flat_call::flatten(&frame, config, done.spec, info))
+                let traces = flat_call::flatten(&frame, config, done.spec, info);
+                let json = flat_call::to_json(&traces)
+                    .map_err(|e| RpcError::Internal(format!("flat call trace: {e}")))?;
+                GethTrace::JS(json)
             }
             (_, trace) => geth_shape(trace),
         })
