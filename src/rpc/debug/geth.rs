@@ -410,8 +410,8 @@ impl RpcContext {
     }
 }
 
-/// The one place where revm-inspectors' output is adjusted to geth's: the struct logger leaves
-/// out a zero `refund`, an empty `memory` and an empty `returnData` (geth's `omitempty`), where
+/// The struct logger's output adjusted to geth's (the other tracers' are in [`flat_call`],
+/// [`prestate`] and [`crate::rpc::debug::frontier_create`]): it leaves out a zero `refund`, an empty `memory` and an empty `returnData` (geth's `omitempty`), where
 /// revm-inspectors 0.44.3 writes `0`, `[]` and `"0x"`.
 fn geth_shape(trace: GethTrace) -> GethTrace {
     let GethTrace::Default(mut frame) = trace else { return trace };
