@@ -44,6 +44,18 @@ impl Dev {
         Self { url, client: reqwest::blocking::Client::new(), server: Some(server), rt, _dir: dir }
     }
 
+    /// A server over `genesis` alone (no blocks after it).
+    fn genesis_only(genesis: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let (spec, _) = loupe::import::init_genesis(&db, genesis).unwrap();
+        let config = RpcConfig { addr: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(loupe::rpc::start(Arc::new(db), spec, config)).unwrap();
+        let url = format!("http://{}", server.addr);
+        Self { url, client: reqwest::blocking::Client::new(), server: Some(server), rt, _dir: dir }
+    }
+
     /// `Ok(result)` or `Err(error object)`.
     fn call(&self, method: &str, params: Value) -> Result<Value, Value> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -476,6 +488,66 @@ fn prestate_diff_mode_balances_agree_with_eth_get_balance() {
 /// 4byteTracer on `Prober.probe(token, stamp, who)`: the selectors and argument sizes of the
 /// root call, both `balanceOf(address)` calls (CALL and STATICCALL) and the DELEGATECALL of
 /// `stamp(uint256)`.
+/// prestateTracer as geth's prestate.go: `codeHash` is the keccak of the code `eth_getCode`
+/// gives, for accounts with code only (kept under `disableCode`); an account empty before the
+/// call is left out unless `includeEmpty` (then `{"balance": "0x0"}`), which `diffMode` refuses.
+#[test]
+fn prestate_tracer_code_hash_and_include_empty() {
+    let d = Dev::start(|_| {});
+    let [a0, ..] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let counter = addr(loupe::dev::COUNTER);
+    let code = d.rpc("eth_getCode", json!([counter, "latest"]));
+    let code_hash = format!("{:#x}", keccak256(hex::decode(code.as_str().unwrap()).unwrap()));
+    let call = json!({"from": addr(a0), "to": counter});
+    let trace = |call: &Value, config: Value| {
+        let opts = json!({"tracer": "prestateTracer", "tracerConfig": config});
+        d.rpc("debug_traceCall", json!([call, "latest", opts]))
+    };
+    let pre = trace(&call, json!({}));
+    assert_eq!(pre[&counter]["codeHash"], code_hash, "{pre}");
+    assert_eq!(pre[&counter]["code"], code);
+    assert!(pre[addr(a0)].get("codeHash").is_none(), "an EOA has none: {pre}");
+    let pre = trace(&call, json!({"disableCode": true}));
+    assert_eq!(pre[&counter]["codeHash"], code_hash, "{pre}");
+    assert!(pre[&counter].get("code").is_none(), "{pre}");
+    let diff = trace(&call, json!({"diffMode": true}));
+    assert_eq!(diff["pre"][&counter]["codeHash"], code_hash, "{diff}");
+    assert!(diff["post"][&counter].get("codeHash").is_none(), "unchanged: {diff}");
+
+    let empty = "0x000000000000000000000000000000000000cccc";
+    let call = json!({"from": addr(a0), "to": empty});
+    assert!(trace(&call, json!({})).get(empty).is_none());
+    let pre = trace(&call, json!({"includeEmpty": true}));
+    assert_eq!(pre[empty], json!({"balance": "0x0"}), "{pre}");
+    let opts = json!({"tracer": "prestateTracer",
+                      "tracerConfig": {"diffMode": true, "includeEmpty": true}});
+    let e = d.rpc_err("debug_traceCall", json!([call, "latest", opts]));
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("cannot use diffMode with includeEmpty"));
+}
+
+/// prestateTracer's diffMode on a create (init code `PUSH2 0x6001 PUSH1 0 MSTORE PUSH1 2 PUSH1 30
+/// RETURN` deploys `0x6001`): the new account is not in `pre` (it was empty) and its `post` is
+/// geth's `{"code": "0x6001", "codeHash": keccak256(0x6001), "nonce": 1}` (EIP-161's nonce; the
+/// balance stays zero).
+#[test]
+fn prestate_diff_mode_of_a_create_has_the_new_code_hash() {
+    let d = Dev::start(|_| {});
+    let [a0, ..] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let call = json!({"from": addr(a0), "input": "0x6160016000526002601ef3"});
+    let created = d.rpc("debug_traceCall", json!([call, "latest", call_tracer()]));
+    let new = lower(&created["to"]);
+    let opts = json!({"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}});
+    let diff = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+    let hash = format!("{:#x}", keccak256([0x60, 0x01]));
+    assert_eq!(
+        diff["post"][&new],
+        json!({"code": "0x6001", "codeHash": hash, "nonce": 1}),
+        "{diff}"
+    );
+    assert!(diff["pre"].get(&new).is_none(), "{diff}");
+}
+
 #[test]
 fn four_byte_tracer_counts_selectors() {
     let d = Dev::start(|_| {});
@@ -532,6 +604,79 @@ fn call_tracer_options_flat_call_and_noop() {
     assert_eq!(noop, json!({}));
 }
 
+/// flatCallTracer's root `gasUsed` is the receipt's (geth's `callTracer` frame, flattened), not
+/// execution gas.
+#[test]
+fn flat_call_tracer_root_gas_is_the_receipts() {
+    let d = Dev::start(|_| {});
+    for n in [5, 6] {
+        let hash = d.block(n)["transactions"][0]["hash"].clone();
+        let receipt = d.rpc("eth_getTransactionReceipt", json!([hash]));
+        let flat = d.rpc("debug_traceTransaction", json!([hash, {"tracer": "flatCallTracer"}]));
+        assert_eq!(flat[0]["result"]["gasUsed"], receipt["gasUsed"], "block {n}: {flat}");
+        let block = d.rpc("debug_traceBlockByNumber", json!([q(n), {"tracer": "flatCallTracer"}]));
+        assert_eq!(block[0]["result"][0]["result"]["gasUsed"], receipt["gasUsed"]);
+    }
+}
+
+/// flatCallTracer as geth's call_flat.go: CALLCODE and DELEGATECALL to a precompile shown, CALL
+/// and STATICCALL to one hidden (unless `includePrecompiles`), geth's error strings (Parity's
+/// with `convertParityErrors`: geth's table maps "invalid opcode: INVALID" to "Bad
+/// instruction"), and a failed frame without `result`.
+#[test]
+fn flat_call_tracer_follows_geths_rules() {
+    let d = Dev::start(|_| {});
+    let [a0, ..] = <[Address; 3]>::try_from(loupe::dev::dev_accounts()).unwrap();
+    let zeros5 = "6000".repeat(5);
+    // CALLCODE(gas, 0x04, 0, 0, 0, 0, 0); CALL(gas, 0x04, ...); STATICCALL(gas, 0x02, 0, 0, 0,
+    // 0); CALL(gas, 0xbbbb, ...) whose code is INVALID; STOP.
+    let code = format!(
+        "0x{zeros5}60045af250{zeros5}60045af150{}60025afa50{zeros5}61bbbb5af15000",
+        "6000".repeat(4)
+    );
+    let target = "0x000000000000000000000000000000000000aaaa";
+    let child = "0x000000000000000000000000000000000000bbbb";
+    let overrides = json!({target: {"code": code}, child: {"code": "0xfe"}});
+    let call = json!({"from": addr(a0), "to": target, "gas": "0x100000"});
+    let trace = |config: Value| {
+        let opts = json!({"tracer": "flatCallTracer", "tracerConfig": config,
+                          "stateOverrides": overrides});
+        d.rpc("debug_traceCall", json!([call, "latest", opts]))
+    };
+    let shown = |flat: &Value| -> Vec<(String, String)> {
+        flat.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (lower(&t["action"]["callType"]), lower(&t["action"]["to"])))
+            .collect()
+    };
+    let p = |n: u8| format!("0x{n:040x}");
+    let flat = trace(json!({}));
+    assert_eq!(
+        shown(&flat),
+        [("call".into(), target.into()), ("callcode".into(), p(4)), ("call".into(), child.into())],
+        "{flat}"
+    );
+    assert_eq!(flat[0]["subtraces"], 2);
+    assert_eq!(flat[2]["traceAddress"], json!([1]));
+    assert_eq!(flat[2]["error"], "invalid opcode: INVALID");
+    assert!(flat[2]["result"].is_null(), "{flat}");
+    let flat = trace(json!({"convertParityErrors": true}));
+    assert_eq!(flat[2]["error"], "Bad instruction");
+    let flat = trace(json!({"includePrecompiles": true}));
+    assert_eq!(
+        shown(&flat),
+        [
+            ("call".into(), target.into()),
+            ("callcode".into(), p(4)),
+            ("call".into(), p(4)),
+            ("staticcall".into(), p(2)),
+            ("call".into(), child.into())
+        ],
+        "{flat}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // debug_traceCall
 // ---------------------------------------------------------------------------------------------
@@ -572,6 +717,52 @@ fn trace_call_agrees_with_eth_call_and_takes_overrides() {
     });
     let r = d.rpc("debug_traceCall", json!([call, "latest", opts]));
     assert_eq!(r["output"], format!("0x{:064x}", 0x1234));
+}
+
+/// erc7562Tracer (geth's ERC-4337 validation tracer): Counter's call reads slot 0 (the value
+/// `eth_getStorageAt` gives) before writing it once, and uses SLOAD and SSTORE.
+#[test]
+fn erc7562_tracer_reports_counters_slot_accesses() {
+    let d = Dev::start(|_| {});
+    let counter = addr(loupe::dev::COUNTER);
+    let slot0 = format!("0x{}", "0".repeat(64));
+    let stored = d.rpc("eth_getStorageAt", json!([counter, slot0, "latest"]));
+    let call = json!({"to": counter});
+    let r = d.rpc("debug_traceCall", json!([call, "latest", {"tracer": "erc7562Tracer"}]));
+    assert_eq!(r["accessedSlots"]["reads"], json!({slot0.clone(): [stored]}), "{r}");
+    assert_eq!(r["accessedSlots"]["writes"], json!({slot0: 1}), "{r}");
+    let opcodes = r["usedOpcodes"].as_object().unwrap();
+    assert_eq!(opcodes.get("0x54"), Some(&json!(1)), "SLOAD: {r}");
+    assert_eq!(opcodes.get("0x55"), Some(&json!(1)), "SSTORE: {r}");
+}
+
+/// Before Homestead a create that cannot pay its code deposit succeeds with no code, and geth's
+/// callTracer reports the init code's return data as its `output`. Init code `PUSH32 0x11…11
+/// PUSH1 0 MSTORE PUSH1 0x20 PUSH1 0 RETURN` returns 32 bytes of 0x11; the gas by hand (Frontier:
+/// no 32,000 create charge, 68 per non-zero and 4 per zero data byte): 21,000 + 39 × 68 +
+/// 2 × 4 + 18 (six steps of 3, one word of memory 3) = 23,678, leaving 322 of 24,000 for a
+/// deposit of 200 × 32 = 6,400.
+#[test]
+fn a_frontier_create_whose_deposit_runs_out_reports_the_init_codes_output() {
+    let from = "0x00000000000000000000000000000000000000f1";
+    let genesis = json!({
+        "config": {"chainId": 7777},
+        "difficulty": "0x20000",
+        "gasLimit": "0x1000000",
+        "alloc": {from: {"balance": "0x1"}},
+    });
+    let d = Dev::genesis_only(&genesis.to_string());
+    let returned = format!("0x{}", "11".repeat(32));
+    let init = format!("0x7f{}60005260206000f3", "11".repeat(32));
+    let call = json!({"from": from, "input": init, "gas": format!("{:#x}", 24_000)});
+    for with_log in [false, true] {
+        let opts = json!({"tracer": "callTracer", "tracerConfig": {"withLog": with_log}});
+        let r = d.rpc("debug_traceCall", json!([call, "latest", opts]));
+        assert_eq!(r["type"], "CREATE", "{r}");
+        assert!(r.get("error").is_none(), "the create succeeds: {r}");
+        assert_eq!(r["output"], returned, "{r}");
+        assert_eq!(r["gasUsed"], format!("{:#x}", 23_678), "{r}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -719,6 +910,17 @@ fn struct_logs_past_the_trace_size_limit_are_refused_naming_the_flag() {
     let e = full.rpc_err("debug_traceCall", json!([call, "latest", looping(None)]));
     assert_eq!(e["code"], -32008, "{e}");
     assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+
+    // erc7562Tracer records each step's stack and memory too: bounded the same way.
+    let e =
+        full.rpc_err("debug_traceCall", json!([call, "latest", looping(Some("erc7562Tracer"))]));
+    assert_eq!(e["code"], -32008, "{e}");
+    let call = json!({"to": LOOPER, "gas": q(21_000 + 1_000)});
+    assert!(
+        limited
+            .rpc("debug_traceCall", json!([call, "latest", looping(Some("erc7562Tracer"))]))
+            .is_object()
+    );
 
     // A stored transaction's trace over the limit too.
     let tx = &limited.block(6)["transactions"][0];

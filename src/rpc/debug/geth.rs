@@ -1,7 +1,9 @@
 //! geth-style tracing: `debug_traceTransaction`, `debug_traceBlockBy*` and `debug_traceCall`.
 //!
 //! The tracers are revm-inspectors' `DebugInspector` (the struct logger and the built-in
-//! `callTracer`, `prestateTracer`, `4byteTracer`, `noopTracer`, `flatCallTracer`). Stored
+//! `callTracer`, `prestateTracer`, `4byteTracer`, `noopTracer`, `erc7562Tracer`), and
+//! `flatCallTracer` flattened from the `callTracer` as geth does ([`flat_call`]); the
+//! `prestateTracer`'s answer is built by loupe with geth's rules ([`prestate`]). Stored
 //! transactions are replayed with [`crate::evm::replay_block`] (parent state, the block's
 //! system calls, then its earlier transactions, as at import); `debug_traceCall` shares
 //! `eth_call`'s environment ([`crate::evm::prepare_call`]), so the three agree.
@@ -14,15 +16,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use alloy_primitives::B256;
+use alloy_rpc_types_eth::TransactionInfo;
+use alloy_rpc_types_trace::geth::erc7562::Erc7562Config;
 use alloy_rpc_types_trace::geth::{
-    GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
-    GethDebugTracingOptions, GethTrace, TraceResult,
+    FlatCallConfig, GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingCallOptions,
+    GethDebugTracingOptions, GethDefaultTracingOptions, GethTrace, TraceResult,
 };
 use jsonrpsee::types::Params;
+use revm::DatabaseRef;
 use revm::context::result::ResultAndState;
+use revm::context::{BlockEnv, TxEnv};
+use revm::primitives::hardfork::SpecId;
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::evm::{CallRequest, PreparedCall};
+use crate::rpc::debug::flat_call;
+use crate::rpc::debug::frontier_create::FrontierCreates;
+use crate::rpc::debug::prestate::{self, PrestateConfig};
 use crate::rpc::debug::struct_logs::StructLogBudget;
 use crate::rpc::eth::block_overrides::{OverridesOf, check_block_overrides};
 use crate::rpc::eth::call::call_object;
@@ -34,12 +44,18 @@ use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Reader, StateAt};
 
 /// The tracers served, as named in requests (no tracer: the struct logger).
-const TRACERS: &str = "callTracer, prestateTracer, 4byteTracer, noopTracer, flatCallTracer";
+const TRACERS: &str =
+    "callTracer, prestateTracer, 4byteTracer, noopTracer, flatCallTracer, erc7562Tracer";
 
 /// Validated tracing options and the deadline they give.
 #[derive(Debug, Clone)]
 struct TraceOptions {
     opts: GethDebugTracingOptions,
+    /// `flatCallTracer`'s config: the `callTracer` runs and its frame is flattened
+    /// ([`flat_call::flatten`]).
+    flat: Option<FlatCallConfig>,
+    /// `prestateTracer`'s config: the answer is built by [`prestate::prestate`].
+    prestate: Option<PrestateConfig>,
     timeout: Duration,
     /// `--rpc.max-trace-size`: the struct logger's limit.
     max_size: u64,
@@ -47,28 +63,81 @@ struct TraceOptions {
 
 impl TraceOptions {
     /// A fresh tracer, with the struct logger's budget beside it.
-    fn tracer(&self) -> RpcResult<(StructLogBudget, DebugInspector)> {
+    fn tracer(&self) -> RpcResult<(StructLogBudget, FrontierCreates<DebugInspector>)> {
         // Options were validated when parsed; a failure here is a bug.
-        let inner = DebugInspector::new(self.opts.clone())
+        let mut opts = self.opts.clone();
+        if self.flat.is_some() {
+            opts.tracer = Some(GethDebugBuiltInTracerType::CallTracer.into());
+            opts.tracer_config = Default::default();
+        }
+        if self.prestate.is_some() {
+            // Its answer is built from the execution result ([`prestate::prestate`]).
+            opts.tracer_config = Default::default();
+        }
+        let inner = DebugInspector::new(opts)
             .map_err(|e| RpcError::Internal(format!("tracer set-up: {e}")))?;
         let struct_logger = match &inner {
             DebugInspector::Default(_, opts) => Some(*opts),
+            // erc7562Tracer records every step's stack and memory as the struct logger does:
+            // the same bound (`--rpc.max-trace-size`), counted as a struct log with memory.
+            DebugInspector::Erc7562Tracer(..) => Some(GethDefaultTracingOptions {
+                enable_memory: Some(true),
+                disable_storage: Some(true),
+                ..Default::default()
+            }),
             _ => None,
         };
+        let call_tracer = matches!(inner, DebugInspector::CallTracer(..));
+        let inner = FrontierCreates::new(inner, call_tracer);
         Ok((StructLogBudget::new(struct_logger, self.max_size), inner))
+    }
+
+    /// The answer for transaction `done`, traced by `tracer` over `db` (the state before it),
+    /// in geth's shape: [`geth_shape`], the `callTracer` frame flattened for `flatCallTracer`,
+    /// and `prestateTracer` built by [`prestate::prestate`].
+    fn result<DB: DatabaseRef>(
+        &self,
+        tracer: &mut FrontierCreates<DebugInspector>,
+        context: Option<TransactionContext>,
+        info: &TransactionInfo,
+        done: &Done<'_>,
+        db: &DB,
+    ) -> RpcResult<GethTrace>
+    where
+        DB::Error: std::fmt::Display,
+    {
+        if let Some(config) = &self.prestate {
+            let value = prestate::prestate(&done.res.state, db, config)
+                .map_err(|e| RpcError::Internal(format!("prestate: {e}")))?;
+            return Ok(GethTrace::JS(value));
+        }
+        let mut db = db;
+        let trace = tracer
+            .inner
+            .get_result(context, done.tx, done.block, done.res, &mut db)
+            .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
+        Ok(match (&self.flat, trace) {
+            (Some(config), GethTrace::CallTracer(frame)) => {
+                let traces = flat_call::flatten(&frame, config, done.spec, info);
+                let json = flat_call::to_json(&traces)
+                    .map_err(|e| RpcError::Internal(format!("flat call trace: {e}")))?;
+                GethTrace::JS(json)
+            }
+            (_, trace) => geth_shape(trace),
+        })
     }
 }
 
 /// `debug_traceCall`'s kind of traced call: the geth tracer asked for, under its deadline.
 impl Traced for TraceOptions {
-    type Inspector = (StructLogBudget, DebugInspector);
+    type Inspector = (StructLogBudget, FrontierCreates<DebugInspector>);
 
     fn inspector(&self) -> RpcResult<Self::Inspector> {
         self.tracer()
     }
 
     fn small(inspector: &Self::Inspector, res: &ResultAndState) -> bool {
-        inspector.0.result().is_err() || small_debug_trace(&inspector.1, res)
+        inspector.0.result().is_err() || small_debug_trace(&inspector.1.inner, res)
     }
 
     /// The geth-shape answer.
@@ -79,15 +148,27 @@ impl Traced for TraceOptions {
         res: &ResultAndState,
     ) -> RpcResult<Raw> {
         budget.result()?;
-        let trace = inspector
-            .get_result(None, &call.tx, &call.env.block_env, res, &mut &call.state)
-            .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
-        to_value(geth_shape(trace))
+        let info = TransactionInfo {
+            block_number: Some(call.env.block_env.number.saturating_to()),
+            ..Default::default()
+        };
+        let done =
+            Done { tx: &call.tx, block: &call.env.block_env, res, spec: call.env.cfg_env.spec };
+        to_value(self.result(&mut inspector, None, &info, &done, &call.state)?)
     }
 
     fn timeout(&self) -> Duration {
         self.timeout
     }
+}
+
+/// One executed transaction, as the tracers' answers need it.
+struct Done<'a> {
+    tx: &'a TxEnv,
+    block: &'a BlockEnv,
+    res: &'a ResultAndState,
+    /// The fork it ran under.
+    spec: SpecId,
 }
 
 /// Which stored transactions of a block to trace.
@@ -233,6 +314,7 @@ impl RpcContext {
             Target::One(i) => i..i.saturating_add(1),
             Target::All => 0..block.transactions.len(),
         };
+        let spec = crate::evm::block_env(&self.spec, &block.header).cfg_env.spec;
         let mut inspector = opts.tracer()?;
         self.replay_stored(r, &block, traced, &mut inspector, opts.timeout, |t| {
             let (budget, tracer) = &mut *t.inspector;
@@ -244,11 +326,17 @@ impl RpcContext {
                 tx_index: Some(t.index),
                 tx_hash: Some(hash),
             };
-            let trace = tracer
-                .get_result(Some(context), t.tx, t.block, t.result, &mut &*t.state)
-                .map_err(|e| RpcError::Internal(format!("trace result: {e}")))?;
-            let trace = geth_shape(trace);
-            tracer.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
+            let info = TransactionInfo {
+                hash: Some(hash),
+                index: Some(t.index as u64),
+                block_hash: Some(block.hash),
+                block_number: Some(n),
+                ..Default::default()
+            };
+            let done = Done { tx: t.tx, block: t.block, res: t.result, spec };
+            let trace = opts.result(tracer, Some(context), &info, &done, t.state)?;
+            tracer.reset();
+            tracer.inner.fuse().map_err(|e| RpcError::Internal(format!("tracer reset: {e}")))?;
             Ok((hash, trace))
         })
     }
@@ -264,6 +352,7 @@ impl RpcContext {
     fn check_options(&self, opts: GethDebugTracingOptions, i: usize) -> RpcResult<TraceOptions> {
         let bad = |what: String| invalid(format!("invalid argument {i} (options): {what}"));
         let config = opts.tracer_config.clone();
+        let (mut flat, mut prestate) = (None, None);
         let config_error =
             |name: &str, e: serde_json::Error| bad(format!("tracerConfig of {name}: {e}"));
         match &opts.tracer {
@@ -274,14 +363,29 @@ impl RpcContext {
                     config.into_call_config().map_err(|e| config_error("callTracer", e))?;
                 }
                 GethDebugBuiltInTracerType::PreStateTracer => {
-                    config
-                        .into_pre_state_config()
-                        .map_err(|e| config_error("prestateTracer", e))?;
+                    let parsed: PrestateConfig = if config.is_null() {
+                        PrestateConfig::default()
+                    } else {
+                        config.from_value().map_err(|e| config_error("prestateTracer", e))?
+                    };
+                    parsed
+                        .check()
+                        .map_err(|e| bad(format!("tracerConfig of prestateTracer: {e}")))?;
+                    prestate = Some(parsed);
                 }
                 GethDebugBuiltInTracerType::FlatCallTracer => {
-                    config
-                        .into_flat_call_config()
-                        .map_err(|e| config_error("flatCallTracer", e))?;
+                    flat = Some(
+                        config
+                            .into_flat_call_config()
+                            .map_err(|e| config_error("flatCallTracer", e))?,
+                    );
+                }
+                GethDebugBuiltInTracerType::Erc7562Tracer => {
+                    if !config.is_null() {
+                        config
+                            .from_value::<Erc7562Config>()
+                            .map_err(|e| config_error("erc7562Tracer", e))?;
+                    }
                 }
                 GethDebugBuiltInTracerType::FourByteTracer
                 | GethDebugBuiltInTracerType::NoopTracer => {}
@@ -302,12 +406,12 @@ impl RpcContext {
                 .map_err(|e| bad(format!("timeout: {e}")))?
                 .min(self.config.call_timeout),
         };
-        Ok(TraceOptions { opts, timeout, max_size: self.config.max_trace_size })
+        Ok(TraceOptions { opts, flat, prestate, timeout, max_size: self.config.max_trace_size })
     }
 }
 
-/// The one place where revm-inspectors' output is adjusted to geth's: the struct logger leaves
-/// out a zero `refund`, an empty `memory` and an empty `returnData` (geth's `omitempty`), where
+/// The struct logger's output adjusted to geth's (the other tracers' are in [`flat_call`],
+/// [`prestate`] and [`crate::rpc::debug::frontier_create`]): it leaves out a zero `refund`, an empty `memory` and an empty `returnData` (geth's `omitempty`), where
 /// revm-inspectors 0.44.3 writes `0`, `[]` and `"0x"`.
 fn geth_shape(trace: GethTrace) -> GethTrace {
     let GethTrace::Default(mut frame) = trace else { return trace };
