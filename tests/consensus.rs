@@ -30,9 +30,12 @@ use serde_json::{Value, json};
 
 #[path = "support/consensus/mod.rs"]
 mod consensus_suite;
+#[path = "support/witness.rs"]
+mod witness_trip;
 
 use consensus_suite::fixtures::{
-    BLOCKS_ARCHIVE, DIFFICULTY_ARCHIVE, EEST_ARCHIVE, GENERAL_STATE_ARCHIVE, suite_files, tests_in,
+    BLOCKS_ARCHIVE, DIFFICULTY_ARCHIVE, EEST_ARCHIVE, GENERAL_STATE_ARCHIVE, every_nth,
+    suite_files, tests_in,
 };
 use consensus_suite::genesis::{Setup, decode_block, hex_u64, network_config, setup};
 use consensus_suite::rules::{Refusal, names_the_rule};
@@ -296,6 +299,18 @@ fn without_eip8282(
 /// ([`names_the_rule`]; execution-specs' suites), not only refused (ethereum/tests, whose
 /// exception names are older).
 fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) -> Outcome {
+    run_test_with(name, test, rules, refusals, false)
+}
+
+/// [`run_test`]; with `witnesses`, each block of the test's chain then also makes the round trip
+/// of its archive witness (`support/witness.rs`): re-executed statelessly, every node needed.
+fn run_test_with(
+    name: &str,
+    test: &Value,
+    rules: bool,
+    refusals: &mut Vec<Refusal>,
+    witnesses: bool,
+) -> Outcome {
     let Setup { genesis: json, genesis_hash } = match setup(name, test) {
         Ok(s) => s,
         Err(u) => return u.into(),
@@ -381,6 +396,13 @@ fn run_test(name: &str, test: &Value, rules: bool, refusals: &mut Vec<Refusal>) 
         return Outcome::Fail(format!("head {head_hash} (#{head}) is not lastblockhash {last}"));
     }
     let header: Header = reader.header(head).unwrap().unwrap();
+    if witnesses {
+        for n in 1..=head {
+            if let Err(e) = witness_trip::round_trip(&db, &spec, n, true) {
+                return Outcome::Fail(format!("witness: {e}"));
+            }
+        }
+    }
     if let Some(hash) = test.get("postStateHash").and_then(Value::as_str) {
         let hash: B256 = hash.parse().unwrap();
         if header.state_root != hash {
@@ -493,6 +515,28 @@ fn blockchain_tests_general_state() {
         return;
     };
     let t = run_files("blockchain-tests-general-state", &files, &[], false);
+    assert!(t.failed.is_empty(), "{} failed", t.failed.len());
+}
+
+/// The archive's witness of every block of a part of the valid chains (every 4th test of
+/// `tests/osaka` and `tests/prague` at Osaka, every 8th of `BlockchainTests` but the
+/// general-state ones), re-executed statelessly to the header's roots and the stored receipts,
+/// with no node the run does without.
+#[test]
+fn witnesses_of_the_suites_valid_chains() {
+    let mut tests = Vec::new();
+    for (archive, sub, nth) in [
+        (EEST_ARCHIVE, "osaka/blockchain_tests", 4),
+        (EEST_ARCHIVE, "prague_at_osaka/blockchain_tests", 4),
+        (BLOCKS_ARCHIVE, "BlockchainTests/ValidBlocks", 8),
+    ] {
+        let Some(files) = suite_files(archive, sub) else { return };
+        tests.extend(every_nth(tests_in(&files), nth));
+    }
+    let t = run_tests("witnesses of valid chains", &tests, &[], |name, test, refusals| {
+        run_test_with(name, test, false, refusals, true)
+    });
+    assert!(t.pass > 100, "{} passed", t.pass);
     assert!(t.failed.is_empty(), "{} failed", t.failed.len());
 }
 

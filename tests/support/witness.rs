@@ -1,6 +1,7 @@
 //! The archive's own execution witness of a stored block, run back statelessly: the same roots
 //! as the header, and no node that the run does without.
 
+#![allow(unreachable_pub, dead_code)]
 use loupe::chain::ChainSpec;
 use loupe::storage::Database;
 use loupe::witness::{build_witness, parse_execution_witness, run_block, stored_block};
