@@ -380,6 +380,21 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
     for n in from..=head {
         assert_proof_verifies(&node, address, n);
     }
+    // An execution witness needs proofs at the parent: refused below the window, naming the
+    // setting; inside it, the same witness as the datadir that keeps it all.
+    let err = node.call("debug_executionWitness", json!([format!("{from:#x}")])).unwrap_err();
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("--proof-history window"), "{message}");
+    let full = support::Node::serve(all.clone(), spec.clone(), |_| {});
+    for n in from + 1..=head {
+        let b = json!([format!("{n:#x}")]);
+        assert_eq!(
+            node.call("debug_executionWitness", b.clone()).unwrap(),
+            full.call("debug_executionWitness", b).unwrap(),
+            "block {n}"
+        );
+    }
+    drop(full);
     // Everything else reads as in the datadir that keeps it all (proofs left out).
     let strip = |v: Vec<(String, Value)>| -> Vec<(String, Value)> {
         v.into_iter().filter(|(q, _)| !q.starts_with("eth_getProof")).collect()

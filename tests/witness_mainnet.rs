@@ -91,6 +91,42 @@ fn geth_witnesses_give_the_roots_the_zeth_proofs_give() {
     }
 }
 
+/// A witness as loupe builds one holds the nodes a stateless run resolves (the tests of
+/// `witness_archive.rs` check that each is needed): for the merge block, that set is within
+/// geth's witness and no larger (geth: 1,264 nodes and 23 codes), and alone it re-executes the
+/// block to the header's roots.
+#[test]
+fn the_nodes_a_run_needs_are_no_more_than_geths_witness() {
+    let Some(dir) = fixtures() else { return };
+    let spec = mainnet();
+    for (n, geth_nodes, geth_codes) in [(15_537_394u64, 1_264, 23), (19_426_587, 1_060, 0)] {
+        let block = read_witness_file(&dir.join(format!("zeth/{n}.json.gz")))
+            .expect("zeth")
+            .block
+            .expect("block");
+        let geth =
+            read_witness_file(&dir.join(format!("geth-witness/debug_executionWitness-{n}.json")))
+                .expect("geth witness")
+                .witness;
+        assert_eq!(geth.nodes.len(), geth_nodes, "block {n}");
+        if geth_codes > 0 {
+            assert_eq!(geth.codes.len(), geth_codes, "block {n}");
+        }
+        let run = run_block(&spec, &geth, &block).expect("geth run");
+        assert!(run.nodes_used.iter().all(|h| geth.nodes.contains_key(h)));
+        let mut needed = geth.clone();
+        needed.nodes.retain(|h, _| run.nodes_used.contains(h));
+        let again = run_block(&spec, &needed, &block).expect("the needed nodes alone");
+        assert_eq!(again.state_root, block.header.state_root, "block {n}");
+        println!(
+            "block {n}: the run needs {} of geth's {} nodes",
+            run.nodes_used.len(),
+            geth.nodes.len()
+        );
+        assert!(run.nodes_used.len() <= geth.nodes.len());
+    }
+}
+
 /// geth's Hoodi block 1,151,683 and its `ExtWitness` (cmd/keeper's example): the witness
 /// lacks the account-trie node on the path of the one transaction's recipient
 /// (0x00d8…5b20, read by the call), although a branch of the witness refers to it by hash.

@@ -1,6 +1,6 @@
 //! [`TrieReader`]: looks keys up in the witness's partial tries, decoding each node once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use alloy_primitives::B256;
@@ -16,11 +16,25 @@ use super::{Witness, WitnessError};
 pub(crate) struct TrieReader {
     witness: Arc<Witness>,
     decoded: RwLock<HashMap<B256, Arc<TrieNode>>>,
+    /// Every node of the witness resolved so far, by reads and by the post-state root.
+    used: std::sync::Mutex<HashSet<B256>>,
 }
 
 impl TrieReader {
     pub(crate) fn new(witness: Arc<Witness>) -> Self {
-        Self { witness, decoded: RwLock::default() }
+        Self { witness, decoded: RwLock::default(), used: Default::default() }
+    }
+
+    /// Notes that the node with this hash was resolved from the witness.
+    pub(crate) fn note_used(&self, hash: B256) {
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(hash);
+        }
+    }
+
+    /// The witness's nodes resolved so far.
+    pub(crate) fn used(&self) -> HashSet<B256> {
+        self.used.lock().map(|u| u.clone()).unwrap_or_default()
     }
 
     pub(crate) fn witness(&self) -> &Witness {
@@ -48,6 +62,7 @@ impl TrieReader {
         if let Ok(mut m) = self.decoded.write() {
             m.insert(hash, node.clone());
         }
+        self.note_used(hash);
         Ok(node)
     }
 

@@ -20,6 +20,7 @@ use super::{Witness, WitnessError};
 
 /// The witness's nodes and the nodes written by the update, by hash.
 struct NodeDb<'a> {
+    state: &'a WitnessState,
     witness: &'a Witness,
     written: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
 }
@@ -31,7 +32,12 @@ impl eth_trie::DB for NodeDb<'_> {
         if let Some(v) = self.written.lock().ok().and_then(|w| w.get(key).cloned()) {
             return Ok(Some(v));
         }
-        Ok(B256::try_from(key).ok().and_then(|k| self.witness.nodes.get(&k)).map(|v| v.to_vec()))
+        let Ok(hash) = B256::try_from(key) else { return Ok(None) };
+        let node = self.witness.nodes.get(&hash).map(|v| v.to_vec());
+        if node.is_some() {
+            self.state.note_used(hash);
+        }
+        Ok(node)
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> Result<(), Self::Error> {
@@ -58,7 +64,7 @@ pub fn post_state_root(
     state: &WitnessState,
     changes: &StateChangeset,
 ) -> Result<B256, WitnessError> {
-    let db = Arc::new(NodeDb { witness: state.witness(), written: Mutex::default() });
+    let db = Arc::new(NodeDb { state, witness: state.witness(), written: Mutex::default() });
     let mut touched: BTreeMap<
         Address,
         (Option<&Option<AccountInfo>>, Option<&PlainStorageChangeset>),

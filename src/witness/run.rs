@@ -34,6 +34,8 @@ pub struct StatelessOutcome {
     pub changes: StateChangeset,
     /// What the block read from the parent state, as plain values, and the headers it used.
     pub reads: StateReads,
+    /// The witness's trie nodes the run resolved: the part of the witness the block needs.
+    pub nodes_used: std::collections::HashSet<B256>,
 }
 
 fn check<T: PartialEq + std::fmt::Display>(
@@ -132,5 +134,6 @@ pub fn run_block(
         state_root,
         changes: outcome.changes,
         reads: state.reads(),
+        nodes_used: state.nodes_used(),
     })
 }

@@ -93,6 +93,17 @@ impl WitnessState {
         r
     }
 
+    /// The witness's trie nodes the run resolved so far (reading and updating the tries): a
+    /// witness that holds only these re-executes the block.
+    pub fn nodes_used(&self) -> std::collections::HashSet<B256> {
+        self.reader.used()
+    }
+
+    /// Notes that the post-state root resolved the witness's node `hash`.
+    pub(crate) fn note_used(&self, hash: B256) {
+        self.reader.note_used(hash);
+    }
+
     /// The parent state's account at `address`, without recording the read.
     pub(crate) fn trie_account(
         &self,
