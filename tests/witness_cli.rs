@@ -110,3 +110,80 @@ fn witness_run_exits_zero_when_every_root_holds_and_names_a_mismatch() {
         "{stderr}"
     );
 }
+
+/// The proofs of the zeth host cache for the merge block, at `block_no`: address → answer.
+fn zeth_proofs(dir: &Path, block_no: u64) -> Vec<serde_json::Value> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(dir.join(format!("zeth/{N}.json.gz"))).expect("open"),
+    )
+    .read_to_string(&mut text)
+    .expect("gunzip");
+    let zeth: serde_json::Value = serde_json::from_str(&text).expect("json");
+    zeth["proofs"]
+        .as_array()
+        .expect("proofs")
+        .iter()
+        .filter(|pair| pair[0]["block_no"].as_u64() == Some(block_no))
+        .map(|pair| pair[1].clone())
+        .collect()
+}
+
+/// `loupe witness serve` on the merge block's zeth host cache: the block and both states served
+/// by the node's ordinary paths, checked against the mainnet node's own answers the cache
+/// holds (`eth_getProof` at the parent and at the block: balances and nonces).
+#[test]
+fn witness_serve_answers_as_mainnet_did() {
+    use serde_json::{Value, json};
+    let Some(dir) = fixtures() else { return };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
+        .args(["witness", "serve", "--witness"])
+        .arg(dir.join(format!("zeth/{N}.json.gz")))
+        .args(["--http.port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let url = format!("http://127.0.0.1:{port}/");
+    let client = reqwest::blocking::Client::new();
+    let call = |method: &str, params: Value| -> Option<Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value = client.post(&url).json(&body).send().ok()?.json().ok()?;
+        Some(v["result"].clone())
+    };
+    let started = std::time::Instant::now();
+    while call("eth_chainId", json!([])).is_none() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("loupe witness serve exited with {status} before serving");
+        }
+        assert!(started.elapsed().as_secs() < 120, "not serving after 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let checked = (|| {
+        let block = call("eth_getBlockByNumber", json!([format!("{N:#x}"), false]))?;
+        let want = block_json(&dir)["result"].clone();
+        assert_eq!(block["hash"], want["hash"]);
+        assert_eq!(block["transactions"].as_array()?.len(), want["transactions"].as_array()?.len());
+        let receipts = call("eth_getBlockReceipts", json!([format!("{N:#x}")]))?;
+        assert_eq!(receipts.as_array()?.len(), want["transactions"].as_array()?.len());
+        let mut compared = 0;
+        for at in [N - 1, N] {
+            for proof in zeth_proofs(&dir, at) {
+                let (address, tag) = (&proof["address"], format!("{at:#x}"));
+                let balance = call("eth_getBalance", json!([address, tag]))?;
+                assert_eq!(balance, proof["balance"], "balance of {address} at {at}");
+                let nonce = call("eth_getTransactionCount", json!([address, tag]))?;
+                assert_eq!(nonce, proof["nonce"], "nonce of {address} at {at}");
+                compared += 1;
+            }
+        }
+        let trace = call("trace_block", json!([format!("{N:#x}")]))?;
+        assert!(trace.as_array()?.len() >= want["transactions"].as_array()?.len());
+        Some(compared)
+    })();
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    let compared = checked.expect("every answer");
+    assert!(compared > 200, "{compared} accounts compared");
+}

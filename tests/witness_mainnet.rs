@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use loupe::chain::{ChainSpec, Network};
-use loupe::witness::{WitnessError, parse_block, read_witness_file, run_block};
+use loupe::witness::{WitnessError, parse_block, read_witness_file, run_block, run_block_with};
 
 /// `$LOUPE_WITNESS_FIXTURES`, else `<repo>/../shared/fixtures/mainnet-witness`. Missing: a
 /// panic under CI, a skipped test otherwise.
@@ -133,7 +133,7 @@ fn the_nodes_a_run_needs_are_no_more_than_geths_witness() {
 /// geth's StateDB keeps a failed trie read as a deferred error and reads the account as
 /// absent, which is presumably how geth's keeper passes it (the call sends no value to an
 /// account that, absent, stays untouched); loupe refuses to take a missing node for an absent
-/// account and names it. The rest of this block is therefore not verified here.
+/// account and names it; with `--missing-as-absent` (geth's reading) the block verifies.
 #[test]
 fn hoodi_ext_witness_lacks_the_recipients_node_and_the_run_names_it() {
     let Some(dir) = fixtures() else { return };
@@ -158,6 +158,13 @@ fn hoodi_ext_witness_lacks_the_recipients_node_and_the_run_names_it() {
         }
         other => panic!("expected the recipient's missing node: {other:?}"),
     }
+    // Read as geth reads it, the missing node gives an absent recipient; the block then
+    // verifies against its header (gas used, receipts root, bloom, state root), and the one
+    // read taken as absent is named.
+    let out = run_block_with(&spec, &loaded.witness, &block, true).expect("geth's reading");
+    assert_eq!(out.state_root, block.header.state_root);
+    assert_eq!(out.unresolved.len(), 1, "{:?}", out.unresolved);
+    assert!(out.unresolved[0].contains("0x00d8B9E957bEcc0978a9882F0Cd5E776CD7c5b20"));
 }
 
 /// The portal network's `block-data-N.yaml`: `header`, `body`, `receipts` as hex RLP.

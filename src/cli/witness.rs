@@ -14,6 +14,7 @@ use crate::import::{AnchorAccount, TrustedRoots, import_block_trusted_root, init
 use crate::storage::Database;
 use crate::witness::{
     StatelessOutcome, Witness, WitnessError, parse_block, read_witness_file, run_block,
+    run_block_with,
 };
 
 /// `loupe witness …`.
@@ -60,6 +61,11 @@ pub struct WitnessRunCmd {
     /// Take the chain's rules from this datadir's chain spec (nothing else is read from it).
     #[arg(long, value_name = "DIR")]
     pub datadir: Option<PathBuf>,
+    /// Read through a trie node the witness lacks as an absent account or an unset slot (as
+    /// geth reads an incomplete witness) instead of failing; such reads are listed, and every
+    /// check against the header is still made. `run` only.
+    #[arg(long)]
+    pub missing_as_absent: bool,
 }
 
 impl WitnessCmd {
@@ -113,7 +119,7 @@ impl WitnessRunCmd {
         let number = block.header.number;
         let hash = block.header.hash_slow();
         let txs = block.body.transactions.len();
-        let out = run_block(&spec, &witness, &block)
+        let out = run_block_with(&spec, &witness, &block, self.missing_as_absent)
             .map_err(|e| eyre::eyre!("block {number} ({hash}): {e}"))?;
         println!(
             "block {number} ({hash}): {txs} transactions, gas used {}, receipts root, logs bloom \
@@ -124,12 +130,20 @@ impl WitnessRunCmd {
             out.reads.accounts.len(),
             out.reads.storage.values().map(|s| s.len()).sum::<usize>(),
         );
+        for read in &out.unresolved {
+            println!("taken as absent (--missing-as-absent): {read}");
+        }
         Ok(())
     }
 }
 
 impl WitnessServeCmd {
     fn run(self) -> Result<()> {
+        if self.input.missing_as_absent {
+            eyre::bail!(
+                "--missing-as-absent is for `loupe witness run`: serving reads must not guess"
+            );
+        }
         let (spec, witness, block, _) = self.input.load()?;
         let number = block.header.number;
         let dir = tempfile::Builder::new().prefix("loupe-witness-").tempdir()?;

@@ -38,7 +38,7 @@ pub use load::{Loaded, load_witness, read_witness_file};
 pub use nimbus::parse_nimbus;
 pub use proofs::{parse_proofs, parse_zeth};
 pub use root::post_state_root;
-pub use run::{StateReads, StatelessOutcome, run_block};
+pub use run::{StateReads, StatelessOutcome, run_block, run_block_with};
 pub use state::WitnessState;
 
 /// A block's execution witness, whatever format it came in.

@@ -36,6 +36,9 @@ pub struct StatelessOutcome {
     pub reads: StateReads,
     /// The witness's trie nodes the run resolved: the part of the witness the block needs.
     pub nodes_used: std::collections::HashSet<B256>,
+    /// Reads through a node the witness lacks, taken as absent ([`run_block_with`]); empty
+    /// otherwise.
+    pub unresolved: Vec<String>,
 }
 
 fn check<T: PartialEq + std::fmt::Display>(
@@ -63,6 +66,19 @@ pub fn run_block(
     spec: &ChainSpec,
     witness: &Witness,
     block: &Block<TxEnvelope>,
+) -> Result<StatelessOutcome, WitnessError> {
+    run_block_with(spec, witness, block, false)
+}
+
+/// [`run_block`]; with `missing_as_absent`, a read through a node the witness lacks gives an
+/// absent account or an unset slot, as geth reads an incomplete witness
+/// ([`WitnessState::missing_as_absent`]); every check against the header is still made, and
+/// [`StatelessOutcome::unresolved`] names those reads.
+pub fn run_block_with(
+    spec: &ChainSpec,
+    witness: &Witness,
+    block: &Block<TxEnvelope>,
+    missing_as_absent: bool,
 ) -> Result<StatelessOutcome, WitnessError> {
     let header = &block.header;
     let number = header.number;
@@ -96,7 +112,8 @@ pub fn run_block(
         })
         .collect::<Result<Vec<_>, _>>()?;
 
-    let state = WitnessState::new(Arc::new(witness.clone()), parent);
+    let state =
+        WitnessState::new(Arc::new(witness.clone()), parent).missing_as_absent(missing_as_absent);
     let executed =
         execute_block(spec, &state, block, &senders, |changes| post_state_root(&state, changes));
     let outcome = match executed {
@@ -135,5 +152,6 @@ pub fn run_block(
         changes: outcome.changes,
         reads: state.reads(),
         nodes_used: state.nodes_used(),
+        unresolved: state.unresolved(),
     })
 }

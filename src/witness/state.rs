@@ -43,6 +43,11 @@ pub struct WitnessState {
     storage_roots: Mutex<HashMap<Address, B256>>,
     reads: Mutex<StateReads>,
     first_error: Mutex<Option<WitnessError>>,
+    /// geth's reading of an incomplete witness: a read through a node the witness lacks gives
+    /// an absent account or an unset slot ([`WitnessState::missing_as_absent`]).
+    missing_as_absent: bool,
+    /// The reads taken as absent that way, each naming the read and the node.
+    unresolved: Mutex<Vec<String>>,
 }
 
 impl WitnessState {
@@ -60,6 +65,40 @@ impl WitnessState {
             storage_roots: Mutex::default(),
             reads: Mutex::new(reads),
             first_error: Mutex::default(),
+            missing_as_absent: false,
+            unresolved: Mutex::default(),
+        }
+    }
+
+    /// Reads through a node the witness lacks as absent (an account) or unset (a slot) instead
+    /// of failing, as geth's state does with a failed trie read; each such read is noted
+    /// ([`WitnessState::unresolved`]). The run's checks against the header still decide: a
+    /// write through the missing node fails, and a read that mattered changes a root.
+    pub fn missing_as_absent(mut self, on: bool) -> Self {
+        self.missing_as_absent = on;
+        self
+    }
+
+    /// The reads taken as absent under [`WitnessState::missing_as_absent`].
+    pub fn unresolved(&self) -> Vec<String> {
+        self.unresolved.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    /// A read of `key` under `root`; a missing node is an absent value where so configured.
+    fn lookup(
+        &self,
+        root: B256,
+        key: &[u8],
+        needed_for: &dyn Fn() -> String,
+    ) -> Result<Option<Vec<u8>>, WitnessError> {
+        match self.reader.get(root, key, needed_for) {
+            Err(WitnessError::MissingNode { hash, needed_for }) if self.missing_as_absent => {
+                if let Ok(mut u) = self.unresolved.lock() {
+                    u.push(format!("{needed_for} (node {hash})"));
+                }
+                Ok(None)
+            }
+            other => other,
         }
     }
 
@@ -111,8 +150,7 @@ impl WitnessState {
     ) -> Result<Option<TrieAccount>, WitnessError> {
         let key = keccak256(address);
         let needed_for = || format!("read account {address}");
-        let Some(value) = self.reader.get(self.parent.state_root, key.as_slice(), &needed_for)?
-        else {
+        let Some(value) = self.lookup(self.parent.state_root, key.as_slice(), &needed_for)? else {
             return Ok(None);
         };
         let account = TrieAccount::decode(&mut value.as_slice()).map_err(|e| {
@@ -160,7 +198,7 @@ impl WitnessState {
         let root = self.storage_root(address)?;
         let key = keccak256(B256::from(index));
         let needed_for = || format!("read slot {index:#x} of {address}");
-        let value = match self.reader.get(root, key.as_slice(), &needed_for)? {
+        let value = match self.lookup(root, key.as_slice(), &needed_for)? {
             None => U256::ZERO,
             Some(v) => U256::decode(&mut v.as_slice()).map_err(|e| WitnessError::BadValue {
                 what: format!("slot {index:#x} of {address}"),
