@@ -2,27 +2,14 @@
 //! holds, a non-zero exit naming the mismatch when the header is tampered with (mainnet block
 //! 15,537,394 with geth's `debug_executionWitness`, issue 61's fixtures).
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+#[path = "support/mainnet_witness.rs"]
+mod mainnet_witness;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use alloy_rlp::{Decodable, Encodable};
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LOUPE_WITNESS_FIXTURES") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet-witness"),
-    };
-    if dir.join("README.md").is_file() {
-        return Some(dir);
-    }
-    let msg = format!("mainnet-witness fixtures not found at {}", dir.display());
-    if std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1") {
-        panic!("{msg}");
-    }
-    eprintln!("note: skipping test: {msg}");
-    None
-}
+use mainnet_witness::{fixtures, zeth_json};
 
 fn loupe(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loupe")).args(args).output().expect("runs loupe")
@@ -33,13 +20,7 @@ const N: u64 = 15_537_394;
 /// The block as `eth_getBlockByNumber(N, true)` answered it (inside a JSON-RPC envelope), from
 /// the zeth host cache.
 fn block_json(dir: &Path) -> serde_json::Value {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(dir.join(format!("zeth/{N}.json.gz"))).expect("open"),
-    )
-    .read_to_string(&mut text)
-    .expect("gunzip");
-    let zeth: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let zeth = zeth_json(dir, N);
     let block = zeth["full_blocks"]
         .as_array()
         .expect("full_blocks")
@@ -113,14 +94,7 @@ fn witness_run_exits_zero_when_every_root_holds_and_names_a_mismatch() {
 
 /// The proofs of the zeth host cache for the merge block, at `block_no`: address → answer.
 fn zeth_proofs(dir: &Path, block_no: u64) -> Vec<serde_json::Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(dir.join(format!("zeth/{N}.json.gz"))).expect("open"),
-    )
-    .read_to_string(&mut text)
-    .expect("gunzip");
-    let zeth: serde_json::Value = serde_json::from_str(&text).expect("json");
-    zeth["proofs"]
+    zeth_json(dir, N)["proofs"]
         .as_array()
         .expect("proofs")
         .iter()

@@ -2,28 +2,14 @@
 //! fixtures, `../shared/fixtures/mainnet-witness/`): gas used, receipts root, bloom and the
 //! post-state root must equal each block's header, which is the independent truth here.
 
-use std::path::{Path, PathBuf};
+#[path = "support/mainnet_witness.rs"]
+mod mainnet_witness;
+
+use std::path::Path;
 
 use loupe::chain::{ChainSpec, Network};
 use loupe::witness::{WitnessError, parse_block, read_witness_file, run_block, run_block_with};
-
-/// `$LOUPE_WITNESS_FIXTURES`, else `<repo>/../shared/fixtures/mainnet-witness`. Missing: a
-/// panic under CI, a skipped test otherwise.
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LOUPE_WITNESS_FIXTURES") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet-witness"),
-    };
-    if dir.join("README.md").is_file() {
-        return Some(dir);
-    }
-    let msg = format!("mainnet-witness fixtures not found at {}", dir.display());
-    if std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1") {
-        panic!("{msg}");
-    }
-    eprintln!("note: skipping test: {msg}");
-    None
-}
+use mainnet_witness::fixtures;
 
 fn mainnet() -> ChainSpec {
     ChainSpec::named(Network::Mainnet).expect("mainnet spec")

@@ -1,0 +1,34 @@
+//! Where issue 61's real-network witness fixtures are, and their zeth host caches read.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// `$LOUPE_WITNESS_FIXTURES`, else `<repo>/../shared/fixtures/mainnet-witness`. Missing: a
+/// panic under CI, a skipped test otherwise.
+pub fn fixtures() -> Option<PathBuf> {
+    let dir = match std::env::var_os("LOUPE_WITNESS_FIXTURES") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet-witness"),
+    };
+    if dir.join("README.md").is_file() {
+        return Some(dir);
+    }
+    let msg = format!("mainnet-witness fixtures not found at {}", dir.display());
+    if std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1") {
+        panic!("{msg}");
+    }
+    eprintln!("note: skipping test: {msg}");
+    None
+}
+
+/// The zeth host cache of block `n` (`zeth/N.json.gz`), as JSON.
+pub fn zeth_json(dir: &Path, n: u64) -> serde_json::Value {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(dir.join(format!("zeth/{n}.json.gz"))).expect("open"),
+    )
+    .read_to_string(&mut text)
+    .expect("gunzip");
+    serde_json::from_str(&text).expect("json")
+}
