@@ -28,7 +28,7 @@ pub enum WitnessCmd {
     /// (blocks, receipts, traces, calls at either block) through the node's ordinary read
     /// paths, from a temporary datadir holding what the witness proves. State the witness does
     /// not hold reads as absent; `eth_getProof` is refused.
-    Serve(WitnessServeCmd),
+    Serve(Box<WitnessServeCmd>),
 }
 
 /// `loupe witness serve`.

@@ -272,13 +272,13 @@ where
     let header = &block.header;
     let number = header.number;
     let hash = prepared.hash;
-    if let Some(anchor) = writer.anchor()? {
-        if trusted_root.is_none() {
-            return Err(ImportError::Anchored {
-                anchor,
-                what: "a block imports here only with a state root verified over its witness (import_block_trusted_root)",
-            });
-        }
+    if let Some(anchor) = writer.anchor()?
+        && trusted_root.is_none()
+    {
+        return Err(ImportError::Anchored {
+            anchor,
+            what: "a block imports here only with a state root verified over its witness (import_block_trusted_root)",
+        });
     }
     check(number, hash, "parent hash", header.parent_hash, parent_hash)?;
 
