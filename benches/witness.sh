@@ -24,7 +24,7 @@ GEN="$WORK/gen-$ACCOUNTS-$BLOCKS-$GAS"
 [ -f "$GEN/chain.rlp" ] || "$BIN" generate --out "$GEN" --accounts "$ACCOUNTS" --blocks "$BLOCKS" \
   --gas-limit "$GAS" --keep-datadir >/dev/null 2>&1
 L_PORT=18761; R_PORT=18762
-"$BIN" node --datadir "$GEN/.work" --http.port "$L_PORT" --log.filter warn --rpc.evm-timeout 60s \
+"$BIN" node --datadir "$GEN/.work" --http.port "$L_PORT" --log.filter warn --rpc.evm-timeout 60 \
   --rpc.client-share 100 >/dev/null 2>&1 &
 PIDS+=($!); L_PID=$!
 wait_up "$L_PORT"

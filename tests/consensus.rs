@@ -317,7 +317,7 @@ fn run_test_with(
     };
     let dir =
         tempfile::Builder::new().prefix("loupe-consensus-").tempdir_in(scratch_dir()).unwrap();
-    let db = Database::open(dir.path()).unwrap();
+    let db = std::sync::Arc::new(Database::open(dir.path()).unwrap());
     let options = InitOptions { foreign_chain_id: true, ..Default::default() };
     let spec = match init_with(&db, GenesisSource::Json(&json), options) {
         Ok((spec, _)) => spec,
@@ -400,6 +400,11 @@ fn run_test_with(
         for n in 1..=head {
             if let Err(e) = witness_trip::round_trip(&db, &spec, n, true) {
                 return Outcome::Fail(format!("witness: {e}"));
+            }
+            if reader.transaction_count(n).unwrap().unwrap_or(0) > 0
+                && let Err(e) = witness_trip::traces_match(&db, &spec, n, true)
+            {
+                return Outcome::Fail(format!("witness traces: {e}"));
             }
         }
     }
@@ -521,7 +526,8 @@ fn blockchain_tests_general_state() {
 /// Every block of the valid chains of every `nth` test of `tests/osaka` and `tests/prague` at
 /// Osaka, and of every `2 * nth` of `BlockchainTests/ValidBlocks`: the archive's witness of it
 /// re-executes statelessly to the header's roots and the stored receipts, and holds no node the
-/// run does without.
+/// run does without; the block's traces from an anchored datadir built from the witness are the
+/// archive's, byte for byte.
 fn witnesses_of_valid_chains(nth: usize) -> Tally {
     let mut tests = Vec::new();
     for (archive, sub, nth) in [

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use loupe::chain::ChainSpec;
 use loupe::storage::Database;
-use loupe::witness::{build_witness, parse_execution_witness, stored_block};
+use loupe::witness::build_witness;
 use serde_json::json;
-use support::witness::round_trip;
+use support::witness::{round_trip, traces_match};
 use support::{Node, dev_chain};
 
 /// Every block from 1 to the head round-trips; `minimal` picks the blocks whose every node is
@@ -33,59 +33,16 @@ fn every_block(db: &Database, spec: &ChainSpec, minimal: impl Fn(u64) -> bool) -
     with_txs
 }
 
-/// The traces of block `n` from an anchored datadir built from the archive's witness of it
-/// equal the archive's own, byte for byte: every tracer loupe serves for a block.
+/// The traces of `blocks` from anchored datadirs built from the archive's witnesses of them
+/// equal the archive's own, byte for byte ([`traces_match`]).
 fn traces_from_the_witness(
     db: &Arc<Database>,
     spec: &ChainSpec,
     blocks: &[u64],
     struct_logs: bool,
 ) {
-    let full = Node::serve(db.clone(), spec.clone(), |c| c.vm_trace = true);
     for &n in blocks {
-        let r = db.begin_read().unwrap();
-        let built = build_witness(&r, spec, n, None).unwrap();
-        let witness =
-            parse_execution_witness(serde_json::to_value(&built.witness).unwrap()).unwrap();
-        let (block, _) = stored_block(&r, n).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let (anchored, _) =
-            loupe::cli::anchored_datadir(dir.path(), spec, &witness, &block).unwrap();
-        let node = Node::serve(Arc::new(anchored), spec.clone(), |c| c.vm_trace = true);
-        let b = format!("{n:#x}");
-        let calls = [
-            ("trace_replayBlockTransactions", json!([b, ["trace", "stateDiff", "vmTrace"]])),
-            ("trace_block", json!([b])),
-            ("debug_traceBlockByNumber", json!([b, {}])),
-            (
-                "debug_traceBlockByNumber",
-                json!([b, {"tracer": "callTracer", "tracerConfig": {"withLog": true}}]),
-            ),
-            ("debug_traceBlockByNumber", json!([b, {"tracer": "flatCallTracer"}])),
-            ("debug_traceBlockByNumber", json!([b, {"tracer": "prestateTracer"}])),
-            (
-                "debug_traceBlockByNumber",
-                json!([b, {"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}}]),
-            ),
-            ("debug_traceBlockByNumber", json!([b, {"tracer": "4byteTracer"}])),
-            ("eth_getBlockReceipts", json!([b])),
-        ];
-        for (method, params) in calls {
-            // A large block's struct logs are over `--rpc.max-trace-size`.
-            if !struct_logs && params[1] == json!({}) {
-                continue;
-            }
-            let want =
-                full.call(method, params.clone()).unwrap_or_else(|e| panic!("{method}: {e}"));
-            let got = node
-                .call(method, params.clone())
-                .unwrap_or_else(|e| panic!("block {n}: {method} {params} from the witness: {e}"));
-            assert_eq!(
-                serde_json::to_string(&got).unwrap(),
-                serde_json::to_string(&want).unwrap(),
-                "block {n}: {method} {params}"
-            );
-        }
+        traces_match(db, spec, n, struct_logs).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -111,7 +68,7 @@ fn generated_chain_witnesses_reexecute() {
     let out = tmp.path().join("out");
     let mut config = loupe::dev::generate::GenerateConfig::new(&out, 500, 8);
     config.seed = 7;
-    config.gas_limit = 3_000_000;
+    config.gas_limit = 5_000_000;
     config.quiet = true;
     loupe::dev::generate::generate(&config).unwrap();
     let db = Database::open(&tmp.path().join("node")).unwrap();
