@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use alloy_consensus::{Block, BlockBody, TxEnvelope};
+use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, Bytes, keccak256};
 use alloy_rlp::{Decodable, Encodable};
 use alloy_rpc_types_debug::ExecutionWitness;
@@ -106,10 +107,13 @@ pub fn build_witness(
         witness.add_node(node.clone());
     }
     // The post-state root over the witness, with the changes just computed: each node a
-    // collapsing branch needs is added until it holds (cheap: only the tries are updated).
-    // Then the whole block is run statelessly; a node still missing (an intermediate state of a
-    // pre-Byzantium block may collapse another branch) is added the same way.
+    // collapsing branch needs is added until it is the header's (cheap: only the tries are
+    // updated). Every read is proven and the root holds, so the witness re-executes the block.
+    // Before Byzantium the receipts also carry a root after each transaction, whose
+    // intermediate states may collapse other branches: there the whole block is then run
+    // statelessly, and a node still missing is added the same way.
     let parent_header = block_parent(reader, parent)?;
+    let pre_byzantium = !spec.is_byzantium_active_at_block(number);
     let mut added = 0usize;
     let mut root_holds = false;
     loop {
@@ -118,10 +122,22 @@ pub fn build_witness(
             run_block(spec, &witness, &block).map(|_| ())
         } else {
             let state = WitnessState::new(Arc::new(witness.clone()), parent_header.clone());
-            post_state_root(&state, &outcome.changes).map(|_| ())
+            match post_state_root(&state, &outcome.changes) {
+                Ok(root) if root == block.header.state_root => Ok(()),
+                Ok(root) => {
+                    return Err(WitnessError::Archive {
+                        number,
+                        message: format!(
+                            "the witness gives state root {root}, not the header's {}",
+                            block.header.state_root
+                        ),
+                    });
+                }
+                Err(e) => Err(e),
+            }
         };
         let hash = match missing {
-            Ok(()) if root_holds => break,
+            Ok(()) if root_holds || !pre_byzantium => break,
             Ok(()) => {
                 root_holds = true;
                 continue;
