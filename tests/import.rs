@@ -349,16 +349,95 @@ fn a_group_whose_state_root_fails_is_imported_again_block_by_block() {
     assert_recovers(dir.path(), db, &fx, 19, Some(hash20));
 }
 
+/// The fixture chain diverged from block `at` on (its state root and every later one differ
+/// from what the blocks compute, as after a block that executes differently, the parent hashes
+/// linked again so that only the roots tell), up to block 30. Returns the file and `at`'s hash.
+fn diverged_at(dir: &Path, fx: &Fixture, at: u64) -> (std::path::PathBuf, B256) {
+    let mut bytes = fx.chain_bytes[..fx.block(at).start].to_vec();
+    let mut parent = fx.hash(at - 1);
+    let mut hash_at = B256::ZERO;
+    for n in at..=30 {
+        let mut block = fx.block(n).block.clone();
+        block.header.parent_hash = parent;
+        block.header.state_root.0[7] ^= 0x01;
+        parent = block.header.hash_slow();
+        if n == at {
+            hash_at = parent;
+        }
+        block.encode(&mut bytes);
+    }
+    (write_file(dir, &format!("diverged-{at}.rlp"), &[&bytes]), hash_at)
+}
+
+/// A group whose state root fails, whether the first bad block is its first, one inside it or
+/// its last, is refused naming that block, and the blocks before it are kept: in a datadir
+/// with trie history at every block (one root per group and epoch, then the trie-history
+/// stage) and in one without (one root per group).
 #[test]
-fn group_state_roots_need_a_datadir_without_trie_history() {
+fn a_bad_block_anywhere_in_a_group_is_refused_by_name_and_the_blocks_before_it_kept() {
     let Some(fx) = Fixture::load() else { return };
-    let (_dir, db, spec) = fresh(&fx);
-    let options =
-        ImportOptions { state_root: loupe::import::StateRootCheck::Group, ..Default::default() };
-    let err = import_files_with(&db, &spec, &[&fx.chain_path()], options).expect_err("refused");
-    let msg = message(&err);
-    assert!(msg.contains("--proof-history window"), "{msg}");
-    assert_eq!(head(&db), 0, "nothing imported");
+    // Groups of 8 from block 9 on (blocks 1-8 are pre-Byzantium, each with its own root):
+    // 17-24 is one group; its first block, one in the middle, its last.
+    for at in [17, 21, 24] {
+        for window in [false, true] {
+            let what = format!("bad from #{at}, window {window}");
+            let (dir, db, spec) = if window { fresh_window(&fx) } else { fresh(&fx) };
+            let (path, bad_hash) = diverged_at(dir.path(), &fx, at);
+            let options = ImportOptions { batch: 8, sync_every: 8, ..Default::default() };
+            let err = import_files_with(&db, &spec, &[&path], options).expect_err(&what);
+            assert!(
+                matches!(err.root(), ImportError::Mismatch { number, what: "state root", hash, .. } if *number == at && *hash == bad_hash),
+                "{what}: the first bad block is named, not the group's last: {err:?}"
+            );
+            assert!(message(&err).contains(&format!("#{at}")), "{what}: {}", message(&err));
+            assert_eq!(head(&db), at - 1, "{what}: the blocks before it are kept");
+            // Every block kept has its proofs (the stage ran on what was committed), and the
+            // right chain then imports on top.
+            if !window {
+                loupe::trie::stage::run(&db, &std::sync::atomic::AtomicBool::new(false))
+                    .expect("the stage over the kept blocks");
+                let r = db.begin_read().expect("read");
+                for n in 1..at {
+                    loupe::trie::prove_account(&r, n, alloy_primitives::Address::ZERO, &[])
+                        .unwrap_or_else(|e| panic!("{what}: proof at #{n}: {e}"));
+                }
+            }
+            assert_recovers(dir.path(), db, &fx, at - 1, Some(bad_hash));
+        }
+    }
+}
+
+/// A grouped import into a datadir that keeps trie history at every block checks one root per
+/// group and epoch; the trie-history stage it runs then gives every block its proofs, each
+/// equal to the per-block import's (the fixture chain's pre-Byzantium blocks keep their own
+/// roots inside the stage's ranges).
+#[test]
+fn group_state_roots_with_trie_history_at_every_block_then_the_stage_proves_every_block() {
+    let Some(fx) = Fixture::load() else { return };
+    let (_d1, per_block, spec) = fresh(&fx);
+    let block =
+        ImportOptions { state_root: loupe::import::StateRootCheck::Block, ..Default::default() };
+    import_files_with(&per_block, &spec, &[&fx.chain_path()], block).expect("per block");
+    let (_d2, db, spec) = fresh(&fx);
+    let options = ImportOptions {
+        batch: 8,
+        sync_every: 8,
+        state_root: loupe::import::StateRootCheck::Group,
+        ..Default::default()
+    };
+    let s = import_files_with(&db, &spec, &[&fx.chain_path()], options).expect("grouped");
+    assert_eq!(s.head, CHAIN_LEN);
+    assert!(s.staged.blocks > 0, "the stage ran: {s:?}");
+    let stage = db.begin_read().expect("read").trie_stage().expect("meta").expect("grouped");
+    assert!(!stage.pending() && stage.failed.is_none(), "{stage:?}");
+    let (ra, rb) = (per_block.begin_read().expect("a"), db.begin_read().expect("b"));
+    for n in 0..=CHAIN_LEN {
+        for address in ra.state_at(n).expect("state").dump().expect("dump").keys() {
+            let a = loupe::trie::prove_account(&ra, n, *address, &[]).expect("per block");
+            let b = loupe::trie::prove_account(&rb, n, *address, &[]).expect("staged");
+            assert!(a == b, "#{n} {address}: proofs differ");
+        }
+    }
 }
 
 // (e) Bad inputs.
@@ -606,7 +685,14 @@ fn execution_ahead_stores_what_inline_execution_stores() {
     for batch in [3, 64] {
         let ahead = Database::open(&tmp.path().join(format!("ahead-{batch}"))).expect("open");
         let (spec, _) = init_genesis(&ahead, &genesis).expect("init");
-        let s = import_batched(&ahead, &spec, &[&chain], batch).expect("import ahead");
+        // Every block's root stored, as the inline import does: the tables compare row by row.
+        let options = ImportOptions {
+            batch,
+            sync_every: 16,
+            state_root: loupe::import::StateRootCheck::Block,
+            ..Default::default()
+        };
+        let s = import_files_with(&ahead, &spec, &[&chain], options).expect("import ahead");
         assert_eq!((s.imported, s.executed_ahead), (blocks, blocks), "batch {batch}");
         let ra = ahead.begin_read().expect("read");
         assert_eq!(ra.head().expect("head"), Some(blocks));

@@ -49,6 +49,13 @@ fn sample(db: &Database, sync: &SyncStatus) {
     metrics::gauge!("loupe_chain_head_block").set(m.head as f64);
     metrics::gauge!("loupe_chain_safe_block").set(m.safe as f64);
     metrics::gauge!("loupe_chain_finalized_block").set(m.finalized as f64);
+    if let Ok(Some(stage)) = db.begin_read().and_then(|r| r.trie_stage()) {
+        metrics::gauge!("loupe_trie_history_staged_to").set(stage.staged_to as f64);
+        let waiting = stage.grouped_to.saturating_sub(stage.staged_to);
+        metrics::gauge!("loupe_trie_history_waiting_blocks").set(waiting as f64);
+        let failed = stage.failed.map_or(0.0, |f| f.0 as f64);
+        metrics::gauge!("loupe_trie_history_failed_block").set(failed);
+    }
     let s = sync.get();
     if s.following {
         if let Some(up) = s.upstream_head {
@@ -90,6 +97,18 @@ fn describe() {
     describe_gauge!("loupe_follow_upstream_head_block", "The upstream's head, as last seen");
     describe_gauge!("loupe_follow_lag_blocks", "Blocks the head trails the upstream's");
     describe_gauge!("loupe_follow_upstream_up", "1 if the last request to the upstream succeeded");
+    describe_gauge!(
+        "loupe_trie_history_staged_to",
+        "The trie-history stage's progress: every block up to it has per-block trie history"
+    );
+    describe_gauge!(
+        "loupe_trie_history_waiting_blocks",
+        "Blocks a grouped import checked per epoch that wait for the trie-history stage"
+    );
+    describe_gauge!(
+        "loupe_trie_history_failed_block",
+        "The block whose header state root the stage found wrong (0: none)"
+    );
     describe_counter!("loupe_follow_reorgs_total", "Reorgs followed");
     describe_counter!("loupe_follow_reorged_blocks_total", "Blocks unwound by reorgs");
     describe_counter!("loupe_import_blocks_total", "Blocks imported (import and follow)");

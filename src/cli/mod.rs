@@ -171,7 +171,29 @@ fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
         mib(stats.file_bytes + seg_bytes),
         mib(seg_bytes)
     );
+    if let Some(stage) = &stats.trie_stage {
+        let _ = writeln!(out, "{}", trie_stage_text(stage));
+    }
     out
+}
+
+/// Where the trie-history stage stands, in a line.
+fn trie_stage_text(stage: &crate::storage::TrieStage) -> String {
+    match stage.failed {
+        Some((block, header, computed)) => format!(
+            "trie history: the stage stopped at block {block}: its header state root {header} is not the root of its state {computed}"
+        ),
+        None if stage.pending() => format!(
+            "trie history: per block up to #{}; blocks #{}..=#{} wait for the trie-history stage (it runs in `loupe import` and beside `loupe node`)",
+            stage.staged_to,
+            stage.staged_to + 1,
+            stage.grouped_to
+        ),
+        None => format!(
+            "trie history: per block at every block (last grouped import to #{})",
+            stage.grouped_to
+        ),
+    }
 }
 
 /// `loupe db stats --json`.
@@ -204,6 +226,12 @@ fn stats_json(stats: &crate::storage::DatabaseStats) -> serde_json::Value {
         "tables": tables,
         "frozenTo": stats.frozen_to,
         "segments": segments,
+        "trieStage": stats.trie_stage.map(|s| serde_json::json!({
+            "stagedTo": s.staged_to,
+            "groupedTo": s.grouped_to,
+            "pending": s.pending(),
+            "failedAt": s.failed.map(|f| f.0),
+        })),
     })
 }
 
@@ -708,6 +736,7 @@ pub fn serve(
         let _admin = admin::listen(db.clone())
             .inspect_err(|e| tracing::warn!(target: "admin", "no admin socket: {e:#}"))
             .ok();
+        let stage = crate::trie::stage::spawn(db.clone())?;
         let server = crate::rpc::start(db, spec, config).await.wrap_err("cannot start the RPC server")?;
         tracing::info!(target: "rpc", url = %format!("http://{}", server.addr), head, "serving JSON-RPC");
         if explorer {
@@ -733,6 +762,10 @@ pub fn serve(
         if let Some(f) = follower {
             // Stopping joins the thread, which may be inside a block's import: off the reactor.
             tokio::task::spawn_blocking(move || f.stop()).await.ok();
+        }
+        if let Some(s) = stage {
+            // It stops after the range it is building (a commit of its own): off the reactor.
+            tokio::task::spawn_blocking(move || s.stop()).await.ok();
         }
         match refused {
             Some(e) => Err(e.into()),
@@ -925,6 +958,7 @@ impl ImportCmd {
             batch: self.batch.max(1),
             stop: Some(stop),
             state_root,
+            trie_history: true,
         };
         let file_before = file_bytes(&self.datadir);
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;

@@ -221,13 +221,6 @@ pub enum ImportError {
         /// The choice asked for.
         asked: crate::storage::ProofHistory,
     },
-    /// `--state-root group` on a datadir that keeps trie history at every block, which a
-    /// root checked once per group would leave without the blocks inside each group.
-    #[error(
-        "--state-root group needs a datadir initialised with --proof-history window: this one \
-         keeps proofs at every block, so every block's state root is computed"
-    )]
-    GroupRootNeedsWindow,
     /// The headers or accounts given to [`super::init_anchored`] do not make an anchored
     /// datadir (why is in the text).
     #[error("anchored datadir: {0}")]

@@ -63,6 +63,11 @@ pub struct ImportSummary {
     pub elapsed: Duration,
     /// The run was stopped before the end of its files ([`ImportOptions::stop`]).
     pub interrupted: bool,
+    /// What the trie-history stage did after the blocks were stored
+    /// ([`ImportOptions::trie_history`]), and how long it took.
+    pub staged: crate::trie::stage::StageSummary,
+    /// Wall time of the stage (included in [`Self::elapsed`]).
+    pub stage_elapsed: Duration,
 }
 
 impl std::fmt::Display for ImportSummary {
@@ -71,13 +76,15 @@ impl std::fmt::Display for ImportSummary {
             write!(f, "stopped by a signal after the last whole block: ")?;
         }
         if self.imported == 0 {
-            return write!(
+            write!(
                 f,
                 "nothing to import: all {} blocks already stored (head #{})",
                 self.skipped, self.head
-            );
+            )?;
+            return self.fmt_stage(f);
         }
-        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        // The blocks' own time: the stage after them is reported apart.
+        let secs = self.elapsed.saturating_sub(self.stage_elapsed).as_secs_f64().max(1e-9);
         write!(
             f,
             "imported {} blocks ({} txs, {:.3} Mgas) in {:.2}s — {:.0} blocks/s, {:.0} txs/s, \
@@ -91,7 +98,25 @@ impl std::fmt::Display for ImportSummary {
             self.gas as f64 / 1e6 / secs,
             self.skipped,
             self.head
-        )
+        )?;
+        self.fmt_stage(f)
+    }
+}
+
+impl ImportSummary {
+    /// The trie-history stage's line, when it built anything.
+    fn fmt_stage(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.staged.blocks > 0 {
+            write!(
+                f,
+                "\ntrie history: built per block for {} blocks ({} ranges) in {:.2}s, every block's state root checked; per block to #{}",
+                self.staged.blocks,
+                self.staged.ranges,
+                self.stage_elapsed.as_secs_f64(),
+                self.staged.staged_to.unwrap_or(0)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -112,6 +137,11 @@ pub struct ImportOptions {
     pub batch: u64,
     /// How often the state root is computed and checked.
     pub state_root: StateRootCheck,
+    /// Run the trie-history stage (`trie::stage`) once the blocks are stored, until every
+    /// block has its own trie history (blocks an earlier run left waiting included); stopped
+    /// by [`Self::stop`] too. Off: the blocks wait for the next import, `loupe node` or
+    /// `loupe follow`.
+    pub trie_history: bool,
 }
 
 /// How often a bulk import computes and checks the state root ([`ImportOptions::state_root`],
@@ -120,17 +150,19 @@ pub struct ImportOptions {
 /// follower checks every block's root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StateRootCheck {
-    /// [`Self::Group`] in a datadir that keeps trie history for the unwind window only
-    /// (`--proof-history window`), [`Self::Block`] in one that keeps it at every block.
+    /// [`Self::Group`].
     #[default]
     Auto,
     /// Every block's root, with its trie nodes stored: proofs and unwinding at every block.
     Block,
     /// One root per commit group, at its last block, as reth's pipeline does: the trie work of
-    /// keys changed again within the group is done once. A group whose root differs from its
-    /// last header's is dropped and imported again block by block, which names the first bad
-    /// block and keeps the ones before it. Proofs and unwinding then reach back to the last
-    /// group's end and no further. Only in a `--proof-history window` datadir.
+    /// keys changed again within the group is done once. In a datadir that keeps trie history
+    /// at every block (`--proof-history all`) the root is also checked at each epoch's last
+    /// block, and the trie-history stage (`trie::stage`) then builds every block's history and
+    /// checks every block's root. A group whose root differs from its last header's is dropped
+    /// and imported again block by block, which names the first bad block and keeps the ones
+    /// before it. Unwinding reaches back to the last group's end and no further; proofs reach
+    /// the blocks the stage has built, and (`--proof-history window`) the last group's end.
     Group,
 }
 
@@ -149,14 +181,20 @@ impl StateRootCheck {
         [Self::Auto, Self::Block, Self::Group].into_iter().find(|c| c.name() == name)
     }
 
-    /// Whether roots are checked per group in a datadir keeping `proofs`.
-    fn per_group(self, proofs: crate::storage::ProofHistory) -> Result<bool, ImportError> {
-        use crate::storage::ProofHistory::{All, Window};
-        match (self, proofs) {
-            (Self::Block, _) | (Self::Auto, All) => Ok(false),
-            (Self::Group | Self::Auto, Window) => Ok(true),
-            (Self::Group, All) => Err(ImportError::GroupRootNeedsWindow),
+    /// Whether roots are checked per group in the datadir `reader` reads, and the epoch
+    /// length to check them at each epoch's end too (a datadir that keeps trie history at
+    /// every block, where the trie-history stage starts from those ends).
+    fn per_group(
+        self,
+        reader: &crate::storage::Reader,
+    ) -> Result<Option<Option<u64>>, ImportError> {
+        if self == Self::Block {
+            return Ok(None);
         }
+        if reader.proof_history()? == crate::storage::ProofHistory::Window {
+            return Ok(Some(None));
+        }
+        Ok(Some(Some(reader.trie_tables().epochs.len)))
     }
 }
 
@@ -179,6 +217,7 @@ impl ImportOptions {
             sync_every: DEFAULT_BATCH,
             batch: DEFAULT_BATCH,
             state_root: StateRootCheck::Auto,
+            trie_history: true,
         }
     }
 }
@@ -223,7 +262,7 @@ pub fn import_files_with(
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let paths = paths.as_slice();
     let chain_id = spec.chain_id();
-    let per_group = options.state_root.per_group(db.begin_read()?.proof_history()?)?;
+    let per_group = options.state_root.per_group(&db.begin_read()?)?;
     let budget = ahead::Budget::new(ahead::EXECUTE_AHEAD_BYTES);
     let mut result = std::thread::scope(|scope| {
         // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
@@ -299,6 +338,13 @@ pub fn import_files_with(
     progress.finish();
     result?;
     summary.head = db.begin_read()?.head()?.unwrap_or(0);
+    if options.trie_history && !summary.interrupted {
+        let stage_started = Instant::now();
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let stop = options.stop.as_deref().unwrap_or(&never);
+        summary.staged = crate::trie::stage::run(db, stop)?;
+        summary.stage_elapsed = stage_started.elapsed();
+    }
     summary.elapsed = started.elapsed();
     Ok(summary)
 }
@@ -414,7 +460,7 @@ impl FileImport<'_> {
         group: &mut Option<Group>,
         summary: &mut ImportSummary,
         progress: &mut Progress,
-        (options, per_group): (&ImportOptions, bool),
+        (options, per_group): (&ImportOptions, PerGroup),
     ) -> Result<(), ImportError> {
         let (offset, block, prepared) = match next {
             Ok(next) => next,
@@ -471,6 +517,11 @@ impl FileImport<'_> {
     }
 }
 
+/// Whether an import checks state roots per group ([`StateRootCheck::per_group`]): `None`
+/// every block's, `Some(None)` each group's, `Some(Some(len))` each group's and each epoch's of
+/// `len` blocks.
+type PerGroup = Option<Option<u64>>;
+
 /// Blocks imported into one write transaction and not yet committed. The import keeps one
 /// open only while it holds at least one block.
 struct Group {
@@ -479,14 +530,22 @@ struct Group {
     blocks: Vec<(alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared)>,
     /// With [`StateRootCheck::Group`]: what the blocks since the last root changed.
     pending: Option<crate::trie::PendingRoot>,
+    /// The epoch length, when the root is also checked at each epoch's last block.
+    epoch_len: Option<u64>,
 }
 
 impl Group {
-    /// An empty group on a new write transaction, checking the state root once at its end
-    /// when `per_group`.
-    fn new(db: &Database, per_group: bool) -> Result<Self, ImportError> {
-        let pending = per_group.then(crate::trie::PendingRoot::default);
-        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), pending })
+    /// An empty group on a new write transaction, checking the state root as `per_group` says.
+    fn new(db: &Database, per_group: PerGroup) -> Result<Self, ImportError> {
+        let pending = per_group.map(|_| crate::trie::PendingRoot::default());
+        let epoch_len = per_group.flatten();
+        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), pending, epoch_len })
+    }
+
+    /// Whether the root is checked at `number` before the group ends: it ends an epoch.
+    fn settles_at(&self, number: u64) -> bool {
+        self.pending.is_some()
+            && self.epoch_len.is_some_and(|len| (number + 1).is_multiple_of(len.max(1)))
     }
 
     /// The last block the group holds.
@@ -511,6 +570,11 @@ impl Group {
         match self.store(db, spec, &block, &prepared, ahead) {
             Ok(()) => {
                 self.blocks.push((block, prepared));
+                if self.settles_at(number)
+                    && let Err(e) = self.settle()
+                {
+                    return self.redo_failed_root(db, spec, &e);
+                }
                 Ok(self)
             }
             Err(e) => {
@@ -560,18 +624,38 @@ impl Group {
         let root = crate::trie::settle_state_root(&self.writer, number, pending)?;
         block::check(number, prepared.hash(), "state root", last.header.state_root, root)?;
         if blocks > 1 {
-            self.writer.set_group_root_at(number)?;
+            self.writer.set_group_root_at(number + 1 - blocks, number)?;
         }
         let root_us = started.elapsed().as_micros() as u64;
         tracing::debug!(target: "import", number, blocks, root_us, "group state root checked");
         Ok(())
     }
 
+    /// After the group's state root check failed (`e`): imports its blocks again block by
+    /// block, which stores the blocks before the first bad one and returns its error.
+    fn redo_failed_root(
+        self,
+        db: &Database,
+        spec: &ChainSpec,
+        e: &ImportError,
+    ) -> Result<Self, ImportError> {
+        tracing::warn!(
+            target: "import",
+            first = self.blocks.first().map(|(b, _)| b.header.number),
+            last = self.head(),
+            "a commit group failed its state root check ({e}); importing it again block by block"
+        );
+        let again = self.again_block_by_block(db, spec)?;
+        // Every block passed its own root check: the group's error was not in the chain.
+        tracing::warn!(target: "import", "every block of the group passed on its own");
+        Ok(again)
+    }
+
     /// Drops the group's write transaction and executes its blocks again on a new one, each
     /// block checked against its own state root: the first bad block's error is returned.
     fn again_block_by_block(self, db: &Database, spec: &ChainSpec) -> Result<Self, ImportError> {
         drop(self.writer);
-        let mut again = Self::new(db, false)?;
+        let mut again = Self::new(db, None)?;
         for (b, p) in self.blocks {
             again = again.add(db, spec, b, p, None)?;
         }
@@ -583,16 +667,7 @@ impl Group {
     /// the first bad one and returns its error.
     fn commit(mut self, db: &Database, spec: &ChainSpec, durable: bool) -> Result<(), ImportError> {
         if let Err(e) = self.settle() {
-            tracing::warn!(
-                target: "import",
-                first = self.blocks.first().map(|(b, _)| b.header.number),
-                last = self.head(),
-                "a commit group failed its state root check ({e}); importing it again block by block"
-            );
-            let again = self.again_block_by_block(db, spec)?;
-            // Every block passed its own root check: the group's error was not in the chain.
-            tracing::warn!(target: "import", "every block of the group passed on its own");
-            return again.commit(db, spec, durable);
+            return self.redo_failed_root(db, spec, &e)?.commit(db, spec, durable);
         }
         let started = Instant::now();
         self.writer.commit(durable)?;

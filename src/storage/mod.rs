@@ -41,6 +41,7 @@ pub use history::epochs::{
     set_bits, stamp_replaced, stamp_restored,
 };
 pub use history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
+pub use history::staged::{NodeVersions, RootVersions, StagedRange, TrieStage};
 pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{BlockMarkers, Reader, StoredTransaction};
 pub use segments::ProofHistory;

@@ -132,6 +132,11 @@ impl Reader {
             .transpose()
     }
 
+    /// Where the trie-history stage stands (`None`: no import checked roots per group).
+    pub fn trie_stage(&self) -> StorageResult<Option<super::TrieStage>> {
+        super::TrieStage::read(&self.snap.meta)
+    }
+
     /// The header policy's name recorded at init (`None` for a datadir made before it was).
     pub fn header_policy(&self) -> StorageResult<Option<String>> {
         match self.snap.meta.get(meta::HEADER_POLICY)? {

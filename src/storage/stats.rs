@@ -47,6 +47,8 @@ pub struct DatabaseStats {
     pub segments: Vec<SegmentStats>,
     /// Epochs below this one are frozen.
     pub frozen_to: u32,
+    /// Where the trie-history stage stands (`None`: no import checked roots per group).
+    pub trie_stage: Option<super::TrieStage>,
 }
 
 /// The segment files of one kind.
@@ -86,7 +88,10 @@ impl Database {
             )*};
         }
         tables::for_each_table!(each);
-        let manifest = super::segments::Manifest::read(&txn.open_table(tables::META)?)?;
+        let meta = txn.open_table(tables::META)?;
+        let manifest = super::segments::Manifest::read(&meta)?;
+        let trie_stage = super::TrieStage::read(&meta)?;
+        drop(meta);
         drop(txn);
         let segments = super::segments::Kind::ALL
             .iter()
@@ -107,6 +112,7 @@ impl Database {
             file_bytes: self.file_size(),
             segments,
             frozen_to: manifest.frozen_to,
+            trie_stage,
         })
     }
 }

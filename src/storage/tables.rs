@@ -225,6 +225,16 @@ pub mod meta {
     /// every later block, not at the blocks before it in its group, so proofs and unwinding
     /// stop there. Absent: every block's root was checked and stored.
     pub const GROUP_ROOT_AT: &str = "group_root_at";
+    /// In a datadir that keeps trie history at every block (`--proof-history all`): the last
+    /// block up to which every block's trie history is per block (u64 BE). The blocks after it
+    /// up to [`GROUP_ROOT_AT`] were imported with one state root per epoch and wait for the
+    /// trie-history stage (`trie::stage`), which builds their per-block history and moves
+    /// this marker. Absent: [`GROUP_ROOT_AT`] (nothing waits).
+    pub const TRIE_HISTORY_TO: &str = "trie_history_to";
+    /// The block whose header state root the trie-history stage found to differ from the
+    /// root of its state (u64 BE ++ the header's root ++ the computed one): the stage stopped
+    /// there. Absent: no such block.
+    pub const TRIE_STAGE_FAILED: &str = "trie_stage_failed";
     /// The segment manifest (JSON, `storage::segments::Manifest`): the live segment files and
     /// the first epoch whose history rows are still in the B-tree. Absent: nothing frozen.
     pub const SEGMENTS: &str = "segments";

@@ -399,15 +399,6 @@ impl Writer {
         Ok(())
     }
 
-    /// Records that `block`'s state root was computed and checked once for the commit group it
-    /// ends ([`meta::GROUP_ROOT_AT`]): proofs and unwinding reach back to it and no further.
-    pub fn set_group_root_at(&self, block: u64) -> StorageResult<()> {
-        self.txn
-            .open_table(tables::META)?
-            .insert(meta::GROUP_ROOT_AT, block.to_be_bytes().as_slice())?;
-        Ok(())
-    }
-
     /// Records the header policy's name (once, at init).
     pub fn set_header_policy(&self, name: &str) -> StorageResult<()> {
         self.txn.open_table(tables::META)?.insert(meta::HEADER_POLICY, name.as_bytes())?;

@@ -1,5 +1,7 @@
 //! Trie-layer errors.
 
+use alloy_primitives::B256;
+
 use crate::storage::StorageError;
 
 /// Errors from computing, checking or proving the state trie.
@@ -58,6 +60,41 @@ pub enum TrieError {
         /// The oldest block with proofs.
         from: u64,
     },
+    /// The block was imported with one state root per epoch and the trie-history stage has
+    /// not built its per-block history yet.
+    #[error(
+        "proofs at block {block} are not ready: blocks {first}..={grouped_to} were imported with \
+         one state root per epoch, and the trie-history stage has built per-block history up to \
+         block {staged_to} (proofs at every block up to it, at each epoch's last block, and from \
+         block {grouped_to} on)",
+        first = staged_to + 1
+    )]
+    ProofsStaging {
+        /// The block asked for.
+        block: u64,
+        /// The stage's progress: every block up to it has proofs.
+        staged_to: u64,
+        /// The last block waiting for the stage.
+        grouped_to: u64,
+    },
+    /// The trie-history stage found a block whose header state root is not the root of the
+    /// state its execution left: the import checked that block's epoch by its last root only.
+    #[error(
+        "block {block}'s header state root {header} is not the root of its state {computed} \
+         (found by the trie-history stage, which checks every block of an epoch imported with one \
+         root check; the stage stops there)"
+    )]
+    StageRootMismatch {
+        /// The block.
+        block: u64,
+        /// The header's state root.
+        header: B256,
+        /// The root of the block's state.
+        computed: B256,
+    },
+    /// The trie-history stage was asked for something it cannot build.
+    #[error("trie-history stage: {0}")]
+    Stage(String),
     /// The datadir starts at an anchor block and holds only the state of a witness there and
     /// after (`import::anchor`), without the full trie that proofs and state roots need.
     #[error(

@@ -29,7 +29,7 @@ fn present(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Adds one to a big-endian key; `None` past the largest key.
-fn successor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
+pub(crate) fn successor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
     let mut out = *key;
     for b in out.iter_mut().rev() {
         if *b == 0xff {
@@ -228,7 +228,7 @@ where
 }
 
 /// The largest 33-byte path key under `prefix`: the prefix followed by `f` nibbles, length 64.
-fn last_path_key(prefix: &Nibbles) -> [u8; 33] {
+pub(crate) fn last_path_key(prefix: &Nibbles) -> [u8; 33] {
     let mut full = *prefix;
     while full.len() < 64 {
         full.push(0xf);

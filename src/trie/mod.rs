@@ -12,6 +12,7 @@ mod history;
 mod overlay;
 mod proof;
 mod root;
+pub mod stage;
 #[cfg(test)]
 mod tests;
 mod verify;

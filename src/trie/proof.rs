@@ -54,9 +54,7 @@ pub fn prove_account(
     if let Some(from) = reader.proofs_from().filter(|from| block < *from) {
         return Err(TrieError::ProofsNotKept { block, from });
     }
-    if let Some(from) = reader.group_root_at()?.filter(|from| block < *from) {
-        return Err(TrieError::ProofsGrouped { block, from });
-    }
+    super::stage::check_exact(reader, block)?;
     let t = reader.trie_tables();
     let at = history::at(t, block);
     let hashed_address = keccak256(address);

@@ -107,9 +107,7 @@ fn checked_root(reader: &Reader, block: u64) -> Result<B256, TrieError> {
     if let Some(from) = reader.proofs_from().filter(|from| block < *from) {
         return Err(TrieError::ProofsNotKept { block, from });
     }
-    if let Some(from) = reader.group_root_at()?.filter(|from| block < *from) {
-        return Err(TrieError::ProofsGrouped { block, from });
-    }
+    super::stage::check_exact(reader, block)?;
     Ok(header.state_root)
 }
 

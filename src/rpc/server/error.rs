@@ -186,6 +186,7 @@ impl From<crate::trie::TrieError> for RpcError {
             crate::trie::TrieError::UnknownBlock(_) => Self::HeaderNotFound,
             e @ (crate::trie::TrieError::ProofsNotKept { .. }
             | crate::trie::TrieError::ProofsGrouped { .. }
+            | crate::trie::TrieError::ProofsStaging { .. }
             | crate::trie::TrieError::Anchored { .. }) => Self::ProofsNotKept(e.to_string()),
             other => Self::Internal(other.to_string()),
         }

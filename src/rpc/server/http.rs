@@ -196,13 +196,33 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 
 /// `GET /health`: 200 `OK`, or 503 with the reason (see [`SyncStatus::health`]).
 fn health(db: &Database, sync: &SyncStatus) -> Response<Body> {
-    let verdict = match db.begin_read().and_then(|r| r.head()) {
-        Ok(head) => sync.health(head.unwrap_or(0)),
-        Err(e) => Err(format!("database: {e}")),
+    let read = db.begin_read().and_then(|r| Ok((r.head()?, r.trie_stage()?)));
+    let (verdict, stage) = match read {
+        Ok((head, stage)) => (sync.health(head.unwrap_or(0)), stage),
+        Err(e) => (Err(format!("database: {e}")), None),
+    };
+    // The trie-history stage: a block it found bad makes the node unhealthy; its progress
+    // otherwise is a second line.
+    let (verdict, note) = match stage {
+        Some(s) if s.failed.is_some() => {
+            let (block, header, computed) = s.failed.unwrap_or_default();
+            let why = format!(
+                "trie-history stage stopped: block {block}'s header state root {header} is not the root of its state {computed}"
+            );
+            (verdict.and(Err(why)), String::new())
+        }
+        Some(s) if s.pending() => (
+            verdict,
+            format!(
+                "trie history: per block up to #{}, blocks to #{} wait for the trie-history stage\n",
+                s.staged_to, s.grouped_to
+            ),
+        ),
+        _ => (verdict, String::new()),
     };
     match verdict {
-        Ok(()) => text(StatusCode::OK, "OK\n"),
-        Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+        Ok(()) => text(StatusCode::OK, format!("OK\n{note}")),
+        Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n{note}")),
     }
 }
 

@@ -528,6 +528,16 @@ fn set_bit<const K: usize, const I: usize>(
     Ok(())
 }
 
+/// Clears the bit of `epoch` in `key`'s index row (the trie-history stage, when a node is left
+/// with no row in an epoch).
+pub fn clear_bit<const K: usize, const I: usize>(
+    index: &mut StampIndex<'_, I>,
+    key: &[u8; K],
+    epoch: u32,
+) -> StorageResult<()> {
+    set_bit(index, key, epoch, false)
+}
+
 /// A write of block `block` replaced (or removed) `key`'s current row, stamped `old`: the epoch
 /// of `old` is no longer named by a current row, so the index takes it (unless it is the
 /// block's own epoch, or `old` is the genesis allocation, which has no rows).

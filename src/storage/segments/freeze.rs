@@ -339,91 +339,100 @@ pub(crate) fn freeze_due(
         .unwrap_or(u32::MAX)
         .min(epochs.of(head));
     let mut manifest = Manifest::read(&meta_table)?;
-    if due <= manifest.frozen_to {
+    // History waits for the trie-history stage: the epochs of blocks it has not reached keep
+    // their rows in the B-tree, where it reads them and writes per-block ones in their place
+    // (`storage::history::staged`). Block data does not wait.
+    let block_due = due;
+    let due = match crate::storage::TrieStage::read(&meta_table)? {
+        Some(stage) if stage.pending() => due.min(epochs.of(stage.staged_to + 1)),
+        _ => due,
+    };
+    if due <= manifest.frozen_to && block_due <= manifest.blocks_frozen_to {
         return Ok(());
     }
-    let (first, last) = (manifest.frozen_to, due - 1);
     let started = std::time::Instant::now();
     let mut rows = 0;
-    let drop_trie = super::ProofHistory::read(&meta_table)? == super::ProofHistory::Window;
-    if drop_trie {
-        rows += drop_trie_rows::<33, 45, 37>(
-            txn,
-            tables::ACCOUNT_TRIE_HISTORY,
-            tables::ACCOUNT_TRIE_EPOCHS,
-            first,
-            last,
-        )?;
-        rows += drop_trie_rows::<65, 77, 69>(
-            txn,
-            tables::STORAGE_TRIE_HISTORY,
-            tables::STORAGE_TRIE_EPOCHS,
-            first,
-            last,
-        )?;
-    }
-    for kind in Kind::ALL.into_iter().filter(|k| !k.is_block_data()) {
-        if drop_trie && matches!(kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory) {
-            continue;
+    let (first, last) = (manifest.frozen_to, due.max(manifest.frozen_to + 1) - 1);
+    if due > manifest.frozen_to {
+        let drop_trie = super::ProofHistory::read(&meta_table)? == super::ProofHistory::Window;
+        if drop_trie {
+            rows += drop_trie_rows::<33, 45, 37>(
+                txn,
+                tables::ACCOUNT_TRIE_HISTORY,
+                tables::ACCOUNT_TRIE_EPOCHS,
+                first,
+                last,
+            )?;
+            rows += drop_trie_rows::<65, 77, 69>(
+                txn,
+                tables::STORAGE_TRIE_HISTORY,
+                tables::STORAGE_TRIE_EPOCHS,
+                first,
+                last,
+            )?;
         }
-        // History is frozen an epoch to a file: each file's rows are then in entity-first
-        // order as the table holds them, and merges sort them by key (trie history: and chain
-        // each node's rows, `merge`).
-        let spans: Vec<(u32, u32)> = if kind.is_entity_first() {
-            (first..=last).map(|e| (e, e)).collect()
-        } else {
-            vec![(first, last)]
-        };
-        for (first, last) in spans {
-            let entry = match kind {
-                Kind::AccountHistory => freeze_rows(
-                    txn,
-                    tables::HASHED_ACCOUNT_HISTORY,
-                    store,
-                    &manifest,
-                    pending,
-                    kind,
-                    EpochRange(first, last),
-                )?,
-                Kind::StorageHistory => freeze_rows(
-                    txn,
-                    tables::HASHED_STORAGE_HISTORY,
-                    store,
-                    &manifest,
-                    pending,
-                    kind,
-                    EpochRange(first, last),
-                )?,
-                Kind::AccountTrieHistory => freeze_rows(
-                    txn,
-                    tables::ACCOUNT_TRIE_HISTORY,
-                    store,
-                    &manifest,
-                    pending,
-                    kind,
-                    EpochRange(first, last),
-                )?,
-                Kind::StorageTrieHistory => freeze_rows(
-                    txn,
-                    tables::STORAGE_TRIE_HISTORY,
-                    store,
-                    &manifest,
-                    pending,
-                    kind,
-                    EpochRange(first, last),
-                )?,
-                _ => None,
+        for kind in Kind::ALL.into_iter().filter(|k| !k.is_block_data()) {
+            if drop_trie && matches!(kind, Kind::AccountTrieHistory | Kind::StorageTrieHistory) {
+                continue;
+            }
+            // History is frozen an epoch to a file: each file's rows are then in entity-first
+            // order as the table holds them, and merges sort them by key (trie history: and chain
+            // each node's rows, `merge`).
+            let spans: Vec<(u32, u32)> = if kind.is_entity_first() {
+                (first..=last).map(|e| (e, e)).collect()
+            } else {
+                vec![(first, last)]
             };
-            if let Some(e) = entry {
-                rows += e.rows;
-                manifest.files.push(e);
+            for (first, last) in spans {
+                let entry = match kind {
+                    Kind::AccountHistory => freeze_rows(
+                        txn,
+                        tables::HASHED_ACCOUNT_HISTORY,
+                        store,
+                        &manifest,
+                        pending,
+                        kind,
+                        EpochRange(first, last),
+                    )?,
+                    Kind::StorageHistory => freeze_rows(
+                        txn,
+                        tables::HASHED_STORAGE_HISTORY,
+                        store,
+                        &manifest,
+                        pending,
+                        kind,
+                        EpochRange(first, last),
+                    )?,
+                    Kind::AccountTrieHistory => freeze_rows(
+                        txn,
+                        tables::ACCOUNT_TRIE_HISTORY,
+                        store,
+                        &manifest,
+                        pending,
+                        kind,
+                        EpochRange(first, last),
+                    )?,
+                    Kind::StorageTrieHistory => freeze_rows(
+                        txn,
+                        tables::STORAGE_TRIE_HISTORY,
+                        store,
+                        &manifest,
+                        pending,
+                        kind,
+                        EpochRange(first, last),
+                    )?,
+                    _ => None,
+                };
+                if let Some(e) = entry {
+                    rows += e.rows;
+                    manifest.files.push(e);
+                }
             }
         }
+        manifest.frozen_to = due;
     }
-    manifest.frozen_to = due;
     // Block data of the same epochs (a write transaction reads it through the segments too:
     // `BLOCKHASH`, the ommer rules' ancestors).
-    let block_due = due;
     if block_due > manifest.blocks_frozen_to {
         let (first, last) = (manifest.blocks_frozen_to, block_due - 1);
         let blocks = (u64::from(first) * epochs.len, (u64::from(last) + 1) * epochs.len - 1);

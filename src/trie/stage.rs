@@ -1,0 +1,680 @@
+//! The trie-history stage: per-block trie history for the blocks a bulk import checked one state
+//! root per epoch for, built after the fact from the state history, one range of an epoch at a
+//! time, each block's root checked against its header.
+//!
+//! A grouped import (`import`, `--proof-history all`) leaves the trie exact at each epoch's end
+//! and its history rows written there; the state history is exact at every block, except the
+//! storage roots the account rows carry, which change at the epoch's end only. For a range
+//! `from..=to` of one epoch the stage reads, from one snapshot:
+//! - the state history rows of the range: every key each block changed, with its value before;
+//!   the value after a block is the key's next row's, or its value after `to`;
+//! - the trie as it was before the range (exact: the range starts after an epoch's end or after
+//!   a per-block block), through the history sources of `history`;
+//! - the leaves after `to`, through the same sources, with the values each block had laid over
+//!   them (`overlay::Merged`): the keys changed after the block take their value before their
+//!   next change.
+//!
+//! Then block by block it walks each changed storage trie and the account trie (`walk`) over
+//! the nodes it computed for the range's earlier blocks laid over the trie before the range,
+//! checks the root against the block's header, and keeps every node version and storage root.
+//! `storage::Writer::adopt_staged` writes them in place of the grouped rows. Cost grows with
+//! what the range's blocks changed, not with the state or the chain.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use alloy_primitives::B256;
+use alloy_trie::{BranchNodeCompact, EMPTY_ROOT_HASH, Nibbles};
+
+use super::TrieError;
+use super::codec::{concat, encode_node, pack_path};
+use super::db::{decode_account, storage_leaf};
+use super::history::{self, AccountLeavesAt, StorageLeavesAt, Versioned, last_path_key, successor};
+use super::overlay::{Merged, Overlay};
+use super::walk::{NodeSource, PrefixSet, WalkOutput, walk};
+use crate::storage::{
+    Database, NodeVersions, Reader, RootVersions, StagedRange, row_block, row_entity, row_key,
+};
+
+/// What one block changed, from the state history.
+#[derive(Debug, Default)]
+struct BlockChanges {
+    /// Accounts whose row the block wrote.
+    accounts: Vec<B256>,
+    /// Slots the block wrote, by account.
+    slots: BTreeMap<B256, Vec<B256>>,
+}
+
+/// A node's key and bytes.
+type Entry<const N: usize> = ([u8; N], Vec<u8>);
+
+/// The versions of one key over the range: its value before each block that changed it, in
+/// block order.
+type Rows = Vec<(u64, Vec<u8>)>;
+
+/// A node table's nodes as the range's blocks so far left them, over the trie before the range.
+struct Nodes<'t, const N: usize, const H: usize, const I: usize> {
+    /// The trie before the range.
+    base: Versioned<'t, N, H, I, &'static [u8], &'static [u8]>,
+    /// Every node the range changed so far, as it now is (`None`: removed).
+    now: BTreeMap<[u8; N], Option<Vec<u8>>>,
+    /// Every version of those nodes.
+    versions: BTreeMap<[u8; N], NodeVersions>,
+    /// The table's name, for errors.
+    name: &'static str,
+}
+
+impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
+    /// The node at `key` now (`None`: absent).
+    fn get(&self, key: &[u8; N]) -> Result<Option<Vec<u8>>, TrieError> {
+        match self.now.get(key) {
+            Some(node) => Ok(node.clone()),
+            None => self.base.get(key),
+        }
+    }
+
+    /// The first node now in `from..=last`.
+    fn next(&self, from: &[u8; N], last: &[u8; N]) -> Result<Option<Entry<N>>, TrieError> {
+        let changed =
+            self.now.range(*from..=*last).find_map(|(k, v)| v.as_ref().map(|v| (*k, v.clone())));
+        let bound = changed.as_ref().map_or(*last, |(k, _)| *k);
+        let mut cursor = *from;
+        while cursor <= bound {
+            let Some((key, value)) = self.base.next(&cursor, &bound)? else { break };
+            if !self.now.contains_key(&key) {
+                return Ok(Some((key, value)));
+            }
+            match successor(&key) {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Records that `block` set the node at `key` to `node` (`None`: removed), if it differs.
+    fn set(&mut self, block: u64, key: [u8; N], node: Option<Vec<u8>>) -> Result<(), TrieError> {
+        let before = self.get(&key)?;
+        if before == node {
+            return Ok(());
+        }
+        self.versions
+            .entry(key)
+            .or_insert_with(|| NodeVersions { before: before.unwrap_or_default(), changes: vec![] })
+            .changes
+            .push((block, node.clone()));
+        self.now.insert(key, node);
+        Ok(())
+    }
+
+    /// Applies a walk's removals and updates for `block`, keyed by `key`.
+    fn apply(
+        &mut self,
+        block: u64,
+        out: &WalkOutput,
+        key: impl Fn(&Nibbles) -> [u8; N],
+    ) -> Result<(), TrieError> {
+        for path in &out.removed {
+            self.set(block, key(path), None)?;
+        }
+        for (path, node) in &out.updates {
+            self.set(block, key(path), Some(encode_node(node)))?;
+        }
+        Ok(())
+    }
+
+    fn decode(&self, key: &[u8], value: &[u8]) -> Result<(Nibbles, BranchNodeCompact), TrieError> {
+        super::db::decode_row(self.name, key, value)
+    }
+}
+
+/// The account trie's nodes, as a walk reads them.
+struct AccountNodes<'a, 't>(&'a Nodes<'t, 33, 45, 37>);
+
+impl NodeSource for AccountNodes<'_, '_> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        within: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+        match self.0.next(&pack_path(from), &last_path_key(within))? {
+            Some((k, v)) => self.0.decode(&k, &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key = pack_path(path);
+        match self.0.get(&key)? {
+            Some(v) => Ok(Some(self.0.decode(&key, &v)?.1)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// One account's storage-trie nodes, as a walk reads them.
+struct StorageNodes<'a, 't> {
+    nodes: &'a Nodes<'t, 65, 77, 69>,
+    account: B256,
+}
+
+impl NodeSource for StorageNodes<'_, '_> {
+    fn seek(
+        &mut self,
+        from: &Nibbles,
+        within: &Nibbles,
+    ) -> Result<Option<(Nibbles, BranchNodeCompact)>, TrieError> {
+        let lo: [u8; 65] = concat(&self.account, &pack_path(from));
+        let hi: [u8; 65] = concat(&self.account, &last_path_key(within));
+        match self.nodes.next(&lo, &hi)? {
+            Some((k, v)) => self.nodes.decode(&k, &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn get(&mut self, path: &Nibbles) -> Result<Option<BranchNodeCompact>, TrieError> {
+        let key: [u8; 65] = concat(&self.account, &pack_path(path));
+        match self.nodes.get(&key)? {
+            Some(v) => Ok(Some(self.nodes.decode(&key, &v)?.1)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// For each key, its rows in the range: the value before each block that changed it.
+fn scan_rows<const K: usize, const H: usize, const I: usize>(
+    history: &crate::storage::SnapshotHistory<'_, H, I, &'static [u8]>,
+    epoch: u32,
+    from: u64,
+    to: u64,
+) -> Result<BTreeMap<[u8; K], Rows>, TrieError> {
+    let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
+    let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
+    let mut out: BTreeMap<[u8; K], Rows> = BTreeMap::new();
+    history.scan::<H, &'static [u8]>(&lo, &hi, |k, v| {
+        let block = row_block(k);
+        if (from..=to).contains(&block) {
+            out.entry(row_entity::<K, H>(k)).or_default().push((block, v.to_vec()));
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The value of a key after the block at `rows[i]`: the next row's, or the one after the range.
+fn after<'r>(rows: &'r Rows, i: usize, last: &'r Option<Vec<u8>>) -> Option<&'r [u8]> {
+    match rows.get(i + 1) {
+        Some((_, v)) => (!v.is_empty()).then_some(v.as_slice()),
+        None => last.as_deref(),
+    }
+}
+
+/// The RLP leaf of a hashed-account row with `storage_root` in place of the row's own.
+fn account_leaf(
+    row: &[u8],
+    hashed: &B256,
+    storage_root: Option<B256>,
+) -> Result<Vec<u8>, TrieError> {
+    let mut account = decode_account(row, hashed)?;
+    if let Some(root) = storage_root {
+        account.storage_root = root;
+    }
+    let mut buf = Vec::with_capacity(110);
+    alloy_rlp::Encodable::encode(&account.trie_account(), &mut buf);
+    Ok(buf)
+}
+
+/// Builds the per-block trie history of blocks `from..=to` (one epoch's, all waiting for the
+/// stage) from `reader`'s snapshot, checking each block's state root against its header.
+pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, TrieError> {
+    let t = reader.trie_tables();
+    let epoch = t.epochs.of(from);
+    if t.epochs.of(to) != epoch || to < from || from == 0 {
+        return Err(TrieError::Stage(format!("blocks {from}..={to} are not one epoch's")));
+    }
+    let account_rows = scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?;
+    let slot_rows = scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?;
+    let before = history::at(t, from - 1);
+    let last = history::at(t, to);
+
+    // What each block changed.
+    let mut blocks: BTreeMap<u64, BlockChanges> = BTreeMap::new();
+    for (key, rows) in &account_rows {
+        for (b, _) in rows {
+            blocks.entry(*b).or_default().accounts.push(B256::from(*key));
+        }
+    }
+    for (key, rows) in &slot_rows {
+        let (account, slot) = (B256::from_slice(&key[..32]), B256::from_slice(&key[32..]));
+        for (b, _) in rows {
+            blocks.entry(*b).or_default().slots.entry(account).or_default().push(slot);
+        }
+    }
+
+    // Each changed key's value after the range, and its value before the range's blocks.
+    let mut account_last: HashMap<B256, Option<Vec<u8>>> = HashMap::new();
+    for key in account_rows.keys() {
+        account_last.insert(B256::from(*key), last.accounts.get(key)?);
+    }
+    let mut slot_last: HashMap<[u8; 64], Option<Vec<u8>>> = HashMap::new();
+    for key in slot_rows.keys() {
+        slot_last.insert(*key, last.slots.get(key)?);
+    }
+    // The account rows each block sees, for the accounts that change after it: their value
+    // before their next change (the others read as after the range).
+    let mut rows_now: HashMap<B256, Option<Vec<u8>>> = account_rows
+        .iter()
+        .map(|(k, rows)| {
+            (B256::from(*k), rows.first().and_then(|(_, v)| (!v.is_empty()).then(|| v.clone())))
+        })
+        .collect();
+    let mut account_next: HashMap<B256, usize> = HashMap::new();
+    // Slot leaves each block sees, by account: the same for slots.
+    let mut slots_now: BTreeMap<B256, Overlay> = BTreeMap::new();
+    let mut buf = Vec::with_capacity(40);
+    for (key, rows) in &slot_rows {
+        let (account, slot) = (B256::from_slice(&key[..32]), B256::from_slice(&key[32..]));
+        let value = match rows.first() {
+            Some((_, v)) if !v.is_empty() => {
+                storage_leaf(v, &mut buf)?;
+                Some(buf.clone())
+            }
+            _ => None,
+        };
+        slots_now.entry(account).or_default().insert(slot, value);
+    }
+    let mut slot_next: HashMap<[u8; 64], usize> = HashMap::new();
+
+    // Storage roots of the accounts whose storage the range changes, from before the range:
+    // their rows in the range (and after it, for an account whose root ends where it began)
+    // carry the root from before the range until the epoch's end rewrites it.
+    let row_of = |account: &B256,
+                  rows_now: &HashMap<B256, Option<Vec<u8>>>|
+     -> Result<Option<Vec<u8>>, TrieError> {
+        match rows_now.get(account) {
+            Some(row) => Ok(row.clone()),
+            None => last.accounts.get(&account.0),
+        }
+    };
+    let mut roots: BTreeMap<B256, RootVersions> = BTreeMap::new();
+    let mut root_now: HashMap<B256, B256> = HashMap::new();
+    for account in slots_now.keys() {
+        let root = match row_of(account, &rows_now)? {
+            Some(row) => decode_account(&row, account)?.storage_root,
+            None => EMPTY_ROOT_HASH,
+        };
+        root_now.insert(*account, root);
+    }
+    let root_before = root_now.clone();
+    let set_root = |roots: &mut BTreeMap<B256, RootVersions>,
+                    root_now: &mut HashMap<B256, B256>,
+                    account: B256,
+                    block: u64,
+                    root: B256| {
+        if root_now.insert(account, root) != Some(root) {
+            let before = root_before.get(&account).copied().unwrap_or(EMPTY_ROOT_HASH);
+            roots
+                .entry(account)
+                .or_insert_with(|| RootVersions { before, changes: Vec::new() })
+                .changes
+                .push((block, root));
+        }
+    };
+
+    let mut account_nodes: Nodes<'_, 33, 45, 37> = Nodes {
+        base: before.account_nodes,
+        now: BTreeMap::new(),
+        versions: BTreeMap::new(),
+        name: "account_trie",
+    };
+    let mut storage_nodes: Nodes<'_, 65, 77, 69> = Nodes {
+        base: before.storage_nodes,
+        now: BTreeMap::new(),
+        versions: BTreeMap::new(),
+        name: "storage_trie",
+    };
+    // Account leaves each block sees for the accounts the range changes: their row then, with
+    // the storage root the stage computed.
+    let mut leaves_now: Overlay = Overlay::new();
+    let leaf_of = |account: &B256,
+                   rows_now: &HashMap<B256, Option<Vec<u8>>>,
+                   root_now: &HashMap<B256, B256>|
+     -> Result<Option<Vec<u8>>, TrieError> {
+        match row_of(account, rows_now)? {
+            Some(row) => account_leaf(&row, account, root_now.get(account).copied()).map(Some),
+            None => Ok(None),
+        }
+    };
+    for account in rows_now.keys().chain(root_now.keys()).collect::<BTreeSet<_>>() {
+        leaves_now.insert(*account, leaf_of(account, &rows_now, &root_now)?);
+    }
+
+    for block in from..=to {
+        let Some(changes) = blocks.get(&block) else {
+            // Nothing changed: the root must still be the header's.
+            check_root(reader, block, account_root(&account_nodes, &last, &leaves_now, &[])?)?;
+            continue;
+        };
+        // This block's values become what the block sees from here on.
+        for account in &changes.accounts {
+            let rows = &account_rows[&account.0];
+            let i = account_next.entry(*account).or_insert(0);
+            let value = after(rows, *i, &account_last[account]).map(<[u8]>::to_vec);
+            *i += 1;
+            match rows.get(*i) {
+                Some(_) => rows_now.insert(*account, value),
+                None => rows_now.remove(account),
+            };
+        }
+        for (account, slots) in &changes.slots {
+            let over = slots_now.entry(*account).or_default();
+            for slot in slots {
+                let key: [u8; 64] = concat(account, slot.as_slice());
+                let rows = &slot_rows[&key];
+                let i = slot_next.entry(key).or_insert(0);
+                let value = after(rows, *i, &slot_last[&key]);
+                *i += 1;
+                if rows.get(*i).is_some() {
+                    let leaf = match value {
+                        Some(v) => {
+                            storage_leaf(v, &mut buf)?;
+                            Some(buf.clone())
+                        }
+                        None => None,
+                    };
+                    over.insert(*slot, leaf);
+                } else {
+                    over.remove(slot);
+                }
+            }
+        }
+        // Storage tries first: the account leaves carry their roots.
+        for (account, slots) in &changes.slots {
+            let exists = row_of(account, &rows_now)?.is_some();
+            let key = |path: &Nibbles| -> [u8; 65] { concat(account, &pack_path(path)) };
+            if !exists {
+                // Deleted: its storage trie is gone with it.
+                let lo: [u8; 65] = concat(account, &[0u8; 33]);
+                let hi: [u8; 65] = concat(account, &[0xff; 33]);
+                let mut cursor = lo;
+                let mut gone = Vec::new();
+                while let Some((k, _)) = storage_nodes.next(&cursor, &hi)? {
+                    gone.push(k);
+                    match successor(&k) {
+                        Some(next) => cursor = next,
+                        None => break,
+                    }
+                }
+                for k in gone {
+                    storage_nodes.set(block, k, None)?;
+                }
+                set_root(&mut roots, &mut root_now, *account, block, EMPTY_ROOT_HASH);
+                continue;
+            }
+            let empty = Overlay::new();
+            let over = slots_now.get(account).unwrap_or(&empty);
+            let mut leaves = Merged {
+                base: Some(StorageLeavesAt { slots: last.slots, account: *account }),
+                over,
+            };
+            let out = {
+                let mut nodes = StorageNodes { nodes: &storage_nodes, account: *account };
+                walk(&mut nodes, &mut leaves, &PrefixSet::new(slots.clone()), None)?
+            };
+            storage_nodes.apply(block, &out, key)?;
+            set_root(&mut roots, &mut root_now, *account, block, out.root);
+        }
+        let mut touched: Vec<B256> = changes.accounts.clone();
+        touched.extend(changes.slots.keys().copied());
+        for account in &touched {
+            leaves_now.insert(*account, leaf_of(account, &rows_now, &root_now)?);
+        }
+        let out = {
+            let mut nodes = AccountNodes(&account_nodes);
+            let mut leaves =
+                Merged { base: Some(AccountLeavesAt(last.accounts)), over: &leaves_now };
+            walk(&mut nodes, &mut leaves, &PrefixSet::new(touched), None)?
+        };
+        check_root(reader, block, out.root)?;
+        account_nodes.apply(block, &out, pack_path)?;
+    }
+    // A range that stops short of its epoch's end: the nodes it left unchanged that have rows
+    // after it in the epoch, with their value (see `StagedRange::unchanged_account_nodes`).
+    let (mut unchanged_account_nodes, mut unchanged_storage_nodes) =
+        (BTreeMap::new(), BTreeMap::new());
+    if t.epochs.of(to + 1) == epoch {
+        let history = t.history(
+            &t.account_trie_history,
+            &t.account_trie_epochs,
+            crate::storage::segments::Kind::AccountTrieHistory,
+        );
+        for key in nodes_after::<33, 45, 37>(&history, epoch, to)? {
+            if !account_nodes.versions.contains_key(&key) {
+                unchanged_account_nodes.insert(key, account_nodes.get(&key)?.unwrap_or_default());
+            }
+        }
+        let history = t.history(
+            &t.storage_trie_history,
+            &t.storage_trie_epochs,
+            crate::storage::segments::Kind::StorageTrieHistory,
+        );
+        for key in nodes_after::<65, 77, 69>(&history, epoch, to)? {
+            if !storage_nodes.versions.contains_key(&key) {
+                unchanged_storage_nodes.insert(key, storage_nodes.get(&key)?.unwrap_or_default());
+            }
+        }
+    }
+    Ok(StagedRange {
+        from,
+        to,
+        account_nodes: account_nodes.versions,
+        storage_nodes: storage_nodes.versions,
+        storage_roots: roots,
+        unchanged_account_nodes,
+        unchanged_storage_nodes,
+    })
+}
+
+/// The nodes with history rows after block `to` in `epoch`.
+fn nodes_after<const K: usize, const H: usize, const I: usize>(
+    history: &crate::storage::SnapshotHistory<'_, H, I, &'static [u8]>,
+    epoch: u32,
+    to: u64,
+) -> Result<BTreeSet<[u8; K]>, TrieError> {
+    let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
+    let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
+    let mut out = BTreeSet::new();
+    history.scan::<H, &'static [u8]>(&lo, &hi, |k, _| {
+        if row_block(k) > to {
+            out.insert(row_entity::<K, H>(k));
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The account trie's root as the block before left it (a block that changed nothing).
+fn account_root(
+    nodes: &Nodes<'_, 33, 45, 37>,
+    last: &history::Sources<'_>,
+    leaves_now: &Overlay,
+    touched: &[B256],
+) -> Result<B256, TrieError> {
+    let mut n = AccountNodes(nodes);
+    let mut leaves = Merged { base: Some(AccountLeavesAt(last.accounts)), over: leaves_now };
+    Ok(walk(&mut n, &mut leaves, &PrefixSet::new(touched.to_vec()), None)?.root)
+}
+
+/// Checks a computed root against block `block`'s header.
+fn check_root(reader: &Reader, block: u64, computed: B256) -> Result<(), TrieError> {
+    let header = reader.header(block)?.ok_or(TrieError::UnknownBlock(block))?;
+    if header.state_root != computed {
+        return Err(TrieError::StageRootMismatch { block, header: header.state_root, computed });
+    }
+    Ok(())
+}
+
+/// Milliseconds to pause after building each range and again before its commit: a
+/// fault-injection hook for the crash tests, which kill the process there. Unset: no pause.
+pub const TEST_PAUSE_ENV: &str = "LOUPE_STAGE_TEST_PAUSE_MS";
+
+fn test_pause() {
+    static PAUSE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let ms = *PAUSE.get_or_init(|| {
+        std::env::var(TEST_PAUSE_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    });
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// What [`run`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageSummary {
+    /// Ranges built and written.
+    pub ranges: u64,
+    /// Blocks they covered.
+    pub blocks: u64,
+    /// Where the stage stands after the run (`None`: no import checked roots per group).
+    pub staged_to: Option<u64>,
+}
+
+/// Runs the stage until no block waits for it or `stop` is set: one range at a time, each
+/// written in a durable commit of its own, so a kill loses at most the range being built. A
+/// block whose header root differs from its state's is recorded
+/// ([`crate::storage::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
+/// a block refuses to run the stage again.
+pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageSummary, TrieError> {
+    let mut summary = StageSummary::default();
+    if let Some(stage) =
+        db.begin_read()?.trie_stage()?.filter(|s| s.pending() && s.failed.is_none())
+    {
+        tracing::info!(
+            target: "trie",
+            from = stage.staged_to + 1,
+            to = stage.grouped_to,
+            "trie-history stage: building per-block trie history, checking every block's state root"
+        );
+    }
+    loop {
+        let reader = db.begin_read()?;
+        let Some(stage) = reader.trie_stage()? else { return Ok(summary) };
+        summary.staged_to = Some(stage.staged_to);
+        if let Some((block, header, computed)) = stage.failed {
+            return Err(TrieError::StageRootMismatch { block, header, computed });
+        }
+        if !stage.pending() || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(summary);
+        }
+        let epochs = reader.trie_tables().epochs;
+        let from = stage.staged_to + 1;
+        let epoch_end = (u64::from(epochs.of(from)) + 1) * epochs.len - 1;
+        let to = epoch_end.min(stage.grouped_to);
+        let started = std::time::Instant::now();
+        let range = match stage_range(&reader, from, to) {
+            Ok(range) => range,
+            Err(TrieError::StageRootMismatch { block, header, computed }) => {
+                drop(reader);
+                let writer = db.begin_write()?;
+                writer.set_trie_stage_failed(block, header, computed)?;
+                writer.commit(true)?;
+                return Err(TrieError::StageRootMismatch { block, header, computed });
+            }
+            Err(e) => return Err(e),
+        };
+        drop(reader);
+        let built_us = started.elapsed().as_micros() as u64;
+        test_pause();
+        let writer = db.begin_write()?;
+        if writer.adopt_staged(&range)? {
+            test_pause();
+            writer.commit(true)?;
+            summary.ranges += 1;
+            summary.blocks += to - from + 1;
+            summary.staged_to = Some(to);
+            metrics::gauge!("loupe_trie_history_staged_to").set(to as f64);
+        }
+        tracing::debug!(
+            target: "trie",
+            from,
+            to,
+            account_nodes = range.account_nodes.len(),
+            storage_nodes = range.storage_nodes.len(),
+            built_us,
+            written_us = started.elapsed().as_micros() as u64 - built_us,
+            "trie history staged"
+        );
+    }
+}
+
+/// Whether a datadir's trie history is exact at `block`, for proofs: an error naming the
+/// stage's progress when the block waits for it ([`TrieError::ProofsStaging`]), or, in a datadir
+/// that keeps trie history for the unwind window only, when the block is in a commit group
+/// older than the last one ([`TrieError::ProofsGrouped`]).
+pub(crate) fn check_exact(reader: &Reader, block: u64) -> Result<(), TrieError> {
+    use crate::storage::ProofHistory;
+    match reader.proof_history()? {
+        ProofHistory::Window => {
+            if let Some(from) = reader.group_root_at()?.filter(|from| block < *from) {
+                return Err(TrieError::ProofsGrouped { block, from });
+            }
+        }
+        ProofHistory::All => {
+            if let Some(stage) = reader.trie_stage()?
+                && !stage.exact_at(block, reader.trie_tables().epochs)
+            {
+                return Err(TrieError::ProofsStaging {
+                    block,
+                    staged_to: stage.staged_to,
+                    grouped_to: stage.grouped_to,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The stage running on a thread of its own beside a serving node (`loupe node`, `loupe follow`),
+/// five nice steps below the other threads: [`StageHandle::stop`] ends it between ranges.
+#[derive(Debug)]
+pub struct StageHandle {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StageHandle {
+    /// Asks the thread to stop after the range it is building and waits for it.
+    pub fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the stage on a thread of its own if blocks of `db` wait for it; `None` otherwise. Its
+/// progress is logged, in `loupe_trie_history_staged_to`, in `loupe db stats` and on
+/// `/health`; a block whose root differs is logged as an error and recorded.
+pub fn spawn(db: std::sync::Arc<Database>) -> Result<Option<StageHandle>, TrieError> {
+    let pending = db.begin_read()?.trie_stage()?.filter(|s| s.pending() && s.failed.is_none());
+    if pending.is_none() {
+        return Ok(None);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("loupe-trie-stage".into())
+        .spawn(move || {
+            crate::storage::lower_thread_priority(5);
+            let started = std::time::Instant::now();
+            match run(&db, &flag) {
+                Ok(s) => tracing::info!(
+                    target: "trie",
+                    blocks = s.blocks,
+                    staged_to = s.staged_to,
+                    secs = started.elapsed().as_secs_f64(),
+                    "trie-history stage done"
+                ),
+                Err(e) => tracing::error!(target: "trie", "trie-history stage stopped: {e}"),
+            }
+        })
+        .map_err(|e| TrieError::Stage(format!("cannot start its thread: {e}")))?;
+    Ok(Some(StageHandle { stop, thread }))
+}
