@@ -1,10 +1,11 @@
 //! `/explorer/call`: a form (from, to, value, data, block) that runs `trace_call` with `trace`
 //! and `stateDiff` and shows its output, call tree and state diff as a transaction's page does.
 //!
-//! The form is sent by POST, so init code and call data of any length reach the node (a URL
-//! stops at 65,534 bytes here, at 8 KiB behind many proxies: 32 KiB of data as hex). A call
-//! whose URL fits [`LINK_MAX`] is then redirected (303) to that URL, a GET of the same page,
-//! which can be shared; a longer one is shown in the POST's answer, with no link.
+//! The form is sent by POST, so init code and call data of any length reach the node: sent by
+//! GET, they rode in the URL, which this server reads up to 65,534 bytes (about 32 KiB of data
+//! as hex) and many proxies up to 8 KiB. A call whose URL fits [`LINK_MAX`] is then redirected
+//! (303) to that URL, a GET of the same page, which can be shared; a longer one is shown in the
+//! POST's answer, with no link.
 
 use alloy_primitives::{Address, Bytes, U256};
 use alloy_rpc_types_trace::parity::TraceResults;

@@ -24,9 +24,10 @@ fn explained() -> Vec<u8> {
     let body = format!(
         "URI Too Long: the request's URI (its path and query) is over {MAX_URI_BYTES} bytes, \
          the most this server reads.\n\nJSON-RPC takes its requests by POST, in the body. The \
-         explorer's call form (/explorer/call) sends a call by POST as well, where init code \
-         and call data of any length fit: open the form and paste the data there. A link to a \
-         call carries the call in its URL, so only a call that fits makes a link.\n"
+         explorer's call form (/explorer/call, where the explorer is served) sends a call by \
+         POST as well, where init code and call data of any length fit: open the form and paste \
+         the data there. A link to a call carries the call in its URL, so only a call that fits \
+         makes a link.\n"
     );
     format!(
         "HTTP/1.1 414 URI Too Long\r\ncontent-type: text/plain; charset=utf-8\r\n\
