@@ -60,3 +60,26 @@ fn readme_curl_examples_print_what_readme_shows() {
     }
     rt.block_on(server.stop());
 }
+
+/// README's two commands, as README gives them: the one that runs the node, and the one that
+/// runs the tests, which `.ci/run` runs word for word and which installs cargo-nextest when it is
+/// missing.
+#[test]
+fn readme_test_command_is_the_one_ci_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let after = |heading: &str| -> String {
+        let at = readme.find(heading).unwrap_or_else(|| panic!("README lost {heading:?}"));
+        let rest = &readme[at..];
+        let start = rest.find("```sh\n").expect("a sh block") + "```sh\n".len();
+        rest[start..start + rest[start..].find("```").unwrap()].trim().to_string()
+    };
+    assert_eq!(after("## Run it"), "cargo run --release");
+    let test = after("## Run the tests");
+    assert_eq!(test, "scripts/test.sh");
+    let ci = std::fs::read_to_string(format!("{root}/.ci/run")).unwrap();
+    assert!(ci.lines().any(|l| l.trim() == test), ".ci/run does not run {test:?}");
+    let script = std::fs::read_to_string(format!("{root}/{test}")).unwrap();
+    assert!(script.contains("cargo install --locked cargo-nextest"), "{script}");
+    assert!(script.contains("exec cargo nextest run --locked --no-fail-fast \"$@\""), "{script}");
+}

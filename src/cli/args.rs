@@ -32,6 +32,102 @@ impl DatadirArgs {
     pub fn cache_bytes(&self) -> usize {
         usize::try_from(self.cache_mb << 20).unwrap_or(usize::MAX)
     }
+
+    /// Opens a datadir that holds a chain already, for a command that reads one (`verify`,
+    /// `export`; `node`, `import` and `follow` without `--chain`). A path without a database is
+    /// refused before anything is created there, and one whose database holds no genesis is
+    /// left as it was found; either error names the path and the `loupe init` to run.
+    /// `chain_flag`: the command also takes `--chain`, which the error then offers.
+    pub fn open_initialised(&self, chain_flag: bool) -> eyre::Result<crate::storage::Database> {
+        let dir = &self.datadir;
+        let or_chain = if chain_flag { ", or give --chain NAME|FILE here" } else { "" };
+        let init = format!(
+            "initialise one with `loupe init --datadir {} --chain NAME|FILE` (mainnet, sepolia, \
+             holesky, hoodi, or a genesis.json){or_chain}",
+            shell_word(&dir.display().to_string())
+        );
+        if !dir.join(crate::storage::DB_FILE).is_file() {
+            let what = if dir.is_dir() {
+                format!("holds no {}", crate::storage::DB_FILE)
+            } else if dir.exists() {
+                "is not a folder".to_string()
+            } else {
+                "does not exist".to_string()
+            };
+            eyre::bail!(
+                "{} is not a loupe datadir (it {what}), and nothing was created there: {init}",
+                dir.display()
+            );
+        }
+        let before = Before::of(dir);
+        let db = self.open()?;
+        if db.begin_read()?.head()?.is_none() {
+            drop(db);
+            before.undo();
+            eyre::bail!(
+                "{} holds no chain (no genesis block is stored), and was left as it was: {init}",
+                dir.display()
+            );
+        }
+        Ok(db)
+    }
+}
+
+/// `s` as one shell word: as it is when it needs no quoting, else in single quotes.
+pub(crate) fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%~".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// What was at a datadir's path before a command opened it there, so that a command refused
+/// before the datadir holds a chain leaves the path as it found it ([`Before::undo`]).
+#[derive(Debug)]
+struct Before {
+    /// The datadir.
+    dir: PathBuf,
+    /// The folders `Database::open` would create, innermost first: the datadir and those of
+    /// its ancestors that do not exist.
+    new_dirs: Vec<PathBuf>,
+    /// Whether the database file was there.
+    db_file: bool,
+    /// Whether the segments folder was there.
+    segments: bool,
+}
+
+impl Before {
+    fn of(dir: &std::path::Path) -> Self {
+        let new_dirs = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists());
+        Self {
+            dir: dir.to_path_buf(),
+            new_dirs: new_dirs.map(std::path::Path::to_path_buf).collect(),
+            db_file: dir.join(crate::storage::DB_FILE).exists(),
+            segments: dir.join(crate::storage::segments::SEGMENTS_DIR).exists(),
+        }
+    }
+
+    /// Removes what opening the database created: its file, the empty segments folder, and
+    /// the folders made for them (each only if empty, so nothing else is ever removed). Call
+    /// once the database is closed.
+    fn undo(&self) {
+        if !self.segments {
+            let _ = std::fs::remove_dir(self.dir.join(crate::storage::segments::SEGMENTS_DIR));
+        }
+        if !self.db_file {
+            for name in [
+                crate::storage::DB_FILE.to_string(),
+                format!("{}.creating", crate::storage::DB_FILE),
+            ] {
+                let _ = std::fs::remove_file(self.dir.join(name));
+            }
+        }
+        for dir in &self.new_dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Which chain a datadir holds, given where a datadir may be initialised.
@@ -81,6 +177,73 @@ impl ChainArgs {
                 .and_then(crate::storage::ProofHistory::from_name),
             foreign_chain_id: self.allow_foreign_genesis,
         }
+    }
+
+    /// Opens `datadir` with its chain spec, for `node`, `import` and `follow`: with `--chain`,
+    /// initialising a datadir that holds none yet (if that is refused, what opening created is
+    /// removed again, and a genesis file that is not there is refused before anything is
+    /// created); without it, a datadir that holds a chain already
+    /// ([`DatadirArgs::open_initialised`]).
+    pub fn open(
+        &self,
+        datadir: &DatadirArgs,
+    ) -> eyre::Result<(crate::storage::Database, crate::chain::ChainSpec)> {
+        if self.source().is_none() {
+            let db = datadir.open_initialised(true)?;
+            let spec = self.spec(&db)?;
+            return Ok((db, spec));
+        }
+        self.check_file()?;
+        let before = Before::of(&datadir.datadir);
+        let opened =
+            datadir.open().map_err(eyre::Report::from).and_then(|db| match self.spec(&db) {
+                Ok(spec) => Ok((db, spec)),
+                Err(e) => Err(e.into()),
+            });
+        if opened.is_err() {
+            before.undo();
+        }
+        opened
+    }
+
+    /// Initialises `datadir` with `--chain` for `loupe init` (a no-op on a datadir that holds
+    /// the same genesis already): the database, the spec, and whether it was created now. Refused before
+    /// anything is created without `--chain` or with a genesis file that is not there; if the
+    /// initialisation itself is refused, what opening created is removed again.
+    pub fn init(
+        &self,
+        datadir: &DatadirArgs,
+    ) -> eyre::Result<(crate::storage::Database, crate::chain::ChainSpec, bool)> {
+        let Some(source) = self.source() else {
+            eyre::bail!(
+                "loupe init needs --chain NAME|FILE (mainnet, sepolia, holesky, hoodi, or a \
+                 genesis.json); nothing was created"
+            );
+        };
+        self.check_file()?;
+        let before = Before::of(&datadir.datadir);
+        let done = datadir.open().map_err(eyre::Report::from).and_then(|db| {
+            let (spec, created) = crate::import::init_with(&db, source, self.options())?;
+            Ok((db, spec, created))
+        });
+        if done.is_err() {
+            before.undo();
+        }
+        done
+    }
+
+    /// Refuses a `--chain` that names neither a network nor a file that is there.
+    fn check_file(&self) -> eyre::Result<()> {
+        if let Some(crate::import::GenesisSource::File(path)) = self.source()
+            && !path.is_file()
+        {
+            eyre::bail!(
+                "--chain {}: no such genesis file, and not a network's name (mainnet, sepolia, \
+                 holesky, hoodi); nothing was created",
+                path.display()
+            );
+        }
+        Ok(())
     }
 
     /// The datadir's chain spec: initialised from `--chain` when given (a no-op, or a refusal

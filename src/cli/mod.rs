@@ -5,6 +5,7 @@ mod args;
 mod config;
 pub use config::ConfigError;
 mod metrics;
+mod next_step;
 mod witness;
 pub use witness::{WitnessCmd, WitnessRunCmd, WitnessServeCmd, anchored_datadir};
 
@@ -321,7 +322,7 @@ pub struct VerifyCmd {
 
 impl VerifyCmd {
     fn run(self) -> Result<()> {
-        let db = self.datadir.open()?;
+        let db = self.datadir.open_initialised(false)?;
         let started = std::time::Instant::now();
         let report = crate::trie::verify(&db.begin_read()?)
             .wrap_err_with(|| format!("verify failed for {}", self.datadir.datadir.display()))?;
@@ -435,7 +436,7 @@ pub struct ExportCmd {
 impl ExportCmd {
     fn run(self) -> Result<()> {
         use std::io::Write;
-        let db = self.datadir.open()?;
+        let db = self.datadir.open_initialised(false)?;
         let head = db.begin_read()?.head()?.ok_or(crate::import::ImportError::NotInitialised)?;
         let to = self.to.unwrap_or(head).min(head);
         let Some(path) = self.file else {
@@ -665,8 +666,11 @@ pub struct NodeCmd {
 
 impl NodeCmd {
     fn run(self) -> Result<()> {
-        let db = self.datadir.open()?;
-        let spec = self.chain.spec(&db)?;
+        let (db, spec) = self.chain.open(&self.datadir)?;
+        if db.begin_read()?.head()? == Some(0) {
+            let datadir = &self.datadir.datadir;
+            tracing::warn!(target: "rpc", "{}", next_step::at_genesis(&spec, datadir));
+        }
         let mut config = self.rpc.to_config()?;
         with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
         serve(std::sync::Arc::new(db), spec, config, None, None)
@@ -692,8 +696,8 @@ pub struct FollowCmd {
 
 impl FollowCmd {
     fn run(self) -> Result<()> {
-        let db = std::sync::Arc::new(self.datadir.open()?);
-        let spec = self.chain.spec(&db)?;
+        let (db, spec) = self.chain.open(&self.datadir)?;
+        let db = std::sync::Arc::new(db);
         tracing::info!(target: "follow", policy = %spec.header_policy(), "header policy");
         let mut config = self.rpc.to_config()?;
         with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
@@ -922,13 +926,7 @@ impl Cli {
 
 impl InitCmd {
     fn run(self) -> Result<()> {
-        let db = self.datadir.open()?;
-        let Some(source) = self.chain.source() else {
-            eyre::bail!(
-                "loupe init needs --chain NAME|FILE (mainnet, sepolia, holesky, hoodi, or a genesis.json)"
-            );
-        };
-        let (spec, created) = crate::import::init_with(&db, source, self.chain.options())?;
+        let (db, spec, created) = self.chain.init(&self.datadir)?;
         if created {
             let network = spec.network().map(|n| format!(", {n}")).unwrap_or_default();
             println!(
@@ -941,15 +939,18 @@ impl InitCmd {
         } else {
             println!("already initialised with genesis {}; nothing to do", spec.genesis_hash());
         }
+        if db.begin_read()?.head()? == Some(0) {
+            print!("\n{}", next_step::after_init(&spec, &self.datadir.datadir));
+        }
         Ok(())
     }
 }
 
 impl ImportCmd {
     fn run(self) -> Result<()> {
+        check_chain_files(&self.files)?;
         let stop = stop_on_signal()?;
-        let db = self.datadir.open()?;
-        let spec = self.chain.spec(&db)?;
+        let (db, spec) = self.chain.open(&self.datadir)?;
         let Some(state_root) = crate::import::StateRootCheck::from_name(&self.state_root) else {
             eyre::bail!("--state-root {:?}: expected auto, block or group", self.state_root);
         };
@@ -968,6 +969,23 @@ impl ImportCmd {
         }
         compact_after_import(db, &self.datadir, self.compact, file_before)
     }
+}
+
+/// Refuses, before anything is opened or created, a chain file that is not there or is empty
+/// (0 bytes: no block in it), naming it.
+fn check_chain_files(files: &[PathBuf]) -> Result<()> {
+    for path in files {
+        let meta = std::fs::metadata(path)
+            .wrap_err_with(|| format!("{}: no such chain file or folder", path.display()))?;
+        if meta.is_file() && meta.len() == 0 {
+            eyre::bail!(
+                "{} is empty (0 bytes): a chain file holds at least one block (RLP, as `geth \
+                 export` writes, or an era1 file)",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Length of a datadir's database file in bytes (0 when it cannot be read).

@@ -1,6 +1,7 @@
 //! `/explorer/block/<number|hash>`: a stored block's header fields and its transactions, each
 //! with its status, gas used and a link (`eth_getBlockByNumber`/`ByHash` with transactions,
-//! `eth_getBlockReceipts`).
+//! `eth_getBlockReceipts`), and links to the blocks before and after it (none after the head,
+//! `eth_blockNumber`).
 
 use serde_json::{Value, json};
 
@@ -34,13 +35,16 @@ pub(crate) async fn page(rpc: &RpcCaller, raw: &str) -> Result<Page, ExplorerErr
     }
     let hash = parse::<Hash>("eth_getBlockByNumber", &block)?.hash;
     let receipts = call(rpc, "eth_getBlockReceipts", json!([hash])).await?;
+    // Asked after the block: a head read before it could be below it.
+    let head: String = parse("eth_blockNumber", &call(rpc, "eth_blockNumber", json!([])).await?)?;
+    let head = input::number(&head).unwrap_or(0);
     let size = block.len() + receipts.len();
-    let (title, body) = render(rpc, size, move || write(&block, &receipts)).await??;
+    let (title, body) = render(rpc, size, move || write(&block, &receipts, head)).await??;
     Ok(Page::ok(title, body))
 }
 
-/// The page's title and content from the two answers.
-fn write(block: &str, receipts: &str) -> Result<(String, Html), ExplorerError> {
+/// The page's title and content from the two answers and the head's number.
+fn write(block: &str, receipts: &str, head: u64) -> Result<(String, Html), ExplorerError> {
     let block: Value = parse("eth_getBlockByNumber", block)?;
     let receipts: Value = parse("eth_getBlockReceipts", receipts)?;
     let receipts = receipts.as_array().map_or(&[][..], Vec::as_slice);
@@ -53,8 +57,13 @@ fn write(block: &str, receipts: &str) -> Result<(String, Html), ExplorerError> {
         h.raw("<a rel=\"prev\" href=\"/explorer/block/").num(number - 1).raw("\">← #");
         h.num(number - 1).raw("</a>");
     }
-    h.raw("<a rel=\"next\" href=\"/explorer/block/").num(number + 1).raw("\">#");
-    h.num(number + 1).raw(" →</a></nav><dl class=\"summary\">");
+    if number < head {
+        h.raw("<a rel=\"next\" href=\"/explorer/block/").num(number + 1).raw("\">#");
+        h.num(number + 1).raw(" →</a>");
+    } else {
+        h.raw("<span class=\"note\">the head: no block after it yet</span>");
+    }
+    h.raw("</nav><dl class=\"summary\">");
     if let Some(t) = quantity_u64(&block, "timestamp") {
         field(&mut h, "time", &utc(t));
     }
@@ -101,12 +110,19 @@ fn write(block: &str, receipts: &str) -> Result<(String, Html), ExplorerError> {
         h.raw("<p class=\"note\">No transactions.</p></section>");
         return Ok((format!("Block #{number}"), h));
     }
-    h.raw("<div class=\"scroll\"><table class=\"txs\"><thead><tr><th>#</th><th>hash</th>");
-    h.raw("<th>from</th><th>to</th><th>value</th><th>status</th><th>gas used</th></tr>");
+    // The status comes first after the index, so that a phone-sized screen shows it.
+    h.raw("<div class=\"scroll\"><table class=\"txs\"><thead><tr><th>#</th><th>status</th>");
+    h.raw("<th>hash</th><th>from</th><th>to</th><th>value</th><th>gas used</th></tr>");
     h.raw("</thead><tbody>");
     for (i, tx) in txs.iter().enumerate() {
         let receipt = receipts.get(i).unwrap_or(&Value::Null);
-        h.raw("<tr><td>").num(i).raw("</td><td>");
+        h.raw("<tr><td>").num(i).raw("</td><td class=\"status\">");
+        h.raw(match string(receipt, "status") {
+            "0x1" => "<span class=\"ok\">success</span>",
+            "0x0" => "<span class=\"error\">failed</span>",
+            _ => "",
+        });
+        h.raw("</td><td>");
         tx_link(&mut h, string(tx, "hash"));
         h.raw("</td><td>");
         if let Some(from) = json_address(tx, "from") {
@@ -124,12 +140,6 @@ fn write(block: &str, receipts: &str) -> Result<(String, Html), ExplorerError> {
             }
         }
         h.raw("</td><td>").text(&ether(quantity(tx, "value").unwrap_or_default()));
-        h.raw("</td><td>");
-        h.raw(match string(receipt, "status") {
-            "0x1" => "<span class=\"ok\">success</span>",
-            "0x0" => "<span class=\"error\">failed</span>",
-            _ => "",
-        });
         h.raw("</td><td>").text(&grouped(quantity_u64(receipt, "gasUsed").unwrap_or(0)));
         h.raw("</td></tr>");
     }

@@ -1,6 +1,11 @@
 //! `/explorer/call`: a form (from, to, value, data, block) that runs `trace_call` with `trace`
 //! and `stateDiff` and shows its output, call tree and state diff as a transaction's page does.
-//! The form is sent with GET, so a call's URL carries it and can be shared.
+//!
+//! The form is sent by POST, so init code and call data of any length reach the node: sent by
+//! GET, they rode in the URL, which this server reads up to 65,534 bytes (about 32 KiB of data
+//! as hex) and many proxies up to 8 KiB. A call whose URL fits [`LINK_MAX`] is then redirected
+//! (303) to that URL, a GET of the same page, which can be shared; a longer one is shown in the
+//! POST's answer, with no link.
 
 use alloy_primitives::{Address, Bytes, U256};
 use alloy_rpc_types_trace::parity::TraceResults;
@@ -12,6 +17,10 @@ use crate::explorer::html::Html;
 use crate::explorer::input::{BlockId, Query, percent_encode};
 use crate::explorer::{ExplorerError, Page, call, input, parse, render, trace};
 use crate::rpc::RpcCaller;
+
+/// Longest URL a call's link may have: 8 KiB, what common servers and proxies take (nginx's
+/// default header buffer); a longer call is answered without a link.
+pub(crate) const LINK_MAX: usize = 8 * 1024;
 
 /// The form's fields as sent.
 #[derive(Debug, Default)]
@@ -103,9 +112,28 @@ impl Call {
     }
 }
 
+/// The form sent by POST (`application/x-www-form-urlencoded`): a redirect to the call's URL
+/// when it fits [`LINK_MAX`], else the traced call itself.
+pub(crate) async fn post(rpc: &RpcCaller, body: &[u8]) -> Result<Page, ExplorerError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ExplorerError::BadRequest("the form's body is not UTF-8 text".into()))?;
+    let form = Form::new(&Query::parse(Some(text))?);
+    if let Ok(c) = form.check() {
+        let url = c.url();
+        if url.len() <= LINK_MAX {
+            return Ok(Page::Redirect(url));
+        }
+    }
+    page_of(rpc, form).await
+}
+
 /// The form, and the traced call when the query holds one.
 pub(crate) async fn page(rpc: &RpcCaller, q: &Query) -> Result<Page, ExplorerError> {
-    let form = Form::new(q);
+    page_of(rpc, Form::new(q)).await
+}
+
+/// The form as sent, and the call it asks for traced (or why it cannot be).
+async fn page_of(rpc: &RpcCaller, form: Form) -> Result<Page, ExplorerError> {
     let mut h = Html::with_capacity(8 * 1024);
     h.raw(
         "<h1>Simulate a call</h1><p class=\"note\">Runs <code>trace_call</code> on this \
@@ -139,7 +167,7 @@ pub(crate) async fn page(rpc: &RpcCaller, q: &Query) -> Result<Page, ExplorerErr
 }
 
 fn write_form(h: &mut Html, f: &Form) {
-    h.raw("<form class=\"call\" method=\"get\" action=\"/explorer/call\">");
+    h.raw("<form class=\"call\" method=\"post\" action=\"/explorer/call\">");
     let input = |h: &mut Html, name: &'static str, label: &'static str, hint: &'static str, v| {
         h.raw("<label><span>").raw(label).raw("</span><input name=\"").raw(name);
         h.raw("\" placeholder=\"").raw(hint).raw("\" autocomplete=\"off\" spellcheck=\"false\" ");
@@ -177,7 +205,13 @@ fn write_result(answer: &str, url: &str, block: &str) -> Result<Html, ExplorerEr
     if let Some(used) = top.map(trace::Frame::of).and_then(|f| f.gas_used) {
         h.raw("<dt>gas used</dt><dd>").text(&grouped(used)).raw(" (by the top frame)</dd>");
     }
-    h.raw("<dt>link</dt><dd><a class=\"share\" href=\"").text(url).raw("\">this call</a></dd>");
+    if url.len() <= LINK_MAX {
+        h.raw("<dt>link</dt><dd><a class=\"share\" href=\"").text(url).raw("\">this call</a></dd>");
+    } else {
+        h.raw("<dt>link</dt><dd class=\"note no-link\">none: the call's URL would take ");
+        h.text(&grouped(url.len())).raw(" bytes, over the ").text(&grouped(LINK_MAX));
+        h.raw(" a link may take (servers and proxies refuse longer ones)</dd>");
+    }
     h.raw("</dl><h3>Output</h3>");
     trace::output(&mut h, &traced.output, error == Some("Reverted"));
     h.raw("</section><section><h2>Call tree</h2>");

@@ -13,8 +13,8 @@ pub enum ExplorerError {
     /// What the request names is not in this node's chain, or the path is no page (404).
     #[error("{0}")]
     NotFound(String),
-    /// A method other than GET (405).
-    #[error("the explorer's pages take GET")]
+    /// A method other than GET, or than GET and POST for the call form (405).
+    #[error("the explorer's pages take GET (and the call form POST)")]
     MethodNotAllowed,
     /// The JSON-RPC method the page calls refused or failed: the method's name and its error.
     #[error("{method}: {source}")]

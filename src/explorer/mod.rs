@@ -14,7 +14,8 @@
 //!   names, cached for a year.
 //! - **Errors**: a malformed hash, address or number is a 400 page, something not in the chain
 //!   a 404 page, a method's refusal (-32005, a deadline) a 503 page, each saying what is wrong;
-//!   a method other than GET (or HEAD, answered as GET without its body) gets 405.
+//!   a method other than GET (or HEAD, answered as GET without its body) gets 405, but for
+//!   the call form, which is sent by POST (`call.rs`).
 
 mod address;
 mod block;
@@ -93,8 +94,14 @@ impl Pages for Explorer {
         path == "/explorer" || path.starts_with(PREFIX)
     }
 
-    fn respond<'a>(&'a self, rpc: RpcCaller, method: &'a Method, uri: &'a Uri) -> PageFuture<'a> {
-        Box::pin(serve(rpc, method, uri))
+    fn respond<'a>(
+        &'a self,
+        rpc: RpcCaller,
+        method: &'a Method,
+        uri: &'a Uri,
+        body: Bytes,
+    ) -> PageFuture<'a> {
+        Box::pin(serve(rpc, method, uri, body))
     }
 }
 
@@ -128,12 +135,17 @@ impl Page {
     }
 }
 
-/// One request: route it, write the response, log its status and time.
-async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri) -> Response<Bytes> {
+/// The call form's path, the one page that also takes POST.
+const CALL_PATH: &str = "/explorer/call";
+
+/// One request: route it, write the response, log its status and time. `body` is a POST's.
+async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri, body: Bytes) -> Response<Bytes> {
     let started = Instant::now();
     let path = uri.path();
     let page = if method == Method::GET {
         route(&rpc, path, uri.query()).await
+    } else if method == Method::POST && path == CALL_PATH {
+        call::post(&rpc, &body).await
     } else {
         Err(ExplorerError::MethodNotAllowed)
     };
@@ -153,7 +165,8 @@ async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri) -> Response<Bytes> {
             body.text(&e.to_string()).raw("</p><p><a href=\"/explorer/\">Start page</a></p>");
             let mut response = html_response(status, layout(&rpc, e.title(), body).await);
             if status == StatusCode::METHOD_NOT_ALLOWED {
-                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                let allow = if path == CALL_PATH { "GET, HEAD, POST" } else { "GET, HEAD" };
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
             }
             response
         }
@@ -303,10 +316,11 @@ pub(crate) async fn render<T: Send + 'static>(
     rpc.run_read(render).await.map_err(|source| ExplorerError::Rpc { method: "rendering", source })
 }
 
-/// A link to an address's page, the address as its text.
+/// A link to an address's page, the address as its text and its title (the whole address,
+/// where a narrow screen cuts the text).
 pub(crate) fn address_link(h: &mut Html, address: &Address) {
-    h.raw("<a class=\"addr\" href=\"/explorer/address/").show(address).raw("\">");
-    h.show(address).raw("</a>");
+    h.raw("<a class=\"addr\" href=\"/explorer/address/").show(address).raw("\" title=\"");
+    h.show(address).raw("\">").show(address).raw("</a>");
 }
 
 /// A link to a block's page, `#n` as its text.
@@ -314,9 +328,10 @@ pub(crate) fn block_link(h: &mut Html, n: u64) {
     h.raw("<a href=\"/explorer/block/").num(n).raw("\">#").num(n).raw("</a>");
 }
 
-/// A link to a transaction's page, its hash as its text.
+/// A link to a transaction's page, its hash as its text and its title.
 pub(crate) fn tx_link(h: &mut Html, hash: &str) {
-    h.raw("<a class=\"hash\" href=\"/explorer/tx/").text(hash).raw("\">").text(hash).raw("</a>");
+    h.raw("<a class=\"hash\" href=\"/explorer/tx/").text(hash).raw("\" title=\"").text(hash);
+    h.raw("\">").text(hash).raw("</a>");
 }
 
 /// A `<dt>`/`<dd>` pair of a summary list, the value as text.

@@ -216,8 +216,8 @@ fn frame_open(h: &mut Html, t: &TransactionTrace, f: &Frame<'_>, parent_gas: Opt
         let of = parent_gas.unwrap_or(used).max(used).max(1);
         h.raw(" <span class=\"gas\"><span class=\"gas-used\">").text(&grouped(used));
         h.raw("</span> gas <meter min=\"0\" max=\"").num(of).raw("\" value=\"").num(used);
-        h.raw("\" title=\"").text(&percent(used, of)).raw(" of the caller's gas used\"></meter>");
-        h.raw("</span>");
+        h.raw("\" title=\"").text(&bar_title(t.trace_address.is_empty(), used, of, parent_gas));
+        h.raw("\"></meter></span>");
     }
     if let Some(why) = failure(f) {
         h.raw(" <span class=\"error\">").text(&why).raw("</span>");
@@ -225,6 +225,22 @@ fn frame_open(h: &mut Html, t: &TransactionTrace, f: &Frame<'_>, parent_gas: Opt
     h.raw("</summary>");
     frame_details(h, t, f);
     h.raw("<ol class=\"tree\">");
+}
+
+/// What a frame's gas bar is relative to, as its tooltip says: a frame's caller's gas used;
+/// the top frame has no caller, so its bar is relative to the transaction's gas used, or is
+/// whole (a simulated call).
+fn bar_title(top: bool, used: u64, of: u64, parent_gas: Option<u64>) -> String {
+    match (top, parent_gas) {
+        (false, _) => format!("{} of the {} gas its caller used", percent(used, of), grouped(of)),
+        (true, Some(_)) => {
+            format!("{} of the {} gas the transaction used", percent(used, of), grouped(of))
+        }
+        (true, None) => format!(
+            "the top frame used {} gas: the scale of the bars of the frames it called",
+            grouped(used)
+        ),
+    }
 }
 
 /// A frame's full input and output, closed by default.

@@ -15,7 +15,8 @@ use super::write::EpochWriter;
 use super::*;
 
 /// The era1 fixture folder: `$LOUPE_ERA1_FIXTURES`, else `../shared/fixtures/mainnet-era1` from
-/// the repository. Missing: a panic under CI, else a note and `None`.
+/// the repository. Missing: the test fails, naming the command that fetches it (`Some`
+/// always; the `Option` keeps the callers' `let … else`).
 fn fixtures() -> Option<PathBuf> {
     let dir = match std::env::var_os("LOUPE_ERA1_FIXTURES") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -24,12 +25,13 @@ fn fixtures() -> Option<PathBuf> {
     if dir.join(FIXTURE).is_file() {
         return Some(dir);
     }
-    let msg = format!("era1 fixture not found at {}; set LOUPE_ERA1_FIXTURES", dir.display());
-    if std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1") {
-        panic!("{msg}");
-    }
-    eprintln!("note: skipping test: {msg}");
-    None
+    panic!(
+        "the mainnet-era1 fixtures are not at {}: fetch them from their public source (pinned \
+         commit, every file checked against its sha256) with\n    {}/scripts/fetch-fixtures.sh \
+         mainnet-era1\nor set LOUPE_ERA1_FIXTURES to where they are",
+        dir.display(),
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 const FIXTURE: &str = "mainnet-00000-5ec1ffb8.era1";

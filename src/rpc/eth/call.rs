@@ -294,7 +294,12 @@ mod tests {
         });
         let mut out = Vec::new();
         for method in ["eth_call", "eth_estimateGas", "eth_createAccessList"] {
-            let dir = std::fs::read_dir(format!("{fx}/{method}")).expect("fixture directory");
+            let dir = std::fs::read_dir(format!("{fx}/{method}")).unwrap_or_else(|e| {
+                panic!(
+                    "{fx}/{method}: {e}; fetch the execution-apis fixtures with \
+                     scripts/fetch-fixtures.sh execution-apis, or set LOUPE_FIXTURES"
+                )
+            });
             for entry in dir {
                 let text = std::fs::read_to_string(entry.expect("entry").path()).expect("case");
                 for line in text.lines().filter_map(|l| l.strip_prefix(">> ")) {

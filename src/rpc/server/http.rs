@@ -18,7 +18,8 @@
 //! Written on hyper directly rather than on jsonrpsee's HTTP server: a cheap request then costs
 //! one parse of its envelope and one response buffer (`dispatch.rs`), where jsonrpsee's layers
 //! parsed it twice and built the answer through several boxed futures (issue 14's profile).
-//! The transport rules are those of behaviour.md §1.
+//! The transport rules are those of behaviour.md §1. A URI over hyper's limit gets a 414 that
+//! says why (`server/uri_too_long.rs`).
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -40,6 +41,7 @@ use crate::rpc::server::conns::{Conn, Conns};
 use crate::rpc::server::dispatch::{self, Limits, Reply};
 use crate::rpc::server::methods::Methods;
 use crate::rpc::server::pages::{Pages, RpcCaller};
+use crate::rpc::server::uri_too_long::Explain414;
 use crate::rpc::{BODY_GRACE, RpcContext, RpcError};
 use crate::storage::Database;
 
@@ -115,10 +117,22 @@ impl App {
         if let Some(pages) = self.pages.as_ref().filter(|p| p.claims(path)) {
             let method = if get { Method::GET } else { req.method().clone() };
             let uri = req.uri().clone();
-            drop(req);
+            // A form sent by POST: its body, under the limits of a JSON-RPC request's.
+            let mut claim = self.bodies.claim(client::current());
+            let body = if method == Method::POST {
+                let read =
+                    read_body(req.into_body(), self.max_body as usize, self.pace, &mut claim);
+                match read.await {
+                    Ok(body) => body,
+                    Err(e) => return self.refused_form(e),
+                }
+            } else {
+                drop(req);
+                Bytes::new()
+            };
             let rpc =
                 RpcCaller::new(self.ctx.clone(), self.methods.clone(), self.limits.max_response);
-            return pages.respond(rpc, &method, &uri).await.map(Full::new);
+            return pages.respond(rpc, &method, &uri, body).await.map(Full::new);
         }
         if path != "/" {
             return text(StatusCode::NOT_FOUND, "Not Found: JSON-RPC is served at /\n");
@@ -167,6 +181,40 @@ impl App {
         match dispatch::handle(&self.ctx, &self.methods, &body, self.limits).await {
             Reply::Json(out) => json(StatusCode::OK, out),
             Reply::Empty => json(StatusCode::OK, Vec::new()),
+        }
+    }
+}
+
+impl App {
+    /// The answer to a page's form whose body could not be taken: as a JSON-RPC request's
+    /// would be refused, in text.
+    fn refused_form<B>(&self, e: BodyError<B>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+    {
+        match e {
+            BodyError::NoRoom(over, rest) => {
+                tokio::spawn(drain(rest));
+                metrics::counter!("loupe_rpc_bodies_refused_total").increment(1);
+                let why = over.error().to_string();
+                text(StatusCode::SERVICE_UNAVAILABLE, format!("Service Unavailable: {why}\n"))
+            }
+            BodyError::Slow(why) => {
+                metrics::counter!("loupe_rpc_slow_bodies_total").increment(1);
+                let mut resp =
+                    text(StatusCode::REQUEST_TIMEOUT, format!("Request Timeout: {why}\n"));
+                resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                resp
+            }
+            BodyError::TooLarge(rest) => {
+                tokio::spawn(drain(rest));
+                let why = RpcError::BodyTooLarge(self.max_body).to_string();
+                text(StatusCode::PAYLOAD_TOO_LARGE, format!("Payload Too Large: {why}\n"))
+            }
+            BodyError::Read(e) => text(
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: could not read the body: {e}\n"),
+            ),
         }
     }
 }
@@ -356,7 +404,7 @@ pub(crate) fn serve(
                     .timer(TokioTimer::new())
                     .header_read_timeout(idle_timeout)
                     .serve_connection(
-                        TokioIo::new(stream),
+                        TokioIo::new(Explain414::new(stream)),
                         hyper_util::service::TowerToHyperService::new(service),
                     );
                 let mut conn = std::pin::pin!(conn);

@@ -18,4 +18,5 @@ pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod pool;
 pub(crate) mod subscriptions;
+pub(crate) mod uri_too_long;
 pub(crate) mod ws;

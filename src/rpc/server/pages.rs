@@ -1,4 +1,4 @@
-//! The hook for pages served on GET beside JSON-RPC ([`Pages`]; the explorer, which lives above
+//! The hook for pages served on GET (and forms sent by POST) beside JSON-RPC ([`Pages`]; the explorer, which lives above
 //! `rpc`, plugs in here), and [`RpcCaller`], their one way to the data: the served methods,
 //! called by name through the method table.
 
@@ -21,12 +21,15 @@ pub trait Pages: Send + Sync + std::fmt::Debug {
     /// Whether `path` (the request's path, without its query) is one of the handler's.
     fn claims(&self, path: &str) -> bool;
 
-    /// The response to a request for one of its paths; `rpc` calls the served methods.
+    /// The response to a request for one of its paths; `rpc` calls the served methods. `body`
+    /// is a POST's body (a form), read under the server's body limits; empty for any other
+    /// method.
     fn respond<'a>(
         &'a self,
         rpc: RpcCaller,
         method: &'a http::Method,
         uri: &'a http::Uri,
+        body: Bytes,
     ) -> PageFuture<'a>;
 }
 
