@@ -7,7 +7,7 @@
 //! `null` (the raw getter: -32001).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

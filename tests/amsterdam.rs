@@ -8,7 +8,7 @@
 //! transactions and with `eth_call`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

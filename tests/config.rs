@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use loupe::cli::{Cli, ConfigError};
 use serde_json::json;

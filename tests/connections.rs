@@ -5,7 +5,7 @@
 //! of 127.0.0.0/8 to loopback), the good client from 127.0.0.1; one test per rule.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};

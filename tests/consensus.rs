@@ -11,7 +11,7 @@
 //! `target/ethereum-tests/`. The `blockchain-tests-blocks` suite, execution-specs' suites and
 //! the difficulty vectors run whole in CI, and `blockchain-tests-general-state` but for a few
 //! tests that take minutes in a debug build ([`SLOW_IN_DEBUG`]); the whole suite runs with
-//! `cargo nextest run --test consensus --run-ignored only` (README). Skips are listed with
+//! `cargo nextest run --test suite -E 'test(/^consensus::/)' --run-ignored only` (README). Skips are listed with
 //! their reason and counted: tests whose blocks do not form one chain (side chains that win by
 //! total difficulty, which an archive that imports one chain does not follow), and the
 //! withdrawn EIP-7610 collision tests. `LOUPE_CONSENSUS_ONLY=NAME` runs the tests whose names

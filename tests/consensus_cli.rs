@@ -10,7 +10,7 @@
 //!
 //! The folders: ethereum/tests' `BlockchainTests/{ValidBlocks,InvalidBlocks,TransitionTests}`
 //! and execution-specs' `osaka` and `prague_at_osaka` ([`FOLDERS`]); CI runs every Nth test of
-//! each, the whole folders run with `cargo nextest run --test consensus_cli --run-ignored only`
+//! each, the whole folders run with `cargo nextest run --test suite -E 'test(/^consensus_cli::/)' --run-ignored only`
 //! (README). Amsterdam's tests are `tests/consensus.rs`'s alone: they need its second path
 //! (bal-devnet-4 has no EIP-8282 predeploys). The fixtures, the tests' genesis and the rules
 //! are `tests/support/consensus/`'s, shared with `tests/consensus.rs`.

@@ -4,7 +4,7 @@
 //! must open, its head must not have gone back, and blocks 0..=head must be stored whole with a
 //! state that hashes to the head's state root. Finally an import runs to completion.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod support;
+use crate::support;
 
 fn loupe(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loupe")).args(args).output().unwrap()

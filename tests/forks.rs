@@ -12,7 +12,7 @@
 //! with EIP-4844's `fake_exponential` and EIP-7918's excess rule.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, OnceLock};
 

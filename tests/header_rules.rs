@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 #[path = "support/era1.rs"]
 mod era1;

@@ -5,7 +5,7 @@
 //! Truth comes from the fixture files: block hashes are keccak of the headers in chain.rlp, the
 //! head hash is `headBlockHash` of headfcu.json, the genesis hash is block 1's parent hash.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use alloy_trie::proof::verify_proof;

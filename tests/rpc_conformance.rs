@@ -10,7 +10,7 @@
 //! There is no expected-failure list: every case of every listed method must pass.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

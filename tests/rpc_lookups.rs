@@ -4,7 +4,7 @@
 //! Each transaction's receipt, read alone, equals its entry in the block's receipts.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

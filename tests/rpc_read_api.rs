@@ -10,8 +10,8 @@
 // `common` (split fixture blocks) and `support` (the shared node) both load the fixture locator.
 #![allow(clippy::duplicate_mod)]
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

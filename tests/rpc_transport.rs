@@ -2,7 +2,7 @@
 //! JSON-RPC error codes, ids, notifications, batches, limits, panics, CORS).
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::Node;

@@ -1,5 +1,5 @@
 //! Smoke test of the in-process harness.
-mod support;
+use crate::support;
 
 #[test]
 fn chain_id_from_fixture() {

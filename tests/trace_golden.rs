@@ -20,7 +20,7 @@
 //! byte (68 before Istanbul, block 18).
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

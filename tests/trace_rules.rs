@@ -4,7 +4,7 @@
 //! through a second path (storage layer, eth_getBalance); none is pasted from loupe's output.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};

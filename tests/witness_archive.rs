@@ -6,7 +6,7 @@
 //! consensus suites' valid chains get the same round trip in `tests/consensus.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
