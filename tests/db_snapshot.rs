@@ -257,7 +257,10 @@ fn an_import_compacts_the_file_its_commits_left() {
         "an import that stored nothing leaves the file as it was"
     );
     // A short import onto a datadir (the last 4 blocks after 76) does not at least double the
-    // file, so `auto` leaves it alone; the blocks are stored all the same.
+    // file, so `auto` leaves it alone; the blocks are stored all the same. The 76 blocks are
+    // imported unpacked: below one region (4 GiB) redb doubles a file that has no free page
+    // left at its first growth, so any write to a file just packed doubles it, whatever it
+    // writes (the import's commit, then the trie-history stage's).
     let part = tmp.path().join("part.rlp");
     let kept = dir("kept");
     let out = run(&[
@@ -270,9 +273,10 @@ fn an_import_compacts_the_file_its_commits_left() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_loupe"));
-    c.args(["import", "--import.batch", "8", "--datadir"]).arg(dir("short"));
-    let out = c.arg("--genesis").arg(gen_dir.join("genesis.json")).arg(&part).output().unwrap();
-    assert!(out.status.success() && text(&out).contains("packed"), "{}", text(&out));
+    c.args(["import", "--import.batch", "8", "--import.compact", "off", "--datadir"]);
+    let out = c.arg(dir("short")).arg("--genesis").arg(gen_dir.join("genesis.json")).arg(&part);
+    let out = out.output().unwrap();
+    assert!(out.status.success() && !text(&out).contains("packed"), "{}", text(&out));
     let said = import(&gen_dir, &dir("short"), "8", &[]);
     assert!(said.contains("imported 4 blocks") && !said.contains("packed"), "{said}");
 }
