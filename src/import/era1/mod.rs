@@ -21,7 +21,6 @@ use std::sync::mpsc::SyncSender;
 use alloy_consensus::{Block, BlockBody, Header};
 use alloy_primitives::{B256, U256};
 
-pub(crate) use e2store::MAX_RECORD_BYTES;
 pub use write::{Era1Export, Era1Stop, Era1Written, export_era1};
 
 use super::block::{Prepared, Senders};
