@@ -24,7 +24,8 @@ use alloy_primitives::{B256, U256};
 pub use write::{Era1Export, Era1Stop, Era1Written, export_era1};
 
 use super::block::{Prepared, Senders};
-use super::{FileItem, ImportError, Item, SourceError};
+use super::item::{FileItem, Item};
+use super::{ImportError, SourceError};
 use crate::storage::Database;
 use accumulator::{EPOCH_BLOCKS, known_epoch_roots};
 use read::Era1File;
