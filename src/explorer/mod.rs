@@ -15,11 +15,11 @@
 //! - **Errors**: a malformed hash, address or number is a 400 page, something not in the chain
 //!   a 404 page, a method's refusal (-32005, a deadline) a 503 page, each saying what is wrong;
 //!   a method other than GET (or HEAD, answered as GET without its body) gets 405, but for
-//!   the call form, which is sent by POST (`call.rs`).
+//!   the call form, which is sent by POST (`call_form.rs`).
 
 mod address;
 mod block;
-mod call;
+mod call_form;
 mod error;
 mod format;
 mod home;
@@ -111,7 +111,7 @@ async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri, body: Bytes) -> Respo
     let page = if method == Method::GET {
         route(&rpc, path, uri.query()).await
     } else if method == Method::POST && path == CALL_PATH {
-        call::post(&rpc, &body).await
+        call_form::post(&rpc, &body).await
     } else {
         Err(ExplorerError::MethodNotAllowed)
     };
@@ -160,7 +160,7 @@ async fn route(rpc: &RpcCaller, path: &str, query: Option<&str>) -> Result<Page,
     match rest {
         "" => home::page(rpc).await,
         "search" => home::search(rpc, &query).await,
-        "call" => call::page(rpc, &query).await,
+        "call" => call_form::page(rpc, &query).await,
         _ => {
             if let Some(hash) = arg("tx/") {
                 tx::page(rpc, &hash?).await

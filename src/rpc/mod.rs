@@ -3,7 +3,7 @@
 //! `server/` is the transport side (HTTP, WebSocket, dispatch, limits, connections, pools);
 //! `request/` what every request goes through (errors and their codes, parameters, JSON, caches,
 //! EVM scheduling); `eth/`, `trace/` and `debug/` are the namespaces, one file per family of
-//! methods; `replay.rs` replays stored blocks for both tracers.
+//! methods; `stored_replay.rs` replays stored blocks for both tracers.
 //!
 //! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
 //! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
@@ -12,17 +12,17 @@
 
 mod debug;
 mod eth;
-mod replay;
 mod request;
 mod server;
+mod stored_replay;
 mod trace;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use eth::call::revert_reason;
 pub use eth::config::eth_config_at;
+pub(crate) use eth::eth_call::revert_reason;
 use eth::{fees, logs};
 pub use request::error::{RpcError, RpcResult, codes};
 use request::{cache, inline};

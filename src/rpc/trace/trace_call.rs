@@ -24,7 +24,7 @@ use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call_on};
-use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::eth_call::call_object;
 use crate::rpc::eth::override_limits::RawSets;
 use crate::rpc::request::inline::{Traced, small_trace, traced_whole};
 use crate::rpc::request::json::{Raw, to_value};
