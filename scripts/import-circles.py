@@ -261,9 +261,7 @@ class Crate:
             return tuple(base + rest)
         if head in local.children and scope == local.module:
             return scope + tuple(path)
-        if head in KEYWORDS:
-            return None
-        return None
+        return None  # another crate (or `Self`)
 
     def resolve(self, target, seen=None):
         """The file defining the item (or module) at the crate path `target`."""
