@@ -5,7 +5,7 @@
 //! The scripts only report what their library returned; every expectation here comes from an
 //! independent source, never from loupe's own answers:
 //!
-//! - the sample history as `src/dev/history.rs`, `contracts/Sample.sol` and README's table
+//! - the sample history as `src/dev/sample.rs`, `contracts/Sample.sol` and README's table
 //!   describe it (addresses, transfers and their events, the hand-assembled `Counter`, whose
 //!   gas follows from its opcodes);
 //! - header fields (base fees, gas limit, state roots) and the EIP-1559 base-fee rule;
@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
 // ---------------------------------------------------------------------------------------------
-// Independent truths: README's dev accounts and sample-history table, src/dev/history.rs,
+// Independent truths: README's dev accounts and sample-history table, src/dev/sample.rs,
 // contracts/Sample.sol.
 // ---------------------------------------------------------------------------------------------
 
@@ -62,7 +62,7 @@ const KEYS: [&str; 3] = [
 /// `Counter` (block 1) and `Token` (block 3), README's table.
 const COUNTER: Address = address!("0x5fbdb2315678afecb367f032d93f642f64180aa3");
 const TOKEN: Address = address!("0xe7f1725e7734ce288f8367e1bb143e90bb3f0512");
-/// `Counter`'s runtime (src/dev/history.rs).
+/// `Counter`'s runtime (src/dev/sample.rs).
 const COUNTER_RUNTIME: &str = "6000546001018060005560005260206000f3";
 
 /// `Stamp` and `Prober` (block 4): account 0's creations with nonces 2 and 3 (after Counter
@@ -144,7 +144,7 @@ fn counter_call_gas() -> u64 {
     21_000 + counter_exec_gas(false, false)
 }
 
-/// Gas used by the blocks 11–20 (src/dev/history.rs): a Counter call (slot 0 goes 0 → 1 in
+/// Gas used by the blocks 11–20 (src/dev/sample.rs): a Counter call (slot 0 goes 0 → 1 in
 /// block 11, then stays nonzero) and a plain 21,000-gas payment to a fresh address.
 fn history_gas_used(block: u64) -> u64 {
     assert!((11..=20).contains(&block));

@@ -5,7 +5,7 @@
 //!    datadir, answers every block, transaction, receipt and trace_call identically.
 //! 2. One trace_call per sample-history transaction: each transaction is fetched over RPC and
 //!    replayed at its parent block. Every expectation below is derived from the contract
-//!    sources (`contracts/Sample.sol`, the hand-assembled Counter in `src/dev/history.rs`) and
+//!    sources (`contracts/Sample.sol`, the hand-assembled Counter in `src/dev/sample.rs`) and
 //!    the EVM rules, never copied from loupe's own output.
 //! 3. An interrupted first `loupe dev`: killed at several moments of its build (and a datadir
 //!    an older loupe left with part of the history), the datadir never holds a partial chain,
@@ -229,7 +229,7 @@ fn eth() -> U256 {
 
 const GWEI: u64 = 1_000_000_000;
 
-/// `Counter`'s runtime as given in src/dev/history.rs (hand-assembled, 18 bytes).
+/// `Counter`'s runtime as given in src/dev/sample.rs (hand-assembled, 18 bytes).
 const COUNTER_RUNTIME: &str = "0x6000546001018060005560005260206000f3";
 
 /// Solidity creation code ends its constructor with `PUSH len DUP1 PUSH off PUSH0 CODECOPY

@@ -6,6 +6,7 @@ mod dialect;
 mod difficulty;
 mod error;
 mod genesis;
+mod milestones;
 mod networks;
 mod spec;
 mod stream;

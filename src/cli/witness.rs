@@ -158,7 +158,7 @@ impl WitnessServeCmd {
             "block verified from its witness; serving it and its parent's state"
         );
         let mut config = self.rpc.to_config()?;
-        super::with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
+        super::serve::with_explorer(&mut config, self.rpc.explorer.unwrap_or(false));
         let served = super::serve(std::sync::Arc::new(db), spec, config, None, None);
         drop(dir);
         served

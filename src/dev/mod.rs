@@ -6,7 +6,7 @@ pub mod contracts;
 mod datadir;
 mod error;
 pub mod generate;
-mod history;
+mod sample;
 
 use alloy_primitives::{Address, B256, U256, hex};
 use alloy_signer_local::PrivateKeySigner;
@@ -17,7 +17,7 @@ pub use datadir::{
     SCRATCH, build_dev_datadir, is_complete as is_dev_chain_complete, remove_scratch,
 };
 pub use error::DevError;
-pub use history::{
+pub use sample::{
     COUNTER, COUNTER_INIT, COUNTER_RUNTIME, FAIL_SELECTOR, HISTORY_BLOCKS, PROBE_SELECTOR,
     SampleContracts, build_sample_history, sample_contracts,
 };

@@ -1,6 +1,6 @@
 //! The cancellation flag of the work running on this thread: set by whoever runs the work (the
 //! RPC server's worker pool, when the client that asked for it went away), read by
-//! [`super::call::Deadline`] each time it reads the clock, so an EVM run stops at its next check.
+//! [`super::call_env::Deadline`] each time it reads the clock, so an EVM run stops at its next check.
 
 use std::cell::RefCell;
 use std::sync::Arc;

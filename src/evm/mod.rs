@@ -2,16 +2,17 @@
 //!
 //! Generic over revm's `DatabaseRef`, so it never depends on how state is stored.
 
-mod call;
+mod block_replay;
+mod call_env;
 pub mod cancel;
 mod env;
 mod error;
 mod execute;
-mod replay;
 mod system_gas;
 mod transfers;
 
-pub use call::{
+pub use block_replay::{ReplayBlock, ReplayError, ReplayState, Traced, replay_block};
+pub use call_env::{
     CallError, CallRequest, INLINE_MEMORY, PrecompileMove, PreparedCall, WarmPrecompiles,
     execute_call, execute_call_within, move_precompiles, precompile_moves_of, prepare_call,
     prepare_call_on,
@@ -19,5 +20,4 @@ pub use call::{
 pub use env::block_env;
 pub use error::EvmError;
 pub use execute::{BlockOutcome, execute_block};
-pub use replay::{ReplayBlock, ReplayError, ReplayState, Traced, replay_block};
 pub use transfers::SimInspector;

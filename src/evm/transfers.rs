@@ -14,7 +14,7 @@ use revm::interpreter::interpreter::EthInterpreter;
 use revm::interpreter::{CallInputs, CallOutcome, CreateInputs, CreateOutcome, Interpreter};
 use revm_inspectors::transfer::{TRANSFER_EVENT_TOPIC, TRANSFER_LOG_EMITTER};
 
-use super::call::{Deadline, WarmPrecompiles};
+use super::call_env::{Deadline, WarmPrecompiles};
 
 /// The deadline of a simulation, plus transfer logs when asked for.
 pub struct SimInspector {

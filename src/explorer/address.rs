@@ -9,9 +9,8 @@ use serde_json::{Value, json};
 use crate::explorer::format::{bytes, ether, grouped, hex_len};
 use crate::explorer::html::Html;
 use crate::explorer::input::{BlockId, Query, quote};
-use crate::explorer::{
-    ExplorerError, Page, address_link, block_link, call, input, parse, render, trace,
-};
+use crate::explorer::page::{Page, address_link, block_link, call, parse, render};
+use crate::explorer::{ExplorerError, input, trace};
 use crate::rpc::RpcCaller;
 
 /// Traces on one page.

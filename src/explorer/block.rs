@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 use crate::explorer::format::{ether, grouped, gwei, percent, quantity, quantity_u64, string, utc};
 use crate::explorer::html::Html;
 use crate::explorer::input::BlockId;
-use crate::explorer::{
-    ExplorerError, Page, address_link, block_link, call, field, input, json_address, parse, render,
-    tx_link,
+use crate::explorer::page::{
+    Page, address_link, block_link, call, field, json_address, parse, render, tx_link,
 };
+use crate::explorer::{ExplorerError, input};
 use crate::rpc::RpcCaller;
 
 /// The page of the block `raw` names.

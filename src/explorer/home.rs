@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use crate::explorer::format::{grouped, quantity_u64, utc};
 use crate::explorer::html::Html;
 use crate::explorer::input::{Query, quote};
-use crate::explorer::{ExplorerError, Page, block_link, call, input, parse};
+use crate::explorer::page::{Page, block_link, call, parse};
+use crate::explorer::{ExplorerError, input};
 use crate::rpc::RpcCaller;
 
 /// Blocks the start page lists.

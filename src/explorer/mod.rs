@@ -15,16 +15,17 @@
 //! - **Errors**: a malformed hash, address or number is a 400 page, something not in the chain
 //!   a 404 page, a method's refusal (-32005, a deadline) a 503 page, each saying what is wrong;
 //!   a method other than GET (or HEAD, answered as GET without its body) gets 405, but for
-//!   the call form, which is sent by POST (`call.rs`).
+//!   the call form, which is sent by POST (`call_form.rs`).
 
 mod address;
 mod block;
-mod call;
+mod call_form;
 mod error;
 mod format;
 mod home;
 mod html;
 mod input;
+mod page;
 mod trace;
 mod tx;
 
@@ -33,15 +34,14 @@ pub use error::ExplorerError;
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use alloy_primitives::Address;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Response, StatusCode, Uri, header};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::rpc::{PageFuture, Pages, RpcCaller};
 use html::Html;
 use input::{Query, percent_decode, quote};
+use page::{Page, block_link, call};
 
 /// Where the pages are served.
 pub const PREFIX: &str = "/explorer/";
@@ -72,10 +72,6 @@ static CSS_PATH: LazyLock<String> =
 static JS_PATH: LazyLock<String> =
     LazyLock::new(|| format!("/explorer/static/explorer.{:016x}.js", fnv1a(JS.as_bytes())));
 
-/// Inputs (JSON text from the methods) up to this size are rendered on the server's thread;
-/// larger ones on the read pool (a page of a few thousand frames takes milliseconds).
-const INLINE_RENDER_BYTES: usize = 64 * 1024;
-
 /// The explorer's pages, for `RpcConfig::pages`.
 #[derive(Debug, Default)]
 pub struct Explorer {
@@ -105,36 +101,6 @@ impl Pages for Explorer {
     }
 }
 
-/// What a route answers.
-#[derive(Debug)]
-pub(crate) enum Page {
-    /// A page: its status, its title and what goes in its `<main>`.
-    Html {
-        /// The HTTP status (200, or an error a page shows beside its form).
-        status: StatusCode,
-        /// The `<title>`, before " · loupe".
-        title: String,
-        /// The content.
-        body: Html,
-    },
-    /// A redirect (303) to a path of the explorer.
-    Redirect(String),
-    /// An embedded file.
-    Asset {
-        /// Its content.
-        body: &'static str,
-        /// Its media type.
-        content_type: &'static str,
-    },
-}
-
-impl Page {
-    /// A page with status 200.
-    pub(crate) fn ok(title: impl Into<String>, body: Html) -> Self {
-        Self::Html { status: StatusCode::OK, title: title.into(), body }
-    }
-}
-
 /// The call form's path, the one page that also takes POST.
 const CALL_PATH: &str = "/explorer/call";
 
@@ -145,7 +111,7 @@ async fn serve(rpc: RpcCaller, method: &Method, uri: &Uri, body: Bytes) -> Respo
     let page = if method == Method::GET {
         route(&rpc, path, uri.query()).await
     } else if method == Method::POST && path == CALL_PATH {
-        call::post(&rpc, &body).await
+        call_form::post(&rpc, &body).await
     } else {
         Err(ExplorerError::MethodNotAllowed)
     };
@@ -194,7 +160,7 @@ async fn route(rpc: &RpcCaller, path: &str, query: Option<&str>) -> Result<Page,
     match rest {
         "" => home::page(rpc).await,
         "search" => home::search(rpc, &query).await,
-        "call" => call::page(rpc, &query).await,
+        "call" => call_form::page(rpc, &query).await,
         _ => {
             if let Some(hash) = arg("tx/") {
                 tx::page(rpc, &hash?).await
@@ -282,64 +248,4 @@ fn redirect(to: &str) -> Response<Bytes> {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
-}
-
-/// Calls a served method; its JSON result as text.
-pub(crate) async fn call(
-    rpc: &RpcCaller,
-    method: &'static str,
-    params: Value,
-) -> Result<String, ExplorerError> {
-    rpc.call(method, &params.to_string())
-        .await
-        .map_err(|source| ExplorerError::Rpc { method, source })
-}
-
-/// A method's JSON result read as `T`.
-pub(crate) fn parse<T: DeserializeOwned>(
-    method: &'static str,
-    json: &str,
-) -> Result<T, ExplorerError> {
-    serde_json::from_str(json)
-        .map_err(|e| ExplorerError::Unreadable { method, detail: e.to_string() })
-}
-
-/// Runs `render` on the read pool when its input (`bytes` of JSON) is large, else here.
-pub(crate) async fn render<T: Send + 'static>(
-    rpc: &RpcCaller,
-    bytes: usize,
-    render: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ExplorerError> {
-    if bytes <= INLINE_RENDER_BYTES {
-        return Ok(render());
-    }
-    rpc.run_read(render).await.map_err(|source| ExplorerError::Rpc { method: "rendering", source })
-}
-
-/// A link to an address's page, the address as its text and its title (the whole address,
-/// where a narrow screen cuts the text).
-pub(crate) fn address_link(h: &mut Html, address: &Address) {
-    h.raw("<a class=\"addr\" href=\"/explorer/address/").show(address).raw("\" title=\"");
-    h.show(address).raw("\">").show(address).raw("</a>");
-}
-
-/// A link to a block's page, `#n` as its text.
-pub(crate) fn block_link(h: &mut Html, n: u64) {
-    h.raw("<a href=\"/explorer/block/").num(n).raw("\">#").num(n).raw("</a>");
-}
-
-/// A link to a transaction's page, its hash as its text and its title.
-pub(crate) fn tx_link(h: &mut Html, hash: &str) {
-    h.raw("<a class=\"hash\" href=\"/explorer/tx/").text(hash).raw("\" title=\"").text(hash);
-    h.raw("\">").text(hash).raw("</a>");
-}
-
-/// A `<dt>`/`<dd>` pair of a summary list, the value as text.
-pub(crate) fn field(h: &mut Html, name: &'static str, value: &str) {
-    h.raw("<dt>").raw(name).raw("</dt><dd>").text(value).raw("</dd>");
-}
-
-/// The address in a JSON field (as the methods write them), if it is one.
-pub(crate) fn json_address(v: &Value, key: &str) -> Option<Address> {
-    v.get(key)?.as_str()?.parse().ok()
 }

@@ -7,9 +7,9 @@ use alloy_rpc_types_trace::parity::{
     AccountDiff, Action, CallType, CreationMethod, Delta, StateDiff, TraceOutput, TransactionTrace,
 };
 
-use crate::explorer::address_link;
 use crate::explorer::format::{bytes, ether, grouped, percent};
 use crate::explorer::html::Html;
+use crate::explorer::page::address_link;
 
 /// Most frames one page shows; the rest are counted, not shown.
 pub(crate) const MAX_FRAMES: usize = 5_000;

@@ -10,10 +10,10 @@ use crate::explorer::format::{
     bytes, ether, grouped, gwei, hex_len, quantity, quantity_u64, string,
 };
 use crate::explorer::html::Html;
-use crate::explorer::{
-    ExplorerError, Page, address_link, block_link, call, field, input, json_address, parse, render,
-    trace,
+use crate::explorer::page::{
+    Page, address_link, block_link, call, field, json_address, parse, render,
 };
+use crate::explorer::{ExplorerError, input, trace};
 use crate::rpc::RpcCaller;
 
 /// The page of the transaction `raw` names.

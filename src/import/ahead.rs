@@ -24,7 +24,7 @@ use revm::database::states::StateChangeset;
 use revm::state::AccountInfo;
 
 use super::block::{Ahead as Outcome, Prepared};
-use super::{FileItem, Item};
+use super::item::{FileItem, Item};
 use crate::chain::ChainSpec;
 use crate::evm::execute_block;
 use crate::storage::{Database, StateAt, StorageError};

@@ -16,7 +16,7 @@ use alloy_eips::eip4844::DATA_GAS_PER_BLOB;
 use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{B256, Bytes};
 
-use super::ImportError;
+use super::{ImportError, Rule};
 use crate::chain::{ChainSpec, DifficultyParent, HeaderPolicy, difficulty};
 
 /// The largest gas limit (EIP-1985).
@@ -39,88 +39,6 @@ const MAX_OMMERS: usize = 2;
 const OMMER_GENERATIONS: u64 = 7;
 /// EIP-7934: largest RLP-encoded block from Osaka on (10 MiB less a 2 MiB margin).
 pub const MAX_RLP_BLOCK_SIZE: usize = 8_388_608;
-
-/// The rule a refused block broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// A block number one above its parent's.
-    Number,
-    /// Extra data at most 32 bytes.
-    ExtraData,
-    /// Mainnet blocks 1,920,000–1,920,009 carry `dao-hard-fork` (EIP-779).
-    DaoExtraData,
-    /// A timestamp strictly later than the parent's.
-    Timestamp,
-    /// A proof-of-work block at most 15 s ahead of the clock.
-    FutureTimestamp,
-    /// The gas limit within parent/1024 of the parent's, at least 5,000, at most 2^63 - 1.
-    GasLimit,
-    /// Gas used at most the gas limit.
-    GasUsed,
-    /// The base fee: absent before London, 1 gwei at the London block, then EIP-1559.
-    BaseFee,
-    /// Difficulty by the formula of the fork; zero with a zero nonce after the merge.
-    Difficulty,
-    /// After the merge (EIP-3675): zero nonce, no ommers.
-    ProofOfStake,
-    /// Withdrawals (EIP-4895) exactly from Shanghai on.
-    Withdrawals,
-    /// Blob gas fields and the beacon root (EIP-4844, EIP-4788) exactly from Cancun on, within
-    /// their bounds.
-    BlobGas,
-    /// The requests hash (EIP-7685) exactly from Prague on.
-    Requests,
-    /// At most 2 ommers, each a valid header of a recent side block, never an ancestor, never
-    /// included twice.
-    Ommers,
-    /// EIP-7934: the RLP block at most 8,388,608 bytes from Osaka on.
-    BlockSize,
-    /// A block body holds transactions in their consensus form: no blob sidecars.
-    BlobSidecar,
-    /// The block access list hash (EIP-7928) exactly from Amsterdam on.
-    BlockAccessList,
-    /// The slot number (EIP-7843) exactly from Amsterdam on.
-    SlotNumber,
-}
-
-impl Rule {
-    /// The rule's name, as errors print it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Number => "number",
-            Self::ExtraData => "extra data",
-            Self::DaoExtraData => "DAO fork extra data",
-            Self::Timestamp => "timestamp",
-            Self::FutureTimestamp => "future timestamp",
-            Self::GasLimit => "gas limit",
-            Self::GasUsed => "gas used",
-            Self::BaseFee => "base fee",
-            Self::Difficulty => "difficulty",
-            Self::ProofOfStake => "proof of stake",
-            Self::Withdrawals => "withdrawals",
-            Self::BlobGas => "blob gas",
-            Self::Requests => "requests hash",
-            Self::Ommers => "ommers",
-            Self::BlockSize => "block size",
-            Self::BlobSidecar => "blob sidecar",
-            Self::BlockAccessList => "block access list",
-            Self::SlotNumber => "slot number",
-        }
-    }
-
-    /// Whether [`HeaderPolicy::Dev`] relaxes this rule, in part: an equal timestamp, the base
-    /// fee's value, and blob sidecars in a body whose header commits to them (anvil's; the
-    /// block is stored without them).
-    pub const fn dev_relaxes(self) -> bool {
-        matches!(self, Self::Timestamp | Self::BaseFee | Self::BlobSidecar)
-    }
-}
-
-impl std::fmt::Display for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// A broken rule and its values, before the block's number and hash are attached.
 type Broken = (Rule, String);

@@ -17,6 +17,7 @@ pub mod era1;
 mod error;
 mod genesis;
 mod header;
+mod item;
 mod progress;
 mod source;
 
@@ -29,13 +30,14 @@ pub use block::{
     import_block_uncommitted,
 };
 use block::{Prepared, Senders};
-pub use error::ImportError;
+pub use error::{ImportError, Rule};
 pub use genesis::{
     GenesisSource, InitOptions, init_genesis, init_genesis_file, init_with, load_spec,
 };
 pub use header::{
-    DAO_EXTRA_DATA, MAX_GAS_LIMIT, MAX_RLP_BLOCK_SIZE, Rule, has_sidecar, without_sidecars,
+    DAO_EXTRA_DATA, MAX_GAS_LIMIT, MAX_RLP_BLOCK_SIZE, has_sidecar, without_sidecars,
 };
+use item::{FileItem, Item, Next};
 pub use source::{BlockReader, SourceError};
 
 use crate::chain::ChainSpec;
@@ -380,23 +382,6 @@ const PREPARE_AHEAD: usize = 4;
 /// 10–17 % off the import against room for 4, for 15–20 MiB more peak memory (BENCHMARKS.md,
 /// "State roots per commit group"). [`ahead::EXECUTE_AHEAD_BYTES`] bounds them in bytes too.
 const EXECUTE_AHEAD: usize = 128;
-
-/// A decoded block with its [`Prepared`] part, or what was wrong with the file there.
-type Next =
-    Result<(u64, alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared), SourceError>;
-
-/// What the reading thread found next in a chain file.
-enum FileItem {
-    /// The file did not open.
-    Open(std::io::Error),
-    /// The era1 file failed a check made before any of its blocks is handed on.
-    Refused(SourceError),
-    /// The next block, or what was wrong with the bytes there (boxed: a block is large).
-    Block(Box<Next>),
-}
-
-/// One [`FileItem`] and the index of the file it is from.
-type Item = (usize, FileItem);
 
 /// Reads every block of every file in turn and prepares it, until the files end, a file does
 /// not open, a block does not decode, an era1 file fails its checks ([`era1::prepare_file`]), or

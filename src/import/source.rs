@@ -9,6 +9,10 @@ use alloy_rlp::Decodable;
 /// Largest block accepted (a guard against a garbage length prefix allocating gigabytes).
 const MAX_BLOCK_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Largest record, and largest decompressed record, accepted: a guard against a garbage length
+/// allocating gigabytes (the largest pre-merge block is a few MiB).
+pub(super) const MAX_RECORD_BYTES: u64 = 256 * 1024 * 1024;
+
 /// What was wrong with the bytes of a chain file (RLP or era1).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -70,8 +74,7 @@ pub enum SourceError {
     },
     /// An e2store record's length is absurd.
     #[error(
-        "record at byte {offset} claims {size} bytes, more than the {}-byte limit",
-        super::era1::MAX_RECORD_BYTES
+        "record at byte {offset} claims {size} bytes, more than the {MAX_RECORD_BYTES}-byte limit"
     )]
     RecordTooLarge {
         /// Offset of the record's header.
@@ -280,8 +283,9 @@ impl<R: Read> BlockReader<R> {
     }
 }
 
-/// Reads until `buf` is full or EOF; returns the count read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full or EOF; returns the count read (what an interrupted read left
+/// unread is read again).
+pub(super) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -1,32 +1,35 @@
 //! JSON-RPC 2.0 over HTTP and WebSocket: server set-up, limits, and the methods loupe serves.
 //!
-//! `server/` is the transport side (HTTP, WebSocket, dispatch, parameters, pools, caches,
-//! errors); `eth/`, `trace/` and `debug/` are the namespaces, one file per family of methods;
-//! `replay.rs` replays stored blocks for both tracers.
+//! `server/` is the transport side (HTTP, WebSocket, dispatch, limits, connections, pools);
+//! `request/` what every request goes through (errors and their codes, parameters, JSON, caches,
+//! EVM scheduling); `eth/`, `trace/` and `debug/` are the namespaces, one file per family of
+//! methods; `stored_replay.rs` replays stored blocks for both tracers.
 //!
 //! Point reads run inline on the server's threads (a few µs of redb reads and JSON); reads of
 //! whole blocks and block ranges run on one bounded pool of worker threads, EVM work
 //! (`eth_call`, `trace_call`) on another (`pool::WorkerPool`), except a short `eth_call` or
-//! `trace_call`, which runs on the server's thread within a budget of µs (`server/inline.rs`).
+//! `trace_call`, which runs on the server's thread within a budget of µs (`request/inline.rs`).
 
 mod debug;
 mod eth;
-mod replay;
+mod request;
 mod server;
+mod stored_replay;
 mod trace;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use eth::call::revert_reason;
 pub use eth::config::eth_config_at;
+pub(crate) use eth::eth_call::revert_reason;
 use eth::{fees, logs};
-pub use server::error::{RpcError, RpcResult, codes};
+pub use request::error::{RpcError, RpcResult, codes};
+use request::{cache, inline};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;
 pub use server::pages::{PageFuture, Pages, RpcCaller};
-use server::{cache, http, inline, methods, pool, subscriptions, ws};
+use server::{http, methods, pool, subscriptions, ws};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -70,7 +73,7 @@ pub struct RpcConfig {
     pub call_timeout: Duration,
     /// How long a short `eth_call` or `trace_call` may run on the server's thread that parsed it
     /// before it goes to the EVM pool instead (`--rpc.inline-budget-us`); zero: every call goes
-    /// to the pool. While the server is saturated every call goes there (`server/inline.rs`).
+    /// to the pool. While the server is saturated every call goes there (`request/inline.rs`).
     pub inline_budget: Duration,
     /// EVM worker threads.
     pub workers: usize,
@@ -82,9 +85,9 @@ pub struct RpcConfig {
     pub read_queue: usize,
     /// Threads of the server's async runtime (HTTP and cheap reads); `None`: CPU cores.
     pub io_threads: Option<usize>,
-    /// Bytes of serialized transaction objects kept (`server/cache.rs`); 0: none.
+    /// Bytes of serialized transaction objects kept (`request/cache.rs`); 0: none.
     pub tx_cache_bytes: u64,
-    /// Bytes of serialized block objects and block receipts kept (`server/cache.rs`); 0: none.
+    /// Bytes of serialized block objects and block receipts kept (`request/cache.rs`); 0: none.
     pub block_cache_bytes: u64,
     /// Serve `vmTrace`.
     pub vm_trace: bool,
@@ -226,15 +229,15 @@ pub struct RpcContext {
     /// The stored head, watched for WebSocket subscriptions (`server/subscriptions.rs`); `None`
     /// without `--ws`.
     heads: Option<subscriptions::Heads>,
-    /// Transaction objects already serialized (`server/cache.rs`).
+    /// Transaction objects already serialized (`request/cache.rs`).
     tx_cache: cache::TxCache,
-    /// Block objects and block receipts already serialized (`server/cache.rs`).
+    /// Block objects and block receipts already serialized (`request/cache.rs`).
     block_cache: cache::BlockCache,
     /// Each recent block's sorted tips, for `eth_feeHistory` (`eth/fees.rs`).
     tips_cache: fees::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
     test_holds: methods::TestHolds,
-    /// Whether short EVM calls run inline now (`server/inline.rs`).
+    /// Whether short EVM calls run inline now (`request/inline.rs`).
     inline: inline::InlineState,
 }
 

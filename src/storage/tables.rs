@@ -149,7 +149,8 @@ pub const TRACE_ADDRESSES: TableDefinition<'_, &[u8; 28], ()> =
     TableDefinition::new("trace_addresses");
 
 /// Calls the macro `$m` with every table of the schema, in the order of this file, so that
-/// whatever must visit each table (a copy, the statistics) cannot miss one added later.
+/// whatever must visit each table (creating them, a copy, the statistics) cannot miss one added
+/// later.
 macro_rules! for_each_table {
     ($m:ident) => {
         $m!(

@@ -300,30 +300,14 @@ impl Writer {
             }
         }
         drop(m);
-        self.txn.open_table(tables::HEADERS)?;
-        self.txn.open_table(tables::CANONICAL)?;
-        self.txn.open_table(tables::HASH_TO_NUMBER)?;
-        self.txn.open_table(tables::BODIES)?;
-        self.txn.open_table(tables::TRANSACTIONS)?;
-        self.txn.open_table(tables::RECEIPTS)?;
-        self.txn.open_table(tables::ACCESS_LISTS)?;
-        self.txn.open_table(tables::TX_LOOKUP)?;
-        self.txn.open_table(tables::BYTECODES)?;
-        self.txn.open_table(tables::PREIMAGES)?;
-        self.txn.open_table(tables::HASHED_ACCOUNTS)?;
-        self.txn.open_table(tables::HASHED_STORAGE)?;
-        self.txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?;
-        self.txn.open_table(tables::HASHED_STORAGE_HISTORY)?;
-        self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?;
-        self.txn.open_table(tables::HASHED_STORAGE_EPOCHS)?;
-        self.txn.open_table(tables::ACCOUNT_TRIE)?;
-        self.txn.open_table(tables::STORAGE_TRIE)?;
-        self.txn.open_table(tables::ACCOUNT_TRIE_HISTORY)?;
-        self.txn.open_table(tables::STORAGE_TRIE_HISTORY)?;
-        self.txn.open_table(tables::ACCOUNT_TRIE_EPOCHS)?;
-        self.txn.open_table(tables::STORAGE_TRIE_EPOCHS)?;
-        self.txn.open_table(tables::BLOCK_CHANGES)?;
-        self.txn.open_table(tables::TRACE_ADDRESSES)?;
+        // Every table of the schema (`meta` again, already open above: a no-op).
+        let txn = &self.txn;
+        macro_rules! create {
+            ($($table:ident),* $(,)?) => {
+                $(txn.open_table(tables::$table)?;)*
+            };
+        }
+        tables::for_each_table!(create);
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 //! is one extra draw from the random stream made only then, so without one the stream, and
 //! the chain, are exactly what they are without the option.
 
-use crate::dev::history::sign;
+use crate::dev::sample::sign;
 use alloy_consensus::{
     SignableTransaction, Signed, TxEip1559, TxEip2930, TxEip4844, TxEip4844Variant, TxEip7702,
     TxEnvelope, TxLegacy,

@@ -7,6 +7,7 @@
 use std::io::{Read, Write};
 
 use crate::import::SourceError;
+use crate::import::source::{MAX_RECORD_BYTES, read_full};
 
 /// Record types of an era1 file (u16, little-endian on disk).
 pub(crate) mod kind {
@@ -42,10 +43,6 @@ pub(crate) mod kind {
 
 /// Bytes of a record header.
 pub(crate) const HEADER_BYTES: u64 = 8;
-
-/// Largest record, and largest decompressed record, accepted: a guard against a garbage length
-/// allocating gigabytes (the largest pre-merge block is a few MiB).
-pub(crate) const MAX_RECORD_BYTES: u64 = 256 * 1024 * 1024;
 
 /// A record header: the record's type and the length of its data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,20 +144,6 @@ pub(crate) fn compress(data: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(data.len() / 2 + 64);
     snap::read::FrameEncoder::new(data).read_to_end(&mut out)?;
     Ok(out)
-}
-
-/// Reads until `buf` is full or the end; returns the count read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@ use std::sync::mpsc::SyncSender;
 use alloy_consensus::{Block, BlockBody, Header};
 use alloy_primitives::{B256, U256};
 
-pub(crate) use e2store::MAX_RECORD_BYTES;
 pub use write::{Era1Export, Era1Stop, Era1Written, export_era1};
 
 use super::block::{Prepared, Senders};
-use super::{FileItem, ImportError, Item, SourceError};
+use super::item::{FileItem, Item};
+use super::{ImportError, SourceError};
 use crate::storage::Database;
 use accumulator::{EPOCH_BLOCKS, known_epoch_roots};
 use read::Era1File;

@@ -35,11 +35,11 @@ use crate::rpc::debug::frontier_create::FrontierCreates;
 use crate::rpc::debug::prestate::{self, PrestateConfig};
 use crate::rpc::debug::struct_logs::StructLogBudget;
 use crate::rpc::eth::block_overrides::{OverridesOf, check_block_overrides};
-use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::eth_call::call_object;
 use crate::rpc::eth::override_limits::RawSets;
-use crate::rpc::server::inline::{Traced, small_debug_trace};
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::inline::{Traced, small_debug_trace};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Reader, StateAt};
 

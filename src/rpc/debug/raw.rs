@@ -9,8 +9,8 @@ use alloy_primitives::Bytes;
 use alloy_rlp::Encodable;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::Args;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::Args;
 use crate::rpc::{RpcContext, RpcResult};
 
 impl RpcContext {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use alloy_primitives::B256;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcResult};
 use crate::witness::build_witness;
 

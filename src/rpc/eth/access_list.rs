@@ -8,8 +8,8 @@ use alloy_primitives::{B256, Bytes};
 use jsonrpsee::types::Params;
 use serde_json::{Value, json};
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 impl RpcContext {

@@ -18,8 +18,8 @@ use alloy_primitives::{Address, Bytes};
 use jsonrpsee::types::Params;
 
 use crate::chain::ChainSpec;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::Args;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::Args;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// Which precompile and system-contract set a fork has (a BPO fork has its base fork's).

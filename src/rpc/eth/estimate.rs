@@ -21,10 +21,10 @@ use revm::inspector::NoOpInspector;
 use revm_inspectors::access_list::AccessListInspector;
 
 use crate::evm::{CallError, CallRequest, execute_call, prepare_call};
-use crate::rpc::eth::call::{halt_message, revert_reason};
+use crate::rpc::eth::eth_call::{halt_message, revert_reason};
 use crate::rpc::eth::override_limits::RawSets;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::StateAt;
 

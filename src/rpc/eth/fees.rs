@@ -25,8 +25,8 @@ use alloy_primitives::{B256, U256};
 use alloy_rpc_types_eth::FeeHistory;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -248,7 +248,7 @@ fn check_percentiles(ps: &[f64]) -> RpcResult<()> {
 /// `eth_feeHistory` are read from. Wallets ask for the rewards of the newest blocks on every
 /// refresh, and reading them costs every transaction and receipt of each block. Keyed by
 /// block hash, so an entry never goes stale (a reorged block is simply not asked for again);
-/// bounded by bytes (quick_cache, as `server/cache.rs`).
+/// bounded by bytes (quick_cache, as `request/cache.rs`).
 pub(crate) struct TipsCache {
     cache: quick_cache::sync::Cache<B256, Arc<[(u128, u64)]>, TipsWeight>,
 }

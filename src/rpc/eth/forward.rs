@@ -8,8 +8,8 @@ use jsonrpsee::http_client::HttpClientBuilder;
 use jsonrpsee::rpc_params;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::Args;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::Args;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 
 /// How long a forwarded transaction may take.

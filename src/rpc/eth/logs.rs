@@ -21,9 +21,9 @@ use jsonrpsee::types::Params;
 use serde_json::Value;
 
 use crate::rpc::eth::convert::block_logs;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::server::budget::check;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 

@@ -13,7 +13,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::rpc::server::params::invalid;
+use crate::rpc::request::params::invalid;
 use crate::rpc::{RpcContext, RpcResult};
 
 /// Accounts and storage slots of override sets.

@@ -8,8 +8,8 @@ use alloy_serde::storage::JsonStorageKey;
 use alloy_trie::EMPTY_ROOT_HASH;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, invalid};
 use crate::rpc::{RpcContext, RpcResult};
 use crate::trie::prove_account;
 

@@ -4,9 +4,9 @@ use alloy_primitives::{Address, B256, U256};
 use jsonrpsee::types::Params;
 
 use crate::rpc::eth::convert::{BlockTxs, rpc_block, rpc_receipt, rpc_receipts, rpc_transaction};
-use crate::rpc::server::cache::BlockObject;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::cache::BlockObject;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -293,8 +293,8 @@ impl RpcContext {
         for (address, keys) in request {
             let mut values = Vec::with_capacity(keys.len());
             for k in keys {
-                let v =
-                    state.storage_value(&address, &crate::rpc::server::params::storage_key(&k)?)?;
+                let v = state
+                    .storage_value(&address, &crate::rpc::request::params::storage_key(&k)?)?;
                 values.push(serde_json::to_value(B256::from(v)).unwrap_or_default());
             }
             out.insert(format!("{address:#x}"), serde_json::Value::Array(values));

@@ -50,11 +50,11 @@ use serde_json::Value;
 
 use crate::evm::{SimInspector, block_env, move_precompiles, precompile_moves_of};
 use crate::rpc::eth::block_overrides::check_simulate_payload;
-use crate::rpc::eth::call::{halt_message, revert_reason};
 use crate::rpc::eth::convert::{BlockTxs, rpc_block};
+use crate::rpc::eth::eth_call::{halt_message, revert_reason};
 use crate::rpc::eth::override_limits::{OverrideCount, RawSets};
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Reader, StateAt};
 use crate::trie::overlay_state_root;

@@ -21,7 +21,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::rpc::server::json::Raw;
+use crate::rpc::request::json::Raw;
 use crate::rpc::server::methods::Methods;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 
@@ -203,7 +203,7 @@ async fn handle_batch(calls: &impl Calls, text: &str, limits: Limits) -> Reply {
         } else {
             out.truncate(mark);
         }
-        // A short EVM call runs inline within its budget (`server/inline.rs`); a batch of them
+        // A short EVM call runs inline within its budget (`request/inline.rs`); a batch of them
         // gives the thread back between calls, so other connections' requests are not held up
         // behind the whole batch.
         if started.elapsed() >= BATCH_YIELD_AFTER {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use jsonrpsee::types::Params;
 
-use crate::rpc::server::json::Raw;
-use crate::rpc::server::params;
+use crate::rpc::request::json::Raw;
+use crate::rpc::request::params;
 use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message};
 
 /// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
@@ -119,7 +119,7 @@ impl Methods {
             "web3_clientVersion",
             Handler::Sync(|_, p| {
                 params::Args::new(&p, 0)?;
-                crate::rpc::server::json::to_value(concat!("loupe/v", env!("CARGO_PKG_VERSION")))
+                crate::rpc::request::json::to_value(concat!("loupe/v", env!("CARGO_PKG_VERSION")))
             }),
         );
         macro_rules! evm {
@@ -218,19 +218,19 @@ impl TestHolds {
             .wait_timeout_while(state, Self::MAX_HOLD, |(_, released)| !*released)
             .map_err(poisoned)?;
         state.0 -= 1;
-        crate::rpc::server::json::to_value(!waited.timed_out())
+        crate::rpc::request::json::to_value(!waited.timed_out())
     }
 
     fn holding(&self) -> RpcResult<Raw> {
         let state = self.state.lock().map_err(poisoned)?;
-        crate::rpc::server::json::to_value(state.0)
+        crate::rpc::request::json::to_value(state.0)
     }
 
     fn release(&self) -> RpcResult<Raw> {
         let mut state = self.state.lock().map_err(poisoned)?;
         state.1 = true;
         self.changed.notify_all();
-        crate::rpc::server::json::to_value(state.0)
+        crate::rpc::request::json::to_value(state.0)
     }
 }
 

@@ -16,8 +16,8 @@ use jsonrpsee::types::Params;
 use tokio::sync::{mpsc, watch};
 
 use crate::rpc::eth::logs::LogFilter;
-use crate::rpc::server::json::Raw;
-use crate::rpc::server::params::{Args, invalid};
+use crate::rpc::request::json::Raw;
+use crate::rpc::request::params::{Args, invalid};
 use crate::rpc::server::ws::Out;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::{Database, Reader};
@@ -220,13 +220,13 @@ fn next_messages(ctx: &RpcContext, kind: &Kind, sent: &mut Sent) -> RpcResult<Ve
                     total_difficulty: None,
                     size: None,
                 };
-                out.push(crate::rpc::server::json::to_value(h)?);
+                out.push(crate::rpc::request::json::to_value(h)?);
             }
             Kind::Logs(filter) => {
                 let mut logs = Vec::new();
                 ctx.block_matches(&r, filter, header, hash, &mut logs)?;
                 for l in logs {
-                    out.push(crate::rpc::server::json::to_value(l)?);
+                    out.push(crate::rpc::request::json::to_value(l)?);
                 }
             }
         }
@@ -258,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_notification_is_json_in_geth_s_shape() {
-        let raw = crate::rpc::server::json::to_value(serde_json::json!({"number": "0x1"}))
+        let raw = crate::rpc::request::json::to_value(serde_json::json!({"number": "0x1"}))
             .unwrap_or_else(|e| panic!("{e}"));
         let text = notification("0xab", &raw);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));

@@ -53,11 +53,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
+use crate::rpc::request::json::{self, Raw};
+use crate::rpc::request::params::Args;
 use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::dispatch::{self, Calls, Reply};
 use crate::rpc::server::http::App;
-use crate::rpc::server::json::{self, Raw};
-use crate::rpc::server::params::Args;
 use crate::rpc::server::subscriptions::{self, HexIds, Pending};
 use crate::rpc::{RpcError, RpcResult, log_outcome};
 

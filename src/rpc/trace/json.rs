@@ -14,7 +14,7 @@ use alloy_rpc_types_trace::parity::{
 };
 
 use crate::rpc::RpcResult;
-use crate::rpc::server::json::{Raw, to_value};
+use crate::rpc::request::json::{Raw, to_value};
 
 /// `results` as JSON.
 pub(crate) fn trace_results(results: &TraceResults) -> RpcResult<Raw> {

@@ -2,6 +2,6 @@
 //! `trace_rawTransaction`), stored blocks and transactions replayed, `trace_filter`, and the
 //! trace results written as JSON.
 
-pub(crate) mod call;
+pub(crate) mod block_traces;
 pub(crate) mod json;
-pub(crate) mod replay;
+pub(crate) mod trace_call;

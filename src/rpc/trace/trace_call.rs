@@ -24,11 +24,11 @@ use revm::state::EvmState;
 use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 
 use crate::evm::{CallError, CallRequest, PreparedCall, execute_call, prepare_call_on};
-use crate::rpc::eth::call::call_object;
+use crate::rpc::eth::eth_call::call_object;
 use crate::rpc::eth::override_limits::RawSets;
-use crate::rpc::server::inline::{Traced, small_trace, traced_whole};
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::inline::{Traced, small_trace, traced_whole};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::trace::json::{trace_results, trace_results_list};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::StateAt;

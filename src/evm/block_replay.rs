@@ -21,7 +21,7 @@ use revm::context::{BlockEnv, TxEnv};
 use revm::database::{DatabaseRef, State, WrapDatabaseRef};
 
 use super::block_env;
-use super::call::Deadline;
+use super::call_env::Deadline;
 use crate::chain::ChainSpec;
 
 /// The state a replay executes on: the parent's state with the block's changes so far cached

@@ -15,7 +15,8 @@ use serde_json::{Map, Value, json};
 use crate::explorer::format::grouped;
 use crate::explorer::html::Html;
 use crate::explorer::input::{BlockId, Query, percent_encode};
-use crate::explorer::{ExplorerError, Page, call, input, parse, render, trace};
+use crate::explorer::page::{Page, call, parse, render};
+use crate::explorer::{ExplorerError, input, trace};
 use crate::rpc::RpcCaller;
 
 /// Longest URL a call's link may have: 8 KiB, what common servers and proxies take (nginx's

@@ -12,7 +12,7 @@ impl Raw {
         &self.0
     }
 
-    /// A copy of JSON text this process wrote before (`server/cache.rs`).
+    /// A copy of JSON text this process wrote before (`request/cache.rs`).
     pub(crate) fn from_cached(text: &str) -> Self {
         Self(text.to_owned())
     }

@@ -18,8 +18,8 @@ use crate::evm::{
     CallError, CallRequest, PreparedCall, execute_call, execute_call_within, prepare_call,
 };
 use crate::rpc::eth::override_limits::RawSets;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, invalid};
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, invalid};
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::StateAt;
 
@@ -216,7 +216,7 @@ impl RpcContext {
     /// `eth_call(call, block?, stateOverrides?, blockOverrides?)`.
     ///
     /// A short call runs on the server's thread that parsed it, within `--rpc.inline-budget-us`
-    /// (`server/inline.rs`); one that does not finish within it runs again on the EVM pool, from
+    /// (`request/inline.rs`); one that does not finish within it runs again on the EVM pool, from
     /// the state already read. Either way it holds a place in the pool while it runs. A call
     /// that may not run inline (large parameters among others) is parsed on the pool too, so a
     /// large state override never holds up the server's threads.

@@ -29,11 +29,11 @@ use revm_inspectors::tracing::{TracingInspector, TracingInspectorConfig};
 use serde_json::Value;
 
 use crate::evm::block_env;
-use crate::rpc::replay::StoredBlock;
+use crate::rpc::request::json::{Raw, to_value};
+use crate::rpc::request::params::{Args, BlockRef, block_ref, invalid};
 use crate::rpc::server::budget::check;
-use crate::rpc::server::json::{Raw, to_value};
-use crate::rpc::server::params::{Args, BlockRef, block_ref, invalid};
-use crate::rpc::trace::call::normalize;
+use crate::rpc::stored_replay::StoredBlock;
+use crate::rpc::trace::trace_call::normalize;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -101,7 +101,7 @@ impl RpcContext {
         let indices: Vec<Value> = a.req(1, "indices")?;
         let indices = indices
             .iter()
-            .map(crate::rpc::server::params::quantity)
+            .map(crate::rpc::request::params::quantity)
             .collect::<Result<Vec<u64>, _>>()
             .map_err(|e| invalid(format!("invalid argument 1 (indices): {e}")))?;
         let ctx = self.clone();

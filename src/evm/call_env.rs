@@ -392,7 +392,7 @@ fn cheap_precompile(address: &Address) -> bool {
 /// Stops execution once a deadline passes or the thread's cancellation flag is set
 /// (`super::cancel`): checks both every 1024 steps, then halts every frame still running so
 /// the whole call unwinds quickly. Shared by calls and block replays
-/// (`super::replay`), combined with the caller's inspector as a tuple inspector.
+/// (`super::block_replay`), combined with the caller's inspector as a tuple inspector.
 ///
 /// [`Deadline::inline`] is the budget of a call run on a server thread (`execute_call_within`):
 /// the clock every 16 steps, at every frame and around every instruction over

@@ -15,8 +15,8 @@ use revm::database::{State, WrapDatabaseRef};
 use revm_inspectors::tracing::{DebugInspector, TracingInspector};
 
 use crate::evm::{CallRequest, PreparedCall, execute_call, execute_call_within};
-use crate::rpc::server::json::Raw;
-use crate::rpc::server::params::BlockRef;
+use crate::rpc::request::json::Raw;
+use crate::rpc::request::params::BlockRef;
 use crate::rpc::{RpcContext, RpcResult};
 use crate::storage::StateAt;
 
