@@ -17,7 +17,7 @@
 //! packs the closed epoch's rows into full leaves (see [`pack_epoch`]): the rows are unchanged,
 //! the space they take is not.
 //!
-//! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
+//! One index row covers a run of [`EPOCHS_PER_RUN`](crate::storage::history::keys::EPOCHS_PER_RUN) epochs, because trie nodes near the root
 //! change in nearly every epoch: with a row per key and epoch, the trie indexes had 12 to 16
 //! times as many rows as keys, and each epoch's close dirtied pages across all of them
 //! (BENCHMARKS.md, "Where the growth along the chain goes").

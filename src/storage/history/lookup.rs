@@ -12,7 +12,8 @@
 //! The value of key K after block N is that of K's first history row after N:
 //! 1. in the epoch of N+1, from N+1 on (one range seek);
 //! 2. else in the first closed epoch after it that holds a row of K: one seek in the index
-//!    (`K ++ run → bitmap`, one bit per epoch of a run of [`EPOCHS_PER_RUN`]), then the first
+//!    (`K ++ run → bitmap`, one bit per epoch of a run of
+//!    [`EPOCHS_PER_RUN`](crate::storage::history::keys::EPOCHS_PER_RUN)), then the first
 //!    row of K in that epoch;
 //! 3. else in the open epoch (the head's), which is not indexed yet;
 //! 4. else K has not changed since N: the current table answers.

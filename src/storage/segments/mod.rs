@@ -90,7 +90,7 @@ impl Kind {
     }
 
     /// Whether its files keep the history rows of one entity (a trie node, an account, a slot)
-    /// together: keyed `entity ++ epoch ++ block` ([`entity_first_key`](super::history::keys::entity_first_key)) rather than the table's
+    /// together: keyed `entity ++ epoch ++ block` ([`entity_first_key`]) rather than the table's
     /// `epoch ++ entity ++ block`, so that an entity's rows across a file's epochs are
     /// neighbours, and so are those of neighbouring entities: a proof at an old block reads
     /// its sibling leaves, and a node's path, from a few blocks of a file rather than one per
