@@ -1,4 +1,7 @@
-//! [`Writer`]: the single write transaction; stores blocks and state changes with history.
+//! [`Writer`]: the single write transaction: blocks with their lookups and receipts, the rows
+//! it defers to its commit, metadata, and the reads a block's execution makes inside it. Its
+//! other concerns are submodules: moving the head and its upkeep (`head`), hashed-state writes
+//! with their history (`hashed`), unwinding the head block (`unwind`).
 
 use alloy_consensus::{Block, BlockBody, Header, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::Encodable2718;
