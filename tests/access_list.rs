@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use alloy_eip7928::AccountChanges;
 use alloy_primitives::{B256, Bytes, keccak256};
-use loupe::storage::{Database, Epochs};
+use loupe::storage::Database;
+use loupe::storage::history::keys::Epochs;
 use serde_json::{Value, json};
 
 /// Amsterdam from block 3 (the builder's blocks are 12 s apart from genesis at 0).

@@ -19,7 +19,8 @@ use loupe::chain::ChainSpec;
 use loupe::import::{
     AnchorAccount, ImportError, TrustedRoots, import_block_trusted_root, init_anchored_db,
 };
-use loupe::storage::{Database, Epochs, Reader, StateAt};
+use loupe::storage::history::keys::Epochs;
+use loupe::storage::{Database, Reader, StateAt};
 use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
 use revm::state::AccountInfo;

@@ -535,7 +535,7 @@ fn a_strict_datadir_refuses_an_equal_timestamp_from_anvil_naming_the_policy() {
 fn a_max_reorg_beyond_the_unwind_depth_raises_it() {
     let Some(up) = start_upstream(&[]) else { return };
     let a = up.anvil.url.clone();
-    let deep = loupe::storage::DEFAULT_UNWIND_DEPTH + 976;
+    let deep = loupe::storage::history::changes::DEFAULT_UNWIND_DEPTH + 976;
     let (follower, mut log) =
         anvil::start_follower(&up.datadir, &a, &["--follow.max-reorg", &deep.to_string()]);
     let line = log.wait_for("change lists now kept", Duration::from_secs(20));

@@ -299,7 +299,7 @@ fn fresh_window(fx: &Fixture) -> (TempDir, Database, ChainSpec) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Database::open(dir.path()).expect("open fresh db");
     let options = loupe::import::InitOptions {
-        proof_history: Some(loupe::storage::ProofHistory::Window),
+        proof_history: Some(loupe::storage::segments::ProofHistory::Window),
         ..Default::default()
     };
     let (spec, _) = loupe::import::init_with(

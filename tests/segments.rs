@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use loupe::chain::ChainSpec;
 use loupe::import::{ImportOptions, StateRootCheck, import_files_with};
-use loupe::storage::{Database, Epochs};
+use loupe::storage::Database;
+use loupe::storage::history::keys::{Epochs, row_epoch};
 use serde_json::{Value, json};
 
 /// The fixture chain in `dir`, epochs of 4 blocks, with `depth` as the unwind window from the
 /// start (`None`: the default, 1,024 blocks, which freezes nothing on this chain).
 fn import(dir: &Path, depth: Option<u64>) -> Option<(Arc<Database>, ChainSpec)> {
-    import_keeping(dir, depth, loupe::storage::ProofHistory::All, StateRootCheck::Block)
+    import_keeping(dir, depth, loupe::storage::segments::ProofHistory::All, StateRootCheck::Block)
 }
 
 /// [`import`] into a datadir initialised to keep `proofs`, checking state roots as `roots`
@@ -28,7 +29,7 @@ fn import(dir: &Path, depth: Option<u64>) -> Option<(Arc<Database>, ChainSpec)> 
 fn import_keeping(
     dir: &Path,
     depth: Option<u64>,
-    proofs: loupe::storage::ProofHistory,
+    proofs: loupe::storage::segments::ProofHistory,
     roots: StateRootCheck,
 ) -> Option<(Arc<Database>, ChainSpec)> {
     let fx = support::fixtures()?;
@@ -175,9 +176,9 @@ fn every_read_at_every_block_is_the_same_with_history_frozen_and_merged() {
         let w = frozen.begin_write().unwrap();
         let t = w.transaction().open_table(loupe::storage::tables::STORAGE_TRIE_HISTORY).unwrap();
         use redb::ReadableTable;
-        let first = t.iter().unwrap().next().map(|r| r.unwrap().0.value()[..4].to_vec());
+        let first = t.iter().unwrap().next().map(|r| row_epoch(r.unwrap().0.value()));
         if let Some(first) = first {
-            assert!(u32::from_be_bytes(first.try_into().unwrap()) >= m.frozen_to);
+            assert!(first >= m.frozen_to);
         }
         // Nor a trace-index row of a frozen block; and the index's files were merged too.
         let t = w.transaction().open_table(loupe::storage::tables::TRACE_ADDRESSES).unwrap();
@@ -350,7 +351,7 @@ fn without_trie_history_proofs_below_the_window_name_the_choice() {
     let (window, _) = import_keeping(
         &dir.path().join("window"),
         Some(4),
-        loupe::storage::ProofHistory::Window,
+        loupe::storage::segments::ProofHistory::Window,
         StateRootCheck::Block,
     )
     .unwrap();
@@ -439,7 +440,7 @@ fn group_state_roots_store_the_same_chain_and_keep_proofs_from_the_last_group() 
     let (grouped, _) = import_keeping(
         &dir.path().join("grouped"),
         Some(4),
-        loupe::storage::ProofHistory::Window,
+        loupe::storage::segments::ProofHistory::Window,
         StateRootCheck::Auto,
     )
     .unwrap();

@@ -10,9 +10,9 @@
 
 use alloy_consensus::{Block, BlockBody, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
-use loupe::storage::{
-    Database, Epochs, FullRecompute, StateDump, StoredAccount, Writer, state_root_of,
-};
+use loupe::storage::codec::account::StoredAccount;
+use loupe::storage::history::keys::Epochs;
+use loupe::storage::{Database, FullRecompute, StateDump, Writer, state_root_of};
 use loupe::trie::{RootMode, update_state_root, verify, verify_history};
 use proptest::prelude::*;
 use revm::database::states::{PlainStorageChangeset, StateChangeset};
@@ -215,7 +215,7 @@ fn store_in(
     let block = Block::<TxEnvelope> { header, body: BlockBody::default() };
     w.insert_block(&block, B256::with_last_byte(number as u8), &[], &[], None)
         .map_err(|e| fail(&e))?;
-    w.set_markers(number, number, number).map_err(|e| fail(&e))?;
+    w.advance_head_with_markers(number, number, number).map_err(|e| fail(&e))?;
     Ok(root)
 }
 
@@ -333,12 +333,12 @@ fn proofs_at_every_old_block_verify_across_history_epochs() {
 }
 
 /// The same with epochs of one block: the 71 blocks span two runs of the epoch index
-/// (`storage::EPOCHS_PER_RUN`), so reads at early blocks cross from one index row to the next.
+/// (`storage::history::keys::EPOCHS_PER_RUN`), so reads at early blocks cross from one index row to the next.
 #[test]
 fn proofs_at_every_old_block_verify_across_epoch_index_runs() {
     assert!(
-        2 * u64::from(loupe::storage::FULL_ROW_EVERY) + 7
-            > u64::from(loupe::storage::EPOCHS_PER_RUN)
+        2 * u64::from(loupe::storage::history::nodes::FULL_ROW_EVERY) + 7
+            > u64::from(loupe::storage::history::keys::EPOCHS_PER_RUN)
     );
     proofs_at_every_old_block(Epochs { len: 1 });
 }
@@ -348,7 +348,8 @@ fn proofs_at_every_old_block(epochs: Epochs) {
     use alloy_trie::proof::verify_proof;
     use alloy_trie::root::storage_root_unhashed;
     use alloy_trie::{EMPTY_ROOT_HASH, Nibbles, TrieAccount};
-    use loupe::storage::{FULL_ROW_EVERY, NodeRow, node_row, tables};
+    use loupe::storage::history::nodes::{FULL_ROW_EVERY, NodeRow, node_row};
+    use loupe::storage::tables;
     use loupe::trie::prove_account;
     use redb::ReadableTable;
 

@@ -13,7 +13,9 @@ use std::path::Path;
 use alloy_primitives::{Address, B256, U256};
 use loupe::chain::ChainSpec;
 use loupe::import::{GenesisSource, ImportOptions, InitOptions, StateRootCheck};
-use loupe::storage::{Database, Epochs, ProofHistory};
+use loupe::storage::Database;
+use loupe::storage::history::keys::Epochs;
+use loupe::storage::segments::ProofHistory;
 use loupe::trie::TrieError;
 
 /// A generated chain: its genesis text and chain file.

@@ -87,7 +87,7 @@ fn check_chain(chain: &Chain, targets: &[u64]) {
         import_block_pending(&w, &spec, block).unwrap();
     }
     // import_block_pending moves only the head; a file's chain is final, as import has it.
-    w.set_markers(len, len, len).unwrap();
+    w.advance_head_with_markers(len, len, len).unwrap();
     w.commit(true).unwrap();
     drop(db);
     assert_same_tables(&work, &full, "unwound and imported again");

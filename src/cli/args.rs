@@ -174,7 +174,7 @@ impl ChainArgs {
             proof_history: self
                 .proof_history
                 .as_deref()
-                .and_then(crate::storage::ProofHistory::from_name),
+                .and_then(crate::storage::segments::ProofHistory::from_name),
             foreign_chain_id: self.allow_foreign_genesis,
         }
     }

@@ -103,7 +103,7 @@ fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
 }
 
 /// Where the trie-history stage stands, in a line.
-fn trie_stage_text(stage: &crate::storage::TrieStage) -> String {
+fn trie_stage_text(stage: &crate::storage::history::staged::TrieStage) -> String {
     match stage.failed {
         Some((block, header, computed)) => format!(
             "trie history: the stage stopped at block {block}: its header state root {header} is not the root of its state {computed}"

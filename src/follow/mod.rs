@@ -288,7 +288,7 @@ impl Follower {
                 .map_err(|e| self.refused(e))?;
             (safe, finalized) =
                 markers(|n| writer.canonical_hash(n), number, &tags, (safe, finalized))?;
-            writer.set_markers(number, safe, finalized)?;
+            writer.advance_head_with_markers(number, safe, finalized)?;
             let durable = number.is_multiple_of(self.config.sync_every.max(1)) || number >= tip;
             let imported = started.elapsed();
             writer.commit(durable)?;
@@ -318,7 +318,7 @@ impl Follower {
         let new = markers(|n| reader.canonical_hash(n), head, &tags, old)?;
         if new != old {
             let writer = self.db.begin_write()?;
-            writer.set_markers(head, new.0, new.1)?;
+            writer.advance_head_with_markers(head, new.0, new.1)?;
             writer.commit(true)?;
         }
         Ok(())
@@ -378,7 +378,7 @@ impl Follower {
             &tags,
             (old.0.min(ancestor), old.1.min(ancestor)),
         )?;
-        writer.set_markers(new_head, safe, finalized)?;
+        writer.advance_head_with_markers(new_head, safe, finalized)?;
         writer.commit(true)?;
         metrics::counter!("loupe_follow_reorgs_total").increment(1);
         metrics::counter!("loupe_follow_reorged_blocks_total").increment(depth);

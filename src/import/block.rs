@@ -115,7 +115,7 @@ fn import_block_with(
     let prepared = Prepared::new(block, Senders::AllCores);
     store_on_snapshot(&reader, &writer, spec, block, &prepared, None, None, trusted_root)?;
     // A file's chain is taken as final.
-    writer.set_markers(number, number, number)?;
+    writer.advance_head_with_markers(number, number, number)?;
     let started = std::time::Instant::now();
     writer.commit(durable)?;
     tracing::debug!(
@@ -407,7 +407,7 @@ where
         )?;
     }
     writer.index_trace_addresses(number, &outcome.touched)?;
-    writer.set_head(number)?;
+    writer.advance_head(number)?;
     // Throughput, for import and follow alike (`rate()` of these in Prometheus).
     metrics::counter!("loupe_import_blocks_total").increment(1);
     metrics::counter!("loupe_import_transactions_total").increment(senders.len() as u64);

@@ -217,9 +217,9 @@ pub enum ImportError {
     )]
     ProofHistoryMismatch {
         /// The recorded choice.
-        stored: crate::storage::ProofHistory,
+        stored: crate::storage::segments::ProofHistory,
         /// The choice asked for.
-        asked: crate::storage::ProofHistory,
+        asked: crate::storage::segments::ProofHistory,
     },
     /// The headers or accounts given to [`super::init_anchored`] do not make an anchored
     /// datadir (why is in the text).

@@ -59,7 +59,7 @@ pub struct InitOptions {
     pub policy: Option<HeaderPolicy>,
     /// Which trie history the datadir keeps (`None`: all of it). Fixed at init: on a datadir
     /// initialised before, another choice is refused.
-    pub proof_history: Option<crate::storage::ProofHistory>,
+    pub proof_history: Option<crate::storage::segments::ProofHistory>,
     /// Take a genesis whose chain id is a named network's but whose hash is not (the consensus
     /// test suites use chain id 1 for their own chains). Off: such a genesis is refused,
     /// naming both hashes, since a file claiming mainnet's chain id is most likely a broken
@@ -320,6 +320,6 @@ fn store_genesis_block(
     // Genesis executes nothing; indexing it (empty) starts the trace-address index here.
     writer.index_trace_addresses(0, &[])?;
     let n = block.header.number;
-    writer.set_markers(n, n, n)?;
+    writer.advance_head_with_markers(n, n, n)?;
     Ok(())
 }

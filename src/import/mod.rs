@@ -193,7 +193,7 @@ impl StateRootCheck {
         if self == Self::Block {
             return Ok(None);
         }
-        if reader.proof_history()? == crate::storage::ProofHistory::Window {
+        if reader.proof_history()? == crate::storage::segments::ProofHistory::Window {
             return Ok(Some(None));
         }
         Ok(Some(Some(reader.trie_tables().epochs.len)))
@@ -594,7 +594,7 @@ impl Group {
         } else {
             block::store_pending(&self.writer, spec, block, prepared, ahead, pending)?;
         }
-        Ok(self.writer.set_markers(number, number, number)?)
+        Ok(self.writer.advance_head_with_markers(number, number, number)?)
     }
 
     /// Computes the state root of the blocks gathered since the last one, once, at the

@@ -33,7 +33,7 @@ impl Writer {
             }
             t.insert(meta::HEAD, anchor.to_be_bytes().as_slice())?;
         }
-        self.set_markers(anchor, anchor, anchor)
+        self.advance_head_with_markers(anchor, anchor, anchor)
     }
 
     /// The anchor block as seen inside this transaction (`None`: the chain starts at genesis).

@@ -8,47 +8,34 @@
 mod access_list;
 mod anchor;
 mod cache;
-mod codec;
+pub mod codec;
 mod copy;
 mod error;
 pub mod history;
 mod node_writes;
 mod read;
+mod root_oracle;
 pub mod segments;
 mod snapshot;
 mod state;
 mod stats;
 pub mod tables;
-mod trie;
 mod write;
 
 use std::path::Path;
 
 use redb::ReadableDatabase;
 
-pub use codec::{
-    EncodedAccount, HashedAccount, LogInBlock, LogKeep, ReceiptInBlock, SlotRow, StoredAccount,
-    TxFees, decode_slot, hashed_account_history_key, hashed_storage_history_key,
-    hashed_storage_key, row_stamp,
-};
+use history::keys::Epochs;
+
 pub use copy::{COMPACT_DIR, CompactSummary, CopySummary};
 pub use error::{StorageError, StorageResult};
-pub use history::changes::{ChangeKind, DEFAULT_UNWIND_DEPTH, UNWIND_DEPTH_ENV, record_changes};
-pub use history::epochs::{
-    DEFAULT_EPOCH_LEN, EPOCH_ENV, EPOCHS_PER_RUN, Epochs, History, Row, SnapshotHistory,
-    StampIndex, check_index, epoch_bit, first_in, history_epochs, index_entity, index_key,
-    indexed_epoch, replaced_bit, row_block, row_entity, row_epoch, row_key, run_epochs, run_of,
-    set_bits, stamp_replaced, stamp_restored,
-};
-pub use history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
-pub use history::staged::{NodeVersions, RootVersions, StagedRange, TrieStage};
 pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
-pub use read::{BlockMarkers, Reader, StoredTransaction};
-pub use segments::ProofHistory;
-pub use snapshot::TrieTables;
+pub use read::{Reader, StoredTransaction};
+pub use root_oracle::{FullRecompute, state_root_of};
+pub use snapshot::{BlockMarkers, TrieTables};
 pub use state::{PendingState, StateAt, StateDump};
 pub use stats::{DatabaseStats, SegmentStats, TableStats};
-pub use trie::{FullRecompute, state_root_of};
 pub use write::Writer;
 
 /// Name of the database file inside a datadir.
@@ -151,7 +138,7 @@ impl Database {
     }
 
     /// [`Database::open`], creating a new datadir with history epochs of `epochs` (instead of
-    /// [`EPOCH_ENV`] or [`DEFAULT_EPOCH_LEN`]); an existing datadir keeps its own.
+    /// [`history::keys::EPOCH_ENV`] or [`history::keys::DEFAULT_EPOCH_LEN`]); an existing datadir keeps its own.
     pub fn open_with_epochs(datadir: &Path, epochs: Epochs) -> StorageResult<Self> {
         Self::open_inner(datadir, DEFAULT_CACHE_BYTES, Some(epochs))
     }
@@ -440,12 +427,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
         let w = db.begin_write().unwrap();
-        w.set_markers(0, 0, 0).unwrap();
-        w.set_head(5).unwrap();
-        w.set_head(5).unwrap();
-        let err = w.set_head(3).unwrap_err();
+        w.advance_head_with_markers(0, 0, 0).unwrap();
+        w.advance_head(5).unwrap();
+        w.advance_head(5).unwrap();
+        let err = w.advance_head(3).unwrap_err();
         assert!(matches!(err, StorageError::HeadBack { head: 5, to: 3 }), "{err}");
-        assert!(w.set_markers(4, 4, 4).is_err());
+        assert!(w.advance_head_with_markers(4, 4, 4).is_err());
         drop(w);
         let err = Database::open_with_epochs(&dir.path().join("b"), Epochs { len: 0 }).unwrap_err();
         assert!(err.to_string().contains("epoch of 0 blocks"), "{err}");
@@ -456,7 +443,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open(dir.path()).unwrap();
         let r = db.begin_read().unwrap();
-        let want = std::env::var(EPOCH_ENV).ok().and_then(|v| v.parse().ok());
-        assert_eq!(r.trie_tables().epochs.len, want.unwrap_or(DEFAULT_EPOCH_LEN));
+        let want = std::env::var(history::keys::EPOCH_ENV).ok().and_then(|v| v.parse().ok());
+        assert_eq!(r.trie_tables().epochs.len, want.unwrap_or(history::keys::DEFAULT_EPOCH_LEN));
     }
 }

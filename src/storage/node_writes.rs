@@ -14,8 +14,8 @@ use std::collections::btree_map::Entry;
 use redb::{Table, WriteTransaction};
 
 use super::StorageResult;
-use super::history::epochs::Epochs;
 use super::history::held::{HistoryRow, epoch_is_empty, write_rows};
+use super::history::keys::Epochs;
 use super::history::nodes::{FULL_ROW_EVERY, encode_history_row};
 use super::tables;
 
@@ -255,7 +255,7 @@ impl TrieNodes {
 
     /// Before an epoch's close: writes the current rows, and takes out the history rows of the
     /// versions in epochs below `below`, encoded and in key order (account trie, storage tries),
-    /// for the close to write ([`super::history::epochs::follow_head`]). The versions of later epochs
+    /// for the close to write ([`super::history::index::follow_head`]). The versions of later epochs
     /// stay held, with the current rows of their nodes.
     pub(super) fn take_closing(
         &mut self,
@@ -277,7 +277,7 @@ impl TrieNodes {
         account_trie: &mut Table<'_, &'static [u8; 33], &'static [u8]>,
         storage_trie: &mut Table<'_, &'static [u8; 65], &'static [u8]>,
     ) -> StorageResult<(Vec<HistoryRow<45>>, Vec<HistoryRow<77>>)> {
-        let epochs = super::history::epochs::history_epochs(txn)?;
+        let epochs = super::history::keys::history_epochs(txn)?;
         let account = self.account.take_history(
             epochs,
             below,

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use super::segments::Kind;
 
-use super::codec::{
-    LogInBlock, LogKeep, ReceiptInBlock, TxFees, decode_cumulative_gas, decode_matching_logs,
-    decode_receipt_at, decode_receipts, decode_tx_fees, decode_tx_hash, split_tx_key, tx_key,
+use super::codec::receipts::{
+    LogInBlock, LogKeep, ReceiptInBlock, decode_cumulative_gas, decode_matching_logs,
+    decode_receipt_at, decode_receipts,
 };
-use super::snapshot::Snapshot;
+use super::codec::tx::{TxFees, decode_tx_fees, decode_tx_hash, split_tx_key, tx_key};
+use super::snapshot::{BlockMarkers, Snapshot};
 use super::tables::meta;
 use super::{StateAt, StorageError, StorageResult};
 
@@ -27,17 +28,6 @@ pub struct StoredTransaction {
     pub block: u64,
     /// Index within the block.
     pub index: u32,
-}
-
-/// The block numbers the tags `latest`, `safe`, `finalized` resolve to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockMarkers {
-    /// Last fully stored block.
-    pub head: u64,
-    /// The `safe` block.
-    pub safe: u64,
-    /// The `finalized` block.
-    pub finalized: u64,
 }
 
 /// A read snapshot of the archive. Everything read through one `Reader` is consistent.
@@ -112,8 +102,8 @@ impl Reader {
     }
 
     /// Which trie history the datadir keeps.
-    pub fn proof_history(&self) -> StorageResult<super::ProofHistory> {
-        super::ProofHistory::read(&self.snap.meta)
+    pub fn proof_history(&self) -> StorageResult<super::segments::ProofHistory> {
+        super::segments::ProofHistory::read(&self.snap.meta)
     }
 
     /// The first block whose trie nodes are kept when the datadir keeps trie history for the
@@ -133,8 +123,8 @@ impl Reader {
     }
 
     /// Where the trie-history stage stands (`None`: no import checked roots per group).
-    pub fn trie_stage(&self) -> StorageResult<Option<super::TrieStage>> {
-        super::TrieStage::read(&self.snap.meta)
+    pub fn trie_stage(&self) -> StorageResult<Option<super::history::staged::TrieStage>> {
+        super::history::staged::TrieStage::read(&self.snap.meta)
     }
 
     /// The header policy's name recorded at init (`None` for a datadir made before it was).
@@ -413,8 +403,8 @@ impl Reader {
         if from > to {
             return Ok(Vec::new());
         }
-        let lo = super::codec::address_block_key(address, from);
-        let hi = super::codec::address_block_key(address, to);
+        let lo = super::codec::tx::address_block_key(address, from);
+        let hi = super::codec::tx::address_block_key(address, to);
         let mut out = Vec::new();
         // The frozen blocks first (their epochs are below every indexed one in the B-tree), file
         // after file in epoch order.
@@ -423,13 +413,13 @@ impl Reader {
         if segments.trace_frozen_to > 0 && epochs.of(from) < segments.trace_frozen_to {
             let span = epochs.of(from)..=epochs.of(to).min(segments.trace_frozen_to - 1);
             segments.scan_files(Kind::TraceAddresses, span, &lo, &hi, |k, _| {
-                out.extend(super::codec::block_of_address_key(k));
+                out.extend(super::codec::tx::block_of_address_key(k));
                 Ok(())
             })?;
         }
         for item in self.snap.trace_addresses.range::<&[u8; 28]>(&lo..=&hi)? {
             let (k, _) = item?;
-            out.extend(super::codec::block_of_address_key(k.value()));
+            out.extend(super::codec::tx::block_of_address_key(k.value()));
         }
         Ok(out)
     }

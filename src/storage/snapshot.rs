@@ -7,11 +7,23 @@
 
 use redb::{ReadOnlyTable, ReadTransaction};
 
+use super::StorageResult;
 use super::codec::u64_value;
-use super::history::epochs::{Epochs, History, SnapshotHistory};
+use super::history::keys::Epochs;
+use super::history::lookup::{History, SnapshotHistory};
 use super::segments::{Kind, Manifest, Segments, Store};
 use super::tables::{self, meta};
-use super::{BlockMarkers, StorageResult};
+
+/// The block numbers the tags `latest`, `safe`, `finalized` resolve to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMarkers {
+    /// Last fully stored block.
+    pub head: u64,
+    /// The `safe` block.
+    pub safe: u64,
+    /// The `finalized` block.
+    pub finalized: u64,
+}
 
 /// A consistent view of the whole database.
 pub(crate) struct Snapshot {
@@ -52,7 +64,7 @@ pub struct TrieTables {
     pub storage_trie_epochs: ReadOnlyTable<&'static [u8; 69], u64>,
     /// The datadir's history epoch length.
     pub epochs: Epochs,
-    /// The epoch of the snapshot's head, the one not indexed yet (`storage::history::epochs`).
+    /// The epoch of the snapshot's head, the one not indexed yet (`storage::history::index`).
     pub open_epoch: u32,
     /// The frozen epochs' segments (`storage::segments`).
     pub segments: Segments,

@@ -11,7 +11,10 @@ use revm::database::DatabaseRef;
 use revm::state::AccountInfo;
 
 use super::cache;
-use super::codec::{HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp};
+use super::codec::account::{
+    HashedAccount, StoredAccount, decode_slot, hashed_storage_key, row_stamp,
+};
+use super::history::keys::row_entity;
 use super::snapshot::Snapshot;
 use super::{StorageError, StorageResult};
 
@@ -115,7 +118,7 @@ impl StateAt {
             accounts.insert(B256::from(*item?.0.value()));
         }
         t.account_history().for_each_key::<44, &'static [u8]>(|k| {
-            accounts.insert(B256::from_slice(&k[4..36]));
+            accounts.insert(B256::from(row_entity::<32, 44>(k)));
             Ok(())
         })?;
         let mut slots: BTreeMap<B256, BTreeSet<B256>> = BTreeMap::new();
@@ -124,10 +127,11 @@ impl StateAt {
             slots.entry(B256::from_slice(&k[..32])).or_default().insert(B256::from_slice(&k[32..]));
         }
         t.storage_history().for_each_key::<76, &'static [u8]>(|k| {
+            let key = row_entity::<64, 76>(k);
             slots
-                .entry(B256::from_slice(&k[4..36]))
+                .entry(B256::from_slice(&key[..32]))
                 .or_default()
-                .insert(B256::from_slice(&k[36..68]));
+                .insert(B256::from_slice(&key[32..]));
             Ok(())
         })?;
         let mut out = StateDump::new();
@@ -200,7 +204,7 @@ pub struct PendingState<'a> {
     txn: &'a redb::WriteTransaction,
     head: u64,
     /// The segments of frozen block data, for `BLOCKHASH` that far back.
-    frozen: Option<(super::segments::Segments, super::Epochs)>,
+    frozen: Option<(super::segments::Segments, super::history::keys::Epochs)>,
 }
 
 impl std::fmt::Debug for PendingState<'_> {
@@ -213,7 +217,7 @@ impl<'a> PendingState<'a> {
     pub(super) fn new(
         txn: &'a redb::WriteTransaction,
         head: u64,
-        frozen: Option<(super::segments::Segments, super::Epochs)>,
+        frozen: Option<(super::segments::Segments, super::history::keys::Epochs)>,
     ) -> Self {
         Self { txn, head, frozen }
     }

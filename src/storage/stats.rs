@@ -48,7 +48,7 @@ pub struct DatabaseStats {
     /// Epochs below this one are frozen.
     pub frozen_to: u32,
     /// Where the trie-history stage stands (`None`: no import checked roots per group).
-    pub trie_stage: Option<super::TrieStage>,
+    pub trie_stage: Option<super::history::staged::TrieStage>,
 }
 
 /// The segment files of one kind.
@@ -90,7 +90,7 @@ impl Database {
         tables::for_each_table!(each);
         let meta = txn.open_table(tables::META)?;
         let manifest = super::segments::Manifest::read(&meta)?;
-        let trie_stage = super::TrieStage::read(&meta)?;
+        let trie_stage = super::history::staged::TrieStage::read(&meta)?;
         drop(meta);
         drop(txn);
         let segments = super::segments::Kind::ALL

@@ -27,7 +27,7 @@ pub const TRANSACTIONS: TableDefinition<'_, &[u8; 12], &[u8]> =
 
 /// `block number → 0x01 ++ length u32 BE ++ zstd(RLP(list of [type, status, cumulative gas,
 /// logs]))`, or `0x00 ++ RLP(…)` for a short list: the block's receipts without their blooms,
-/// which are recomputed from the logs when read (`codec::decode_receipts`; rows written before
+/// which are recomputed from the logs when read (`codec::receipts::decode_receipts`; rows written before
 /// start with the RLP list of whole envelopes and still read, as do plain rows of long lists).
 /// Pre-Byzantium receipts carry the intermediate state root instead of a status.
 pub const RECEIPTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("receipts");
@@ -54,21 +54,21 @@ pub const PREIMAGES: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::ne
 /// `keccak(address) → account` (`HashedAccount::encode`: the stamp, flags, address, nonce and
 /// balance, the numbers without leading zeros, then the code hash and the storage root only
 /// where they are not empty; about 35 bytes for a plain account; the stamp is the block that
-/// wrote the row, `codec::row_stamp`): the state after the head, keyed as the state
+/// wrote the row, `codec::account::row_stamp`): the state after the head, keyed as the state
 /// trie keys it, with each account's storage root cached, so that an account leaf is one read. The only copy of the
 /// current accounts: the EVM reads it by `keccak(address)` too. Kept by
 /// [`crate::storage::Writer`]; the storage root is filled in by the trie.
 pub const HASHED_ACCOUNTS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new("hashed_accounts");
 
-/// `keccak(address) ++ keccak(slot) → stamp ++ value` (`codec::SlotRow`: the block that wrote
+/// `keccak(address) ++ keccak(slot) → stamp ++ value` (`codec::account::SlotRow`: the block that wrote
 /// the row, then the value big-endian without leading zeros): storage after the head, keyed as
 /// the storage tries key it. Zero values are absent.
 pub const HASHED_STORAGE: TableDefinition<'_, &[u8; 64], &[u8]> =
     TableDefinition::new("hashed_storage");
 
 /// `epoch u32 BE ++ keccak(address) ++ block BE → hashed account before that block` (empty: did
-/// not exist). History tables are partitioned by epoch (`storage::history::epochs`): a block's rows land
+/// not exist). History tables are partitioned by epoch (`storage::history::keys`): a block's rows land
 /// in its own epoch's range, whose size does not grow with the chain.
 ///
 /// Written once per account and block in which the account (or its storage root) changed. To
@@ -88,8 +88,8 @@ pub const HASHED_STORAGE_HISTORY: TableDefinition<'_, &[u8; 76], &[u8]> =
     TableDefinition::new("hashed_storage_history_e");
 
 /// `keccak(address) ++ run u32 BE → bitmap u64`: the closed epochs holding rows of an account in
-/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::history::epochs`), one row per run of
-/// [`crate::storage::EPOCHS_PER_RUN`] epochs with a bit for each; all but the epoch of the
+/// [`HASHED_ACCOUNT_HISTORY`] (the epoch index; `storage::history::index`), one row per run of
+/// [`crate::storage::history::keys::EPOCHS_PER_RUN`] epochs with a bit for each; all but the epoch of the
 /// current row's stamp, which that row names.
 pub const HASHED_ACCOUNT_EPOCHS: TableDefinition<'_, &[u8; 36], u64> =
     TableDefinition::new("hashed_account_epochs");
@@ -114,7 +114,7 @@ pub const STORAGE_TRIE: TableDefinition<'_, &[u8; 65], &[u8]> =
 /// node's first row in each epoch is whole. The node at a path after block N: the first row
 /// after N (found as for [`HASHED_ACCOUNT_HISTORY`]), resolved forward within its epoch to a
 /// whole row, or with one hop to the node's next version (a whole row in a later epoch, or
-/// [`ACCOUNT_TRIE`]): at most [`crate::storage::FULL_ROW_EVERY`] rows of one range scan.
+/// [`ACCOUNT_TRIE`]): at most [`crate::storage::history::nodes::FULL_ROW_EVERY`] rows of one range scan.
 pub const ACCOUNT_TRIE_HISTORY: TableDefinition<'_, &[u8; 45], &[u8]> =
     TableDefinition::new("account_trie_history_e");
 
@@ -133,7 +133,7 @@ pub const STORAGE_TRIE_EPOCHS: TableDefinition<'_, &[u8; 69], u64> =
     TableDefinition::new("storage_trie_epochs");
 
 /// `block BE ++ kind (u8) → keys`: the change index. For each history table (the kind, see
-/// [`crate::storage::ChangeKind`]) the sorted keys of the rows `block` wrote there, so that a
+/// [`crate::storage::history::changes::ChangeKind`]) the sorted keys of the rows `block` wrote there, so that a
 /// block can be unwound without scanning history ([`crate::storage::Writer::unwind_head`]).
 /// Under `kind + 0x10` the keys are front-coded (trie paths trimmed to the nibbles they use);
 /// under `kind` alone (format 4) they are concatenated. Both are read. Only the newest
@@ -209,7 +209,7 @@ pub mod meta {
     /// Blocks per history epoch (u64 BE), fixed when the tables are created.
     pub const HISTORY_EPOCH: &str = "history_epoch";
     /// How many of the newest blocks keep their change lists in [`super::BLOCK_CHANGES`] (u64
-    /// BE), so that they can be unwound; absent: `storage::DEFAULT_UNWIND_DEPTH`.
+    /// BE), so that they can be unwound; absent: `storage::history::changes::DEFAULT_UNWIND_DEPTH`.
     pub const UNWIND_DEPTH: &str = "unwind_depth";
     /// How strictly headers are checked (`strict` or `dev`, `chain::HeaderPolicy`), chosen at
     /// init. Absent (a datadir made before it was recorded): `dev` for chain id 31337, else
@@ -218,7 +218,7 @@ pub mod meta {
     /// The oldest block whose change lists are kept (u64 BE): every older one's were pruned.
     /// Absent: none were.
     pub const CHANGES_FROM: &str = "changes_from";
-    /// Which trie history the datadir keeps (`all` or `window`, `storage::ProofHistory`),
+    /// Which trie history the datadir keeps (`all` or `window`, `storage::segments::ProofHistory`),
     /// chosen at init. Absent: `all`.
     pub const PROOF_HISTORY: &str = "proof_history";
     /// The last block whose state root a bulk import checked once for its whole commit group
@@ -259,12 +259,12 @@ pub mod meta {
 /// 5: trie-node history rows may be deltas (the child hashes that differ from the next
 ///    version, `storage::history::nodes`), and change lists are front-coded.
 /// 6: history tables partitioned by epoch, with an index of the epochs that hold each key
-///    (`storage::history::epochs`); a node's first trie-history row in each epoch is whole. Older
+///    (`storage::history::index`); a node's first trie-history row in each epoch is whole. Older
 ///    formats are refused: their chain must be imported again.
 /// 7: account rows (current and history) in a compact layout: plain accounts leave out the
 ///    code hash and the storage root, and nonce and balance their leading zeros
 ///    (`HashedAccount::encode`). Format 6 is refused like the older ones.
-/// 8: an epoch index row covers a run of [`crate::storage::EPOCHS_PER_RUN`] epochs, a bit for
+/// 8: an epoch index row covers a run of [`crate::storage::history::keys::EPOCHS_PER_RUN`] epochs, a bit for
 ///    each (it was one row per key and epoch). Format 7 is refused like the older ones.
 /// 9: account and slot rows carry a stamp, the block that wrote them, and the epoch indexes of
 ///    the hashed state leave out the epoch each current row's stamp names (slot values lose

@@ -1,25 +1,27 @@
-//! [`Writer`]: the single write transaction; stores blocks and state changes with history.
+//! [`Writer`]: the single write transaction: blocks with their lookups and receipts, the rows
+//! it defers to its commit, metadata, and the reads a block's execution makes inside it. Its
+//! other concerns are submodules: moving the head and its upkeep (`head`), hashed-state writes
+//! with their history (`hashed`), unwinding the head block (`unwind`).
 
 use alloy_consensus::{Block, BlockBody, Header, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::Encodable2718;
 use alloy_primitives::{Address, B256, U256};
 use alloy_rlp::Encodable;
 use redb::{Durability, ReadableTable, WriteTransaction};
-use revm::database::states::StateChangeset;
 
-use alloy_primitives::keccak256;
-use alloy_trie::EMPTY_ROOT_HASH;
 use redb::Table;
 
-use super::codec::{
-    HashedAccount, SlotRow, StoredAccount, decode_slot, hashed_account_history_key,
-    hashed_storage_history_key, hashed_storage_key, row_stamp, tx_key, u64_value,
-};
-use super::history::epochs::replaced_bit;
-use super::history::held::{ClosingRows, HeldRows, write_rows};
+use super::StorageResult;
+use super::codec::tx::tx_key;
+use super::codec::u64_value;
+use super::history::held::{HeldRows, write_rows};
+use super::history::keys::Epochs;
 use super::node_writes::TrieNodes;
 use super::tables::{self, meta};
-use super::{StateDump, StorageResult};
+
+mod hashed;
+mod head;
+mod unwind;
 
 /// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
 /// which is how a block that fails verification leaves no trace.
@@ -40,7 +42,7 @@ pub struct Writer {
 /// are removed if the transaction is dropped uncommitted.
 struct SegmentFiles {
     store: std::sync::Arc<super::segments::Store>,
-    pending: super::segments::freeze::Pending,
+    pending: super::segments::TxnFiles,
 }
 
 impl Drop for SegmentFiles {
@@ -68,7 +70,7 @@ struct Deferred {
     /// New rows of [`tables::PREIMAGES`] (a slot hash may repeat: the table had no row for it
     /// when each was found).
     preimages: Vec<PreimageRow>,
-    /// Bits of the account and slot epoch indexes ([`super::history::epochs::replaced_bit`]). Read
+    /// Bits of the account and slot epoch indexes ([`super::history::index::replaced_bit`]). Read
     /// inside a write transaction only by an epoch's close and by an unwind, which write
     /// them first.
     account_bits: Vec<([u8; 36], u64)>,
@@ -194,13 +196,13 @@ impl Writer {
         }
         let after_history = started.elapsed();
         if !account_bits.is_empty() {
-            super::history::epochs::set_bits(
+            super::history::index::set_bits(
                 &mut self.txn.open_table(tables::HASHED_ACCOUNT_EPOCHS)?,
                 account_bits,
             )?;
         }
         if !slot_bits.is_empty() {
-            super::history::epochs::set_bits(
+            super::history::index::set_bits(
                 &mut self.txn.open_table(tables::HASHED_STORAGE_EPOCHS)?,
                 slot_bits,
             )?;
@@ -252,7 +254,7 @@ impl Writer {
 
     /// Creates every table of a new database (its history epochs `epochs`, by default those of
     /// `Epochs::for_new_datadir`), or checks the format of an existing one.
-    pub(super) fn create_tables(&self, epochs: Option<super::Epochs>) -> StorageResult<()> {
+    pub(super) fn create_tables(&self, epochs: Option<Epochs>) -> StorageResult<()> {
         // The format first: an older file's tables may have other key types.
         let mut m = self.txn.open_table(tables::META)?;
         let found = m.get(meta::SCHEMA)?.map(|v| u64_value("meta", v.value())).transpose()?;
@@ -266,7 +268,7 @@ impl Writer {
                         ));
                     }
                     Some(e) => e,
-                    None => super::history::epochs::Epochs::for_new_datadir()?,
+                    None => Epochs::for_new_datadir()?,
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
                 if let Some(depth) = super::history::changes::unwind_depth_for_new_datadir()? {
@@ -278,7 +280,7 @@ impl Writer {
             // as the current format, so that an older binary refuses what is written from now.
             Some(9 | 10) => {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
-                super::history::epochs::Epochs::read(&m)?;
+                Epochs::read(&m)?;
             }
             // Formats 11 and 12 differ only in the key order of history segment files (11: trie
             // and state history, 12: state history): one that froze none opens as the current
@@ -287,7 +289,7 @@ impl Writer {
                 if !super::segments::Manifest::read(&m)?.has_reordered_files_since(found) =>
             {
                 m.insert(meta::SCHEMA, tables::SCHEMA_VERSION.to_be_bytes().as_slice())?;
-                super::history::epochs::Epochs::read(&m)?;
+                Epochs::read(&m)?;
             }
             Some(found) if found != tables::SCHEMA_VERSION => {
                 return Err(super::StorageError::Schema {
@@ -296,7 +298,7 @@ impl Writer {
                 });
             }
             Some(_) => {
-                super::history::epochs::Epochs::read(&m)?;
+                Epochs::read(&m)?;
             }
         }
         drop(m);
@@ -378,7 +380,7 @@ impl Writer {
     }
 
     /// Records which trie history the datadir keeps (once, at init).
-    pub fn set_proof_history(&self, choice: super::ProofHistory) -> StorageResult<()> {
+    pub fn set_proof_history(&self, choice: super::segments::ProofHistory) -> StorageResult<()> {
         self.txn.open_table(tables::META)?.insert(meta::PROOF_HISTORY, choice.name().as_bytes())?;
         Ok(())
     }
@@ -404,13 +406,13 @@ impl Writer {
     /// any block data is frozen.
     pub(super) fn frozen_blocks(
         &self,
-    ) -> StorageResult<Option<(super::segments::Segments, super::Epochs)>> {
+    ) -> StorageResult<Option<(super::segments::Segments, Epochs)>> {
         let m = self.txn.open_table(tables::META)?;
         let manifest = super::segments::Manifest::read(&m)?;
         if manifest.blocks_frozen_to == 0 {
             return Ok(None);
         }
-        let epochs = super::Epochs::read(&m)?;
+        let epochs = Epochs::read(&m)?;
         Ok(Some((self.segment_files.store.view(&manifest)?, epochs)))
     }
 
@@ -474,106 +476,6 @@ impl Writer {
         Ok(body.ommers)
     }
 
-    /// Head block number as seen inside this transaction.
-    pub fn head(&self) -> StorageResult<Option<u64>> {
-        let t = self.txn.open_table(tables::META)?;
-        t.get(meta::HEAD)?.map(|v| u64_value("meta", v.value())).transpose()
-    }
-
-    /// The head, which must not be above `to`: only [`Writer::unwind_head`] moves it back (it
-    /// removes the blocks' rows, which the epoch index must follow).
-    fn head_not_above(&self, to: u64) -> StorageResult<Option<u64>> {
-        match self.head()? {
-            Some(head) if head > to => Err(super::StorageError::HeadBack { head, to }),
-            old => Ok(old),
-        }
-    }
-
-    /// Moves the head marker to `number`; safe and finalized stay, lowered to `number` if above.
-    /// Epochs the head leaves behind are indexed (`storage::history::epochs`).
-    pub fn set_head(&self, number: u64) -> StorageResult<()> {
-        let old = self.head_not_above(number)?;
-        {
-            let mut t = self.txn.open_table(tables::META)?;
-            let get = |key: &str| -> StorageResult<u64> {
-                Ok(t.get(key)?.map(|v| u64_value("meta", v.value())).transpose()?.unwrap_or(0))
-            };
-            let (safe, finalized) =
-                (get(meta::SAFE)?.min(number), get(meta::FINALIZED)?.min(number));
-            t.insert(meta::HEAD, number.to_be_bytes().as_slice())?;
-            t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
-            t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
-        }
-        super::history::changes::prune_changes(&self.txn, number)?;
-        let closing = self.flush_before_close(old, number)?;
-        super::history::epochs::follow_head(&self.txn, old, number, &closing)?;
-        self.freeze_due()
-    }
-
-    /// Adopts the segment merges that finished off the writer's thread, waits for the running
-    /// ones and runs every merge due (`storage::segments::freeze::settle`), so that this
-    /// transaction leaves the segments merged.
-    pub fn settle_segments(&self) -> StorageResult<()> {
-        super::segments::freeze::settle(
-            &self.txn,
-            &self.segment_files.store,
-            &self.segment_files.pending,
-        )
-    }
-
-    /// Freezes the closed epochs that left the unwind window (`storage::segments`). The
-    /// history rows held for them were written by their close, long before.
-    pub(super) fn freeze_due(&self) -> StorageResult<()> {
-        super::segments::freeze::freeze_due(
-            &self.txn,
-            &self.segment_files.store,
-            &self.segment_files.pending,
-        )
-    }
-
-    /// Before the head's move from `old` to `new` closes an epoch: writes the current rows of
-    /// the held trie nodes, and takes out the held history rows of the epochs below the new
-    /// head's (trie nodes, accounts, slots) for the close to write, each closing epoch's at
-    /// once (`storage::history::held`); the rows of the new head's epoch stay held. The other
-    /// deferred rows can wait for the commit: the close reads none of their tables but the
-    /// epoch indexes, whose bits it only sets, as the held bits do ([`super::history::epochs::set_bits`]
-    /// ORs them in). Before a move that reopens an epoch (an unwind, which clears bits)
-    /// everything held is written.
-    fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<ClosingRows> {
-        let epochs = super::history::epochs::history_epochs(&self.txn)?;
-        let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
-        match to.cmp(&from) {
-            std::cmp::Ordering::Greater => {
-                let (account_nodes, storage_nodes) =
-                    self.trie_nodes().take_closing(&self.txn, to)?;
-                let mut deferred = self.deferred();
-                Ok(ClosingRows {
-                    accounts: deferred.account_history.take_below(to),
-                    slots: deferred.slot_history.take_below(to),
-                    account_nodes,
-                    storage_nodes,
-                })
-            }
-            std::cmp::Ordering::Less => self.flush_deferred().map(|()| ClosingRows::default()),
-            std::cmp::Ordering::Equal => Ok(ClosingRows::default()),
-        }
-    }
-
-    /// Sets the head, safe and finalized markers (see [`Writer::set_head`] for the epochs).
-    pub fn set_markers(&self, head: u64, safe: u64, finalized: u64) -> StorageResult<()> {
-        let old = self.head_not_above(head)?;
-        {
-            let mut t = self.txn.open_table(tables::META)?;
-            t.insert(meta::HEAD, head.to_be_bytes().as_slice())?;
-            t.insert(meta::SAFE, safe.to_be_bytes().as_slice())?;
-            t.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
-        }
-        super::history::changes::prune_changes(&self.txn, head)?;
-        let closing = self.flush_before_close(old, head)?;
-        super::history::epochs::follow_head(&self.txn, old, head, &closing)?;
-        self.freeze_due()
-    }
-
     /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
     /// receipts. `senders[i]` is the sender of `block.body.transactions[i]`.
     pub fn insert_block(
@@ -615,7 +517,7 @@ impl Writer {
         }
         self.defer(|d| d.lookups.extend(lookups))?;
         buf.clear();
-        super::codec::encode_receipts(receipts, &mut buf);
+        super::codec::receipts::encode_receipts(receipts, &mut buf);
         self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
         if let Some(list) = access_list {
             buf.clear();
@@ -638,288 +540,27 @@ impl Writer {
         let mut keys = Vec::with_capacity(addresses.len() * 20);
         self.defer(|d| {
             for a in addresses {
-                d.trace_addresses.push(super::codec::address_block_key(a, block));
+                d.trace_addresses.push(super::codec::tx::address_block_key(a, block));
                 keys.extend_from_slice(a.as_slice());
             }
         })?;
-        super::record_changes(&self.txn, block, super::ChangeKind::TraceAddresses, &keys)
-    }
-
-    /// Applies revm's changeset for `block` to the current state, first recording in the
-    /// history tables the value each changed account and slot had before `block`.
-    ///
-    /// May be called several times for one block with a growing cumulative changeset (the
-    /// importer does this for pre-Byzantium intermediate roots): the history entry of the first
-    /// call wins, and re-applying cumulative values is idempotent.
-    pub fn apply_changeset(&self, block: u64, changes: &StateChangeset) -> StorageResult<()> {
-        self.apply(block, true, changes)
-    }
-
-    /// Applies a genesis allocation (or a part of one) as block 0, without history: no block
-    /// reads the state before genesis. Accounts must be new and carry no wipes.
-    pub fn apply_genesis(&self, changes: &StateChangeset) -> StorageResult<()> {
-        self.apply(0, false, changes)
-    }
-
-    pub(super) fn apply(
-        &self,
-        block: u64,
-        history: bool,
-        changes: &StateChangeset,
-    ) -> StorageResult<()> {
-        let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
-        let mut hashed = HashedWrites::open(&self.txn, history, self.deferred())?;
-
-        for (hash, code) in &changes.contracts {
-            if bytecodes.get(&hash.0)?.is_none() {
-                bytecodes.insert(&hash.0, code.original_byte_slice())?;
-            }
-        }
-        drop(bytecodes);
-        // Writes go in key order, each table's separately: neighbouring keys share B-tree pages,
-        // so a large batch (a genesis) touches each page once instead of at random.
-        let mut accounts: Vec<_> = changes
-            .accounts
-            .iter()
-            .map(|(address, info)| {
-                let acct = info.as_ref().map(|info| StoredAccount {
-                    nonce: info.nonce,
-                    balance: info.balance,
-                    code_hash: info.code_hash,
-                });
-                (keccak256(address), address, acct)
-            })
-            .collect();
-        accounts.sort_unstable_by_key(|(h, _, _)| *h);
-        for (hashed_address, address, acct) in accounts {
-            hashed.account(block, &hashed_address, address, acct)?;
-        }
-        let mut slots = Vec::new();
-        for change in &changes.storage {
-            let hashed_address = keccak256(change.address);
-            if change.wipe_storage {
-                hashed.wipe(block, &hashed_address)?;
-            }
-            for (slot, value) in &change.storage {
-                let slot = slot.to_be_bytes::<32>();
-                slots.push((hashed_address, keccak256(slot), slot, *value));
-            }
-        }
-        // After every wipe above, so a re-created account's new slots survive its wipe.
-        slots.sort_unstable_by_key(|(a, s, _, _)| (*a, *s));
-        for (hashed_address, hashed_slot, slot, value) in slots {
-            hashed.slot(block, &hashed_address, &hashed_slot, &slot, &value)?;
-        }
-        let changed = hashed.finish();
-        self.defer(|_| ())?;
-        if history {
-            use super::history::changes::{ChangeKind, record_changes};
-            record_changes(&self.txn, block, ChangeKind::HashedAccounts, &changed.0)?;
-            record_changes(&self.txn, block, ChangeKind::HashedStorage, &changed.1)?;
-        }
-        Ok(())
-    }
-
-    /// The whole current state (including this transaction's uncommitted changes), keyed by
-    /// address (from each account row) and slot (through [`tables::PREIMAGES`]).
-    pub fn current_state(&self) -> StorageResult<StateDump> {
-        self.flush_deferred()?;
-        let accounts = self.txn.open_table(tables::HASHED_ACCOUNTS)?;
-        let storage = self.txn.open_table(tables::HASHED_STORAGE)?;
-        let preimages = self.txn.open_table(tables::PREIMAGES)?;
-        let mut by_hash = std::collections::BTreeMap::new();
-        let mut out = StateDump::new();
-        for item in accounts.iter()? {
-            let (k, v) = item?;
-            let row = HashedAccount::decode(v.value(), "hashed_accounts")?;
-            by_hash.insert(B256::from(*k.value()), row.address);
-            out.insert(row.address, (row.account, Default::default()));
-        }
-        for item in storage.iter()? {
-            let (k, v) = item?;
-            let k = *k.value();
-            let Some(address) = by_hash.get(&B256::from_slice(&k[..32])) else { continue };
-            let slot = super::state::preimage::<32>(&preimages, &B256::from_slice(&k[32..]))?;
-            if let Some(entry) = out.get_mut(address) {
-                let (_, value) = decode_slot(v.value(), "hashed_storage")?;
-                entry.1.insert(U256::from_be_bytes(slot), value);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// The hashed-state tables of one [`Writer::apply_changeset`] call, with their history (read
-/// only where a block's rows were partly written already: [`HeldRows::record`]).
-struct HashedWrites<'t> {
-    preimages: Table<'t, &'static [u8; 32], &'static [u8]>,
-    accounts: Table<'t, &'static [u8; 32], &'static [u8]>,
-    account_history: Table<'t, &'static [u8; 44], &'static [u8]>,
-    storage: Table<'t, &'static [u8; 64], &'static [u8]>,
-    storage_history: Table<'t, &'static [u8; 76], &'static [u8]>,
-    history: bool,
-    /// The writer's deferred rows, which hold the history rows (`storage::history::held`).
-    deferred: std::sync::MutexGuard<'t, Deferred>,
-    epochs: super::history::epochs::Epochs,
-    /// Keys of the history rows added (for the change index).
-    changed_accounts: Vec<u8>,
-    changed_slots: Vec<u8>,
-    /// Preimage rows and index bits to add (see [`Deferred`]).
-    new_preimages: Vec<PreimageRow>,
-    account_bits: Vec<([u8; 36], u64)>,
-    slot_bits: Vec<([u8; 68], u64)>,
-}
-
-impl<'t> HashedWrites<'t> {
-    fn open(
-        txn: &'t WriteTransaction,
-        history: bool,
-        deferred: std::sync::MutexGuard<'t, Deferred>,
-    ) -> StorageResult<Self> {
-        Ok(Self {
-            preimages: txn.open_table(tables::PREIMAGES)?,
-            accounts: txn.open_table(tables::HASHED_ACCOUNTS)?,
-            account_history: txn.open_table(tables::HASHED_ACCOUNT_HISTORY)?,
-            storage: txn.open_table(tables::HASHED_STORAGE)?,
-            storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
-            history,
-            deferred,
-            epochs: super::history::epochs::history_epochs(txn)?,
-            changed_accounts: Vec::new(),
-            changed_slots: Vec::new(),
-            new_preimages: Vec::new(),
-            account_bits: Vec::new(),
-            slot_bits: Vec::new(),
-        })
-    }
-
-    /// Closes the tables; returns the keys of the history rows added, and moves the rows to
-    /// write at the commit into the writer's deferred ones.
-    fn finish(mut self) -> (Vec<u8>, Vec<u8>) {
-        let deferred = &mut *self.deferred;
-        deferred.preimages.extend(self.new_preimages);
-        deferred.account_bits.extend(self.account_bits);
-        deferred.slot_bits.extend(self.slot_bits);
-        (self.changed_accounts, self.changed_slots)
-    }
-
-    /// Sets (or deletes) an account, keeping its cached storage root; a new account starts
-    /// with the empty root (the trie fills in the real one when its storage changes). The row
-    /// carries the address, so accounts need no preimage rows, and its stamp, `block` (0 for
-    /// the genesis allocation).
-    fn account(
-        &mut self,
-        block: u64,
-        hashed_address: &B256,
-        address: &Address,
-        account: Option<StoredAccount>,
-    ) -> StorageResult<()> {
-        // The row keeps its cached storage root, so the old row is read first; the write of an
-        // account that stays is then an in-place update of a page the read just loaded.
-        let old = match account {
-            Some(account) => {
-                let old = self.accounts.get(&hashed_address.0)?.map(|v| v.value().to_vec());
-                let storage_root = match &old {
-                    Some(o) => HashedAccount::decode(o, "hashed_accounts")?.storage_root,
-                    None => EMPTY_ROOT_HASH,
-                };
-                let stamp = block;
-                let row = HashedAccount { address: *address, account, storage_root }.encode(stamp);
-                self.accounts.insert(&hashed_address.0, row.as_slice())?;
-                old
-            }
-            None => self.accounts.remove(&hashed_address.0)?.map(|v| v.value().to_vec()),
-        };
-        if !self.history {
-            return Ok(());
-        }
-        if let Some(old) = &old {
-            let stamp = row_stamp(old, "hashed_accounts")?;
-            self.account_bits.extend(replaced_bit(self.epochs, &hashed_address.0, stamp, block));
-        }
-        let hkey = hashed_account_history_key(self.epochs, hashed_address, block);
-        let old_bytes: &[u8] = old.as_deref().unwrap_or(&[]);
-        if self.deferred.account_history.record(&self.account_history, &hkey, old_bytes)? {
-            self.changed_accounts.extend_from_slice(hashed_address.as_slice());
-        }
-        Ok(())
-    }
-
-    /// Deletes every slot of an account, recording each in history.
-    fn wipe(&mut self, block: u64, hashed_address: &B256) -> StorageResult<()> {
-        let from = hashed_storage_key(hashed_address, &B256::ZERO);
-        let to = hashed_storage_key(hashed_address, &B256::repeat_byte(0xff));
-        let mut existing = Vec::new();
-        for item in self.storage.range::<&[u8; 64]>(&from..=&to)? {
-            let (k, v) = item?;
-            existing.push((*k.value(), v.value().to_vec()));
-        }
-        for (k, v) in existing {
-            self.storage.remove(&k)?;
-            if self.history {
-                let slot = B256::from_slice(&k[32..]);
-                self.slot_history(block, &k, &slot, hashed_address, Some(&v))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Sets (or clears) a slot; a slot that becomes set gets its preimage unless it has one.
-    fn slot(
-        &mut self,
-        block: u64,
-        hashed_address: &B256,
-        hashed_slot: &B256,
-        slot: &[u8; 32],
-        value: &U256,
-    ) -> StorageResult<()> {
-        let key = hashed_storage_key(hashed_address, hashed_slot);
-        let old = if value.is_zero() {
-            self.storage.remove(&key)?
-        } else {
-            let stamp = block;
-            self.storage.insert(&key, SlotRow::new(stamp, value).as_slice())?
-        }
-        .map(|v| v.value().to_vec());
-        // Slot preimages are shared by every account, so most already exist: a read first
-        // keeps their pages clean.
-        if old.is_none() && !value.is_zero() && self.preimages.get(&hashed_slot.0)?.is_none() {
-            self.new_preimages.push((hashed_slot.0, *slot));
-        }
-        if self.history {
-            self.slot_history(block, &key, hashed_slot, hashed_address, old.as_deref())?;
-        }
-        Ok(())
-    }
-
-    /// Records the row a slot had before `block` (`None`: unset) unless the block already did,
-    /// and indexes the epoch of the replaced row's stamp.
-    fn slot_history(
-        &mut self,
-        block: u64,
-        key: &[u8; 64],
-        hashed_slot: &B256,
-        hashed_address: &B256,
-        old: Option<&[u8]>,
-    ) -> StorageResult<()> {
-        if let Some(old) = old {
-            let stamp = row_stamp(old, "hashed_storage")?;
-            self.slot_bits.extend(replaced_bit(self.epochs, key, stamp, block));
-        }
-        let hkey = hashed_storage_history_key(self.epochs, hashed_address, hashed_slot, block);
-        if self.deferred.slot_history.record(&self.storage_history, &hkey, old.unwrap_or(&[]))? {
-            self.changed_slots.extend_from_slice(key);
-        }
-        Ok(())
+        super::history::changes::record_changes(
+            &self.txn,
+            block,
+            super::history::changes::ChangeKind::TraceAddresses,
+            &keys,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{Database, Epochs};
+    use crate::storage::Database;
     use alloy_consensus::{Signed, TxLegacy};
+    use alloy_primitives::keccak256;
     use alloy_primitives::{Signature, TxKind};
+    use revm::database::states::StateChangeset;
 
     /// Block `number` with `count` legacy transfers (the signature makes each hash distinct; no
     /// sender is recovered from it).
@@ -945,7 +586,7 @@ mod tests {
         let senders = vec![Address::with_last_byte(1); count as usize];
         w.insert_block(&b, B256::with_last_byte(number as u8), &senders, &[], None).unwrap();
         w.index_trace_addresses(number, touched).unwrap();
-        w.set_head(number).unwrap();
+        w.advance_head(number).unwrap();
         b.body.transactions.iter().map(|t| *t.tx_hash()).collect()
     }
 
@@ -955,7 +596,7 @@ mod tests {
         let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
         let (a, b) = (Address::with_last_byte(0xa), Address::with_last_byte(0xb));
         let w = db.begin_write().unwrap();
-        w.set_markers(0, 0, 0).unwrap();
+        w.advance_head_with_markers(0, 0, 0).unwrap();
         // More rows than the cap, so some are written before the commit.
         let first = store(&w, 1, DEFERRED_CAP as u64 + 10, &[a, b]);
         w.commit(true).unwrap();
@@ -1014,10 +655,10 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
             let mut w = db.begin_write().unwrap();
-            w.set_markers(0, 0, 0).unwrap();
+            w.advance_head_with_markers(0, 0, 0).unwrap();
             for block in 1..=8 {
                 w.apply_changeset(block, &changes(block)).unwrap();
-                w.set_head(block).unwrap();
+                w.advance_head(block).unwrap();
                 if commit_after(block) {
                     w.commit(false).unwrap();
                     w = db.begin_write().unwrap();

@@ -7,7 +7,8 @@ use redb::ReadableTable;
 use super::TrieError;
 use super::codec::{concat, decode_node, pack_path, unpack_path};
 use super::walk::{LeafFn, LeafSource, NodeSource};
-use crate::storage::{HashedAccount, NodeWrites};
+use crate::storage::NodeWrites;
+use crate::storage::codec::account::HashedAccount;
 
 /// Key type of a table, for `ReadableTable` bounds.
 pub(crate) type K<const N: usize> = &'static [u8; N];
@@ -139,9 +140,9 @@ pub(crate) fn account_leaf(row: &[u8], hashed: &B256, buf: &mut Vec<u8>) -> Resu
     Ok(())
 }
 
-/// RLP of the storage leaf of slot row `row` (`storage::SlotRow`).
+/// RLP of the storage leaf of slot row `row` (`storage::codec::account::SlotRow`).
 pub(crate) fn storage_leaf(row: &[u8], buf: &mut Vec<u8>) -> Result<(), TrieError> {
-    let (_, value) = crate::storage::decode_slot(row, "hashed_storage")?;
+    let (_, value) = crate::storage::codec::account::decode_slot(row, "hashed_storage")?;
     buf.clear();
     alloy_rlp::Encodable::encode(&value, buf);
     Ok(())

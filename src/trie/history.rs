@@ -2,17 +2,16 @@
 //! proofs at any stored block.
 //!
 //! Every versioned table pairs a current table (`key → value`) with a history table
-//! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::history::epochs`),
+//! (`epoch ++ key ++ block → value before that block`, with its epoch index; `storage::history::lookup`),
 //! as the account history does: the value after block N is that of the first history entry
 //! after N, else the current one. A key that did not
 //! exist then has an empty value. Listing the keys of a range at N merges the
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
 //! against the next version (`storage::history::nodes`), resolved here.
 
-use crate::storage::{
-    FULL_ROW_EVERY, NodeRow, SnapshotHistory, index_entity, index_key, node_row, resolve_node_row,
-    row_block, row_entity, row_key,
-};
+use crate::storage::history::keys::{index_entity, index_key, row_block, row_entity, row_key};
+use crate::storage::history::lookup::SnapshotHistory;
+use crate::storage::history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, Nibbles};
 use redb::{ReadOnlyTable, Value};
@@ -74,7 +73,7 @@ pub(crate) struct Versioned<
     block: u64,
     /// History rows are trie nodes, whole or deltas (`storage::history::nodes`).
     node_rows: bool,
-    /// Current rows carry a stamp (`storage::row_stamp`; the hashed state).
+    /// Current rows carry a stamp (`storage::codec::account::row_stamp`; the hashed state).
     stamped: bool,
 }
 
@@ -113,7 +112,9 @@ where
             let current = self.current_value(key)?;
             let stamp = match current.is_empty() {
                 true => None,
-                false => Some(crate::storage::row_stamp(&current, "current state")?),
+                false => {
+                    Some(crate::storage::codec::account::row_stamp(&current, "current state")?)
+                }
             };
             return Ok(match self.history.first_after::<K, H, I, V2>(key, self.block, stamp)? {
                 Some((_, first)) => present(&first),

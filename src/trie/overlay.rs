@@ -15,7 +15,8 @@ use revm::database::BundleState;
 use super::TrieError;
 use super::history::{self, AccountLeavesAt, AccountNodesAt, StorageLeavesAt, StorageNodesAt};
 use super::walk::{LeafFn, LeafSource, NoNodes, PrefixSet, walk};
-use crate::storage::{HashedAccount, Reader, StoredAccount};
+use crate::storage::Reader;
+use crate::storage::codec::account::{HashedAccount, StoredAccount};
 
 /// New leaf values by hashed key (RLP-encoded); `None` deletes the leaf.
 pub(super) type Overlay = BTreeMap<B256, Option<Vec<u8>>>;

@@ -11,7 +11,8 @@ use super::TrieError;
 use super::codec::concat;
 use super::history::{self, AccountLeavesAt, AccountNodesAt, StorageLeavesAt, StorageNodesAt};
 use super::walk::prove;
-use crate::storage::{HashedAccount, Reader};
+use crate::storage::Reader;
+use crate::storage::codec::account::HashedAccount;
 
 /// One storage slot's proof.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +103,7 @@ pub fn prove_account(
     for (slot, hashed) in slots.iter().zip(&hashed_slots) {
         let key: [u8; 64] = concat(&hashed_address, hashed.as_slice());
         let value = match at.slots.get(&key)? {
-            Some(row) => crate::storage::decode_slot(&row, "hashed_storage")?.1,
+            Some(row) => crate::storage::codec::account::decode_slot(&row, "hashed_storage")?.1,
             None => U256::ZERO,
         };
         let proof = proof.as_ref().map(|p| nodes_to(p, hashed)).unwrap_or_default();

@@ -13,11 +13,12 @@ use super::TrieError;
 use super::codec::{concat, encode_node, pack_path};
 use super::db::{AccountLeaves, AccountNodes, StorageLeaves, StorageNodes};
 use super::walk::{NoNodes, PrefixSet, WalkOutput, walk};
+use crate::storage::codec::account::row_stamp;
+use crate::storage::history::changes::{ChangeKind, record_changes};
+use crate::storage::history::index::stamp_replaced;
+use crate::storage::history::keys::{hashed_account_history_key, history_epochs};
 use crate::storage::tables;
-use crate::storage::{
-    ChangeKind, TrieNodes, Writer, hashed_account_history_key, history_epochs, record_changes,
-    row_stamp, stamp_replaced,
-};
+use crate::storage::{TrieNodes, Writer};
 
 /// Whether [`update_state_root`] stores the trie nodes it computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

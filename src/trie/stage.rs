@@ -31,9 +31,9 @@ use super::db::{decode_account, storage_leaf};
 use super::history::{self, AccountLeavesAt, StorageLeavesAt, Versioned, last_path_key, successor};
 use super::overlay::{Merged, Overlay};
 use super::walk::{NodeSource, PrefixSet, WalkOutput, walk};
-use crate::storage::{
-    Database, NodeVersions, Reader, RootVersions, StagedRange, row_block, row_entity, row_key,
-};
+use crate::storage::history::keys::{row_block, row_entity, row_key};
+use crate::storage::history::staged::{NodeVersions, RootVersions, StagedRange};
+use crate::storage::{Database, Reader};
 
 /// What one block changed, from the state history.
 #[derive(Debug, Default)]
@@ -182,7 +182,7 @@ impl NodeSource for StorageNodes<'_, '_> {
 
 /// For each key, its rows in the range: the value before each block that changed it.
 fn scan_rows<const K: usize, const H: usize, const I: usize>(
-    history: &crate::storage::SnapshotHistory<'_, H, I, &'static [u8]>,
+    history: &crate::storage::history::lookup::SnapshotHistory<'_, H, I, &'static [u8]>,
     epoch: u32,
     from: u64,
     to: u64,
@@ -476,7 +476,7 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
 
 /// The nodes with history rows after block `to` in `epoch`.
 fn nodes_after<const K: usize, const H: usize, const I: usize>(
-    history: &crate::storage::SnapshotHistory<'_, H, I, &'static [u8]>,
+    history: &crate::storage::history::lookup::SnapshotHistory<'_, H, I, &'static [u8]>,
     epoch: u32,
     to: u64,
 ) -> Result<BTreeSet<[u8; K]>, TrieError> {
@@ -541,7 +541,7 @@ pub struct StageSummary {
 /// Runs the stage until no block waits for it or `stop` is set: one range at a time, each
 /// written in a durable commit of its own, so a kill loses at most the range being built. A
 /// block whose header root differs from its state's is recorded
-/// ([`crate::storage::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
+/// ([`crate::storage::history::staged::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
 /// a block refuses to run the stage again.
 pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageSummary, TrieError> {
     let mut summary = StageSummary::default();
@@ -611,7 +611,7 @@ pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageS
 /// that keeps trie history for the unwind window only, when the block is in a commit group
 /// older than the last one ([`TrieError::ProofsGrouped`]).
 pub(crate) fn check_exact(reader: &Reader, block: u64) -> Result<(), TrieError> {
-    use crate::storage::ProofHistory;
+    use crate::storage::segments::ProofHistory;
     match reader.proof_history()? {
         ProofHistory::Window => {
             if let Some(from) = reader.group_root_at()?.filter(|from| block < *from) {

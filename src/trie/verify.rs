@@ -12,11 +12,12 @@ use super::TrieError;
 use super::codec::{concat, decode_node, encode_node, pack_path, unpack_path};
 use super::db::{AccountLeaves, StorageLeaves, decode_row};
 use super::walk::{LeafSource, NoNodes, PrefixSet, walk};
+use crate::storage::history::index::check_index;
+use crate::storage::history::keys::{row_block, row_entity, row_epoch};
+use crate::storage::history::lookup::SnapshotHistory;
+use crate::storage::history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
 use crate::storage::segments::Kind;
-use crate::storage::{
-    FULL_ROW_EVERY, NodeRow, Reader, SnapshotHistory, TrieTables, check_index, node_row,
-    resolve_node_row, row_block, row_entity, row_epoch,
-};
+use crate::storage::{Reader, TrieTables};
 
 /// What [`verify`] checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,7 +305,7 @@ pub fn verify(reader: &Reader) -> Result<VerifyReport, TrieError> {
     Ok(VerifyReport { head, root, accounts, slots, account_nodes, storage_nodes })
 }
 
-/// Checks the four history tables' epoch indexes against their rows (`storage::check_index`),
+/// Checks the four history tables' epoch indexes against their rows (`storage::history::index::check_index`),
 /// then resolves every trie-node history row of both tries ([`check_history`]); returns how
 /// many rows it resolved.
 /// Its cost grows with the history (about 70 s for 16.5M rows), so `loupe verify` runs it only

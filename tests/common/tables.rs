@@ -96,7 +96,8 @@ pub fn debug_bytes(text: &str) -> Vec<u8> {
 /// less, or later, when it holds the same rows. Receipts and access list rows are compared in
 /// the form a segment keeps them (their zstd frame undone).
 fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
-    use loupe::storage::segments::{Kind, Manifest, Segment, segment_value};
+    use loupe::storage::segments::freeze::segment_value;
+    use loupe::storage::segments::{Kind, Manifest, Segment};
     use loupe::storage::tables;
     let meta = txn.open_table(tables::META).expect("reading the database");
     let manifest = Manifest::read(&meta).expect("reading the segment manifest");
@@ -155,7 +156,7 @@ fn fold_segments(dir: &Path, txn: &redb::ReadTransaction, out: &mut Tables) {
                     let (k, v) = block.row(r);
                     // A trie-history file keeps a node's rows together: the table's key back.
                     let k = if kind.is_entity_first() {
-                        loupe::storage::segments::table_key_of_entity_first(k)
+                        loupe::storage::history::keys::table_key_of_entity_first(k)
                     } else {
                         k.to_vec()
                     };

@@ -8,7 +8,8 @@ use alloy_rlp::Encodable;
 use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
 
 use crate::chain::ChainSpec;
-use crate::storage::{LogInBlock, ReceiptInBlock, StoredTransaction};
+use crate::storage::StoredTransaction;
+use crate::storage::codec::receipts::{LogInBlock, ReceiptInBlock};
 
 /// The RPC transaction object for a stored transaction in block `header` (hash `block_hash`).
 pub(crate) fn rpc_transaction(

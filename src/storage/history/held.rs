@@ -3,7 +3,7 @@
 //!
 //! A block's history rows (`epoch ++ key ++ block`) land at random places in the open epoch's
 //! range, so written as they come the B-tree splits its leaves in half, and the epoch's close
-//! then took them out and put them back to pack them (`storage::history::epochs`). Held until the close,
+//! then took them out and put them back to pack them (`storage::history::index`). Held until the close,
 //! an epoch whose rows were all written by one transaction goes in once, in key order, through
 //! one cursor: its leaves come out as full as the close's packing makes them, and the close
 //! only indexes it. An epoch that already holds rows (of an earlier commit: a follower's
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use redb::{ReadableTable, Table};
 
-use crate::storage::history::epochs::{row_block, row_epoch};
+use crate::storage::history::keys::{epochs_bounds, row_block, row_epoch};
 use crate::storage::{StorageError, StorageResult};
 
 /// A history row held in memory: its key and value.
@@ -58,8 +58,7 @@ impl<const H: usize> HeldRows<H> {
 
     /// Takes out the rows of the epochs below `epoch`, in key order.
     pub(in crate::storage) fn take_below(&mut self, epoch: u32) -> Vec<HistoryRow<H>> {
-        let mut from = [0u8; H];
-        from[..4].copy_from_slice(&epoch.to_be_bytes());
+        let (from, _) = epochs_bounds::<H>(epoch, epoch);
         let keep = self.rows.split_off(&from);
         let taken = std::mem::replace(&mut self.rows, keep);
         self.note_written(taken.keys().map(row_block).max());
@@ -77,7 +76,7 @@ impl<const H: usize> HeldRows<H> {
 }
 
 /// The held history rows of the epochs that a move of the head closes, taken out before the
-/// close (`Writer::flush_before_close`) for it to write ([`crate::storage::history::epochs::follow_head`]).
+/// close (`Writer::flush_before_close`) for it to write ([`crate::storage::history::index::follow_head`]).
 #[derive(Debug, Default)]
 pub(in crate::storage) struct ClosingRows {
     /// Of [`crate::storage::tables::HASHED_ACCOUNT_HISTORY`], in key order.
@@ -117,15 +116,6 @@ pub(in crate::storage) fn write_rows<const H: usize>(
     Ok(())
 }
 
-/// The first and last possible history key of `epoch` (keys start with the epoch, big-endian).
-fn epoch_bounds<const H: usize>(epoch: u32) -> ([u8; H], [u8; H]) {
-    let mut lo = [0u8; H];
-    lo[..4].copy_from_slice(&epoch.to_be_bytes());
-    let mut hi = [0xffu8; H];
-    hi[..4].copy_from_slice(&epoch.to_be_bytes());
-    (lo, hi)
-}
-
 /// Whether `table` holds no row of `epoch`: one range step.
 pub(in crate::storage) fn epoch_is_empty<
     const H: usize,
@@ -134,7 +124,7 @@ pub(in crate::storage) fn epoch_is_empty<
     table: &T,
     epoch: u32,
 ) -> StorageResult<bool> {
-    let (lo, hi) = epoch_bounds::<H>(epoch);
+    let (lo, hi) = epochs_bounds::<H>(epoch, epoch);
     Ok(table.range::<&[u8; H]>(&lo..=&hi)?.next().is_none())
 }
 
@@ -181,7 +171,7 @@ pub(in crate::storage) fn pack_epoch<const H: usize>(
     name: &'static str,
     mut each: impl FnMut(&[u8; H]) -> StorageResult<()>,
 ) -> StorageResult<()> {
-    let (lo, hi) = epoch_bounds::<H>(epoch);
+    let (lo, hi) = epochs_bounds::<H>(epoch, epoch);
     let mut held = held.iter().peekable();
     let mut from = std::ops::Bound::Included(lo);
     let mut batch: Vec<([u8; H], Vec<u8>)> = Vec::new();
@@ -255,7 +245,7 @@ fn cursor_write<'r, const H: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::history::epochs::row_key;
+    use crate::storage::history::keys::row_key;
     use redb::ReadableTableMetadata;
 
     #[test]

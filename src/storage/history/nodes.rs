@@ -199,7 +199,7 @@ fn corrupt(table: &'static str, detail: String) -> StorageError {
 /// this returned for the node's newest earlier row in the epoch, when the caller has just
 /// encoded it (or `FULL_ROW_EVERY - 1` when the epoch holds no row of the node: a whole row);
 /// otherwise (`None`) that row is sought in the table. The node's first row in an epoch is
-/// whole, so that a read never follows deltas out of an epoch (`storage::history::epochs`). If the table
+/// whole, so that a read never follows deltas out of an epoch (`storage::history::lookup`). If the table
 /// already holds a row at `key` (the block changed the node before, and that change was
 /// written), the row returned replaces it: it is re-encoded against `new` so that it still
 /// stands for the node before the block, `old` being the node in between.

@@ -18,12 +18,11 @@ use std::collections::BTreeMap;
 use alloy_primitives::B256;
 use redb::{ReadableTable, Table};
 
-use super::epochs::{
-    Epochs, epoch_bit, history_epochs, index_key, row_block, row_key, run_of, set_bits,
-    stamp_replaced,
-};
+use super::index::{set_bits, stamp_replaced};
+use super::keys::{Epochs, epoch_bit, history_epochs, index_key, row_block, row_key, run_of};
 use super::nodes::{FULL_ROW_EVERY, NodeRow, encode_node_row, node_row};
-use crate::storage::codec::{HashedAccount, row_stamp, u64_value};
+use crate::storage::codec::account::{HashedAccount, row_stamp};
+use crate::storage::codec::u64_value;
 use crate::storage::tables::{self, meta};
 use crate::storage::{StorageError, StorageResult, Writer};
 
@@ -153,7 +152,8 @@ impl Writer {
     pub fn set_group_root_at(&self, from: u64, to: u64) -> StorageResult<()> {
         let stage = self.trie_stage()?;
         let mut m = self.txn.open_table(tables::META)?;
-        if crate::storage::ProofHistory::read(&m)? == crate::storage::ProofHistory::All
+        if crate::storage::segments::ProofHistory::read(&m)?
+            == crate::storage::segments::ProofHistory::All
             && !stage.is_some_and(|s| s.pending())
         {
             let before = from.saturating_sub(1);
@@ -374,7 +374,7 @@ fn account_after(
         // The next epoch with any row: the table's keys are epoch first.
         let next: [u8; 44] = row_key(epoch.saturating_add(1), &[0u8; 32], 0);
         match history.range::<&[u8; 44]>(&next..)?.next() {
-            Some(item) => epoch = super::epochs::row_epoch(item?.0.value()),
+            Some(item) => epoch = super::keys::row_epoch(item?.0.value()),
             None => break,
         }
     }
@@ -401,7 +401,7 @@ fn replace_node_rows<const K: usize, const H: usize, const I: usize>(
         let (k, _) = item?;
         let k = k.value();
         if blocks.contains(&row_block(k)) {
-            let entity = super::epochs::row_entity::<K, H>(k);
+            let entity = super::keys::row_entity::<K, H>(k);
             if dropped.last() != Some(&entity) {
                 dropped.push(entity);
             }
@@ -441,7 +441,7 @@ fn replace_node_rows<const K: usize, const H: usize, const I: usize>(
         let lo: [u8; H] = row_key(epoch, &key, 0);
         let hi: [u8; H] = row_key(epoch, &key, u64::MAX);
         if table.range::<&[u8; H]>(&lo..=&hi)?.next().is_none() {
-            super::epochs::clear_bit::<K, I>(index, &key, epoch)?;
+            super::index::clear_bit::<K, I>(index, &key, epoch)?;
         }
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! Frozen history: closed epochs behind the unwind window, moved out of the B-tree into
 //! immutable segment files (`file`), one per kind and run of epochs, merged into larger ones
-//! in bounded steps (`freeze`).
+//! in bounded steps (`merge`); `freeze` moves the rows out.
 //!
 //! The live files are named by a manifest kept in `meta` and committed in the same write
 //! transaction that removes their rows from the B-tree, so a reader's snapshot sees each row in
@@ -10,69 +10,28 @@
 //! replaces are removed after the next durable commit, never before: a crash rolls the
 //! manifest back to the last durable commit, which may still name them.
 
+mod dictionary;
 pub mod file;
-pub(crate) mod freeze;
+pub mod freeze;
+pub mod merge;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use file::{Block, BlockCache, BlockWeight};
 pub use file::{Segment, SegmentWriter, Written};
-pub use freeze::segment_value;
 
+use super::history::keys::{
+    BLOCK_BYTES, EPOCH_BYTES, Epochs, entity_first_key, history_key_into, key_epoch,
+};
 use super::{StorageError, StorageResult};
 
 /// The folder of a datadir's segment files.
 pub const SEGMENTS_DIR: &str = "segments";
 /// Memory for decoded segment blocks, shared by every reader.
 const BLOCK_CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Bytes of a history key's epoch (first) and block (last).
-const EPOCH_BYTES: usize = 4;
-const BLOCK_BYTES: usize = 8;
-
-/// A history row key, `epoch ++ entity ++ block`, as an entity-first file keeps it:
-/// `entity ++ epoch ++ block` (see [`Kind::is_entity_first`]). Ordered by entity, then block.
-pub fn entity_first_key(key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len());
-    if key.len() < EPOCH_BYTES + BLOCK_BYTES {
-        out.extend_from_slice(key);
-        return out;
-    }
-    let block_at = key.len() - BLOCK_BYTES;
-    out.extend_from_slice(&key[EPOCH_BYTES..block_at]);
-    out.extend_from_slice(&key[..EPOCH_BYTES]);
-    out.extend_from_slice(&key[block_at..]);
-    out
-}
-
-/// The history row key of an entity-first file's key (the inverse of [`entity_first_key`]), into
-/// `out`.
-fn history_key_into(key: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    if key.len() < EPOCH_BYTES + BLOCK_BYTES {
-        out.extend_from_slice(key);
-        return;
-    }
-    let epoch_at = key.len() - BLOCK_BYTES - EPOCH_BYTES;
-    out.extend_from_slice(&key[epoch_at..epoch_at + EPOCH_BYTES]);
-    out.extend_from_slice(&key[..epoch_at]);
-    out.extend_from_slice(&key[epoch_at + EPOCH_BYTES..]);
-}
-
-/// The history row key of an entity-first file's key: the inverse of [`entity_first_key`].
-pub fn table_key_of_entity_first(key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len());
-    history_key_into(key, &mut out);
-    out
-}
-
-/// The epoch of a history row key (`epoch ++ …`).
-pub(crate) fn key_epoch(key: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(key.get(..EPOCH_BYTES)?.try_into().ok()?))
-}
 
 /// What a segment holds: the rows of one history table, one table of block data (keyed by
 /// block number, big-endian, first), or the trace-address index (keyed by address first).
@@ -150,7 +109,7 @@ impl Kind {
 
     /// Whether its files' rows of one trie node are chained as one run of deltas across the
     /// file's epochs (`storage::history::nodes`): entity-first trie history, which a merge
-    /// chains (`freeze::merge`).
+    /// chains (`merge::merge`).
     pub const fn is_node_first(self) -> bool {
         matches!(self, Self::AccountTrieHistory | Self::StorageTrieHistory)
     }
@@ -329,8 +288,8 @@ pub struct Store {
     next_id: AtomicU64,
     /// Replaced by a committed merge; removed once a durable commit makes that final.
     obsolete: Mutex<Vec<String>>,
-    /// Merges running off the writer's thread (`freeze::merge_due`).
-    pub(crate) merges: freeze::Merges,
+    /// Merges running off the writer's thread (`merge::merge_due`).
+    pub(crate) merges: Merges,
 }
 
 impl Drop for Store {
@@ -369,7 +328,7 @@ impl Store {
             cache: BlockCache::with_weighter(4096, BLOCK_CACHE_BYTES, BlockWeight),
             next_id: AtomicU64::new(1),
             obsolete: Mutex::new(Vec::new()),
-            merges: freeze::Merges::default(),
+            merges: Merges::default(),
         };
         for entry in &manifest.files {
             let segment = store.segment(entry)?;
@@ -512,7 +471,7 @@ impl Segments {
 
     /// The first block whose trie nodes are kept, when trie history below the window was
     /// dropped (`None`: every block's is kept).
-    pub fn proofs_from(&self, epochs: super::Epochs) -> Option<u64> {
+    pub fn proofs_from(&self, epochs: Epochs) -> Option<u64> {
         (self.proof_history == ProofHistory::Window && self.frozen_to > 0)
             .then(|| u64::from(self.frozen_to) * epochs.len)
     }
@@ -727,5 +686,100 @@ impl Segments {
     /// The files, with their entries' kinds and ranges.
     pub fn files(&self) -> impl Iterator<Item = (Kind, u32, u32, &Arc<Segment>)> {
         self.by_kind.iter().flat_map(|(k, v)| v.iter().map(move |(f, l, s)| (*k, *f, *l, s)))
+    }
+}
+
+/// Segment files a write transaction created and replaced: the created ones are removed if it
+/// is dropped, the replaced ones after it commits durably.
+#[derive(Debug, Default)]
+pub(crate) struct TxnFiles {
+    files: Mutex<(Vec<String>, Vec<String>)>,
+    committed: std::sync::atomic::AtomicBool,
+}
+
+impl TxnFiles {
+    pub(super) fn created(&self, name: String) {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).0.push(name);
+    }
+
+    pub(super) fn replaced(&self, name: String) {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).1.push(name);
+    }
+
+    /// After the commit: the replaced files wait for a durable commit.
+    pub(crate) fn committed(&self, store: &Store, durable: bool) {
+        self.committed.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (_, replaced) =
+            std::mem::take(&mut *self.files.lock().unwrap_or_else(|e| e.into_inner()));
+        store.retire(replaced);
+        if durable {
+            store.durable();
+        }
+    }
+
+    /// When the transaction is dropped uncommitted: removes what it created.
+    pub(crate) fn abandon(&self, store: &Store) {
+        if self.committed.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let (created, _) =
+            std::mem::take(&mut *self.files.lock().unwrap_or_else(|e| e.into_inner()));
+        for name in created {
+            store.discard(&name);
+        }
+    }
+}
+
+/// A merge running on a thread of its own: its parts, its file's name, and the thread, which
+/// returns the merged file's entry.
+pub(super) struct Job {
+    pub(super) parts: Vec<Entry>,
+    pub(super) name: String,
+    pub(super) handle: std::thread::JoinHandle<StorageResult<Entry>>,
+}
+
+/// Merges running off the writer's thread, one at a time ([`Store`] holds them). A
+/// later write transaction adopts a finished one ([`merge::merge_due`]): its file replaces its parts
+/// in the manifest that transaction commits, if they are all still live.
+#[derive(Default)]
+pub(crate) struct Merges {
+    jobs: Mutex<HashMap<Kind, Job>>,
+    pub(super) cancel: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Merges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Merges").finish_non_exhaustive()
+    }
+}
+
+impl Merges {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Kind, Job>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `kind`'s merge, taken out if it has finished (or, with `wait`, whenever there is one).
+    pub(super) fn take(&self, kind: Kind, wait: bool) -> Option<Job> {
+        let mut jobs = self.lock();
+        match jobs.get(&kind) {
+            Some(job) if wait || job.handle.is_finished() => jobs.remove(&kind),
+            _ => None,
+        }
+    }
+
+    /// Whether any merge runs: one at a time, since every kind reaches a level at the same
+    /// epoch, and ten merges at once held 100 MiB more at the import's peak.
+    pub(super) fn busy(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
+    /// Stops every merge and removes what they wrote: the store is going away, and no write
+    /// transaction adopted them.
+    pub(crate) fn cancel_all(&self, store: &Store) {
+        self.cancel.store(true, Ordering::Relaxed);
+        for (_, job) in self.lock().drain() {
+            let _ = job.handle.join();
+            store.discard(&job.name);
+        }
     }
 }

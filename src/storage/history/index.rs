@@ -1,28 +1,13 @@
-//! History partitioned by epoch: rows keyed `epoch ++ key ++ block`, and for each history table
-//! an index of the closed epochs that hold rows of each key.
+//! Upkeep of the epoch indexes: for each history table, an index of the closed epochs that
+//! hold rows of each key (`key ++ run → bitmap`; keys laid out in `storage::history::keys`,
+//! read by `storage::history::lookup`): bits set when a stamped row is replaced, epochs
+//! indexed and packed when the head closes them, and the check `verify --history` runs.
 //!
-//! Keyed entity first (`key ++ block`), every history row a block writes lands beside that
-//! key's older rows, at a random place in a table that grows with the chain, and once the table
-//! has more leaves than a commit group has rows each row dirties a page of its own: a block's
-//! import cost grew with the chain's length. With the epoch first, a block's rows land in the
-//! open epoch's range, which holds at most one epoch of rows.
-//!
-//! The value of key K after block N is that of K's first history row after N:
-//! 1. in the epoch of N+1, from N+1 on (one range seek);
-//! 2. else in the first closed epoch after it that holds a row of K: one seek in the index
-//!    (`K ++ run → bitmap`, one bit per epoch of a run of [`EPOCHS_PER_RUN`]), then the first
-//!    row of K in that epoch;
-//! 3. else in the open epoch (the head's), which is not indexed yet;
-//! 4. else K has not changed since N: the current table answers.
-//!
-//! For the hashed state (accounts and slots) the current row carries a stamp, the block that
-//! wrote it (`codec::row_stamp`), and the index leaves out the epoch of that stamp: the row
-//! names it. So a key whose stamp is at or before N needs no seek at all; otherwise its rows
-//! after N end in the stamp's epoch, which is read when steps 1 and 2 find nothing. On a chain
-//! whose keys mostly change in one epoch only, that is most of the index: each close used to
-//! set a bit for nearly every key the epoch changed, at a random place in an index that grows
-//! with the chain. Now a key's epoch is indexed when a later write replaces its row (or, for a
-//! key the epoch deleted, at the close).
+//! For the hashed state (accounts and slots) the index leaves out the epoch of a key's current
+//! row's stamp: the row names it. On a chain whose keys mostly change in one epoch only, that
+//! is most of the index: each close used to set a bit for nearly every key the epoch changed,
+//! at a random place in an index that grows with the chain. Now a key's epoch is indexed when a
+//! later write replaces its row (or, for a key the epoch deleted, at the close).
 //!
 //! Every epoch below the head's is indexed, in the write transaction that moves the head into
 //! a later epoch ([`follow_head`]); moving the head back (an unwind) removes the index of every
@@ -32,478 +17,21 @@
 //! packs the closed epoch's rows into full leaves (see [`pack_epoch`]): the rows are unchanged,
 //! the space they take is not.
 //!
-//! One index row covers a run of [`EPOCHS_PER_RUN`] epochs, because trie nodes near the root
+//! One index row covers a run of [`EPOCHS_PER_RUN`](crate::storage::history::keys::EPOCHS_PER_RUN) epochs, because trie nodes near the root
 //! change in nearly every epoch: with a row per key and epoch, the trie indexes had 12 to 16
 //! times as many rows as keys, and each epoch's close dirtied pages across all of them
 //! (BENCHMARKS.md, "Where the growth along the chain goes").
 
 use redb::{ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
-use crate::storage::codec::u64_value;
 use crate::storage::history::held::{ClosingRows, HistoryRow, pack_epoch, rows_of, write_rows};
-use crate::storage::tables::{self, meta};
+use crate::storage::history::keys::{
+    Epochs, epoch_bit, history_epochs, index_entity, index_key, index_run, row_entity, row_epoch,
+    row_key, run_epochs, run_of,
+};
+use crate::storage::history::lookup::SnapshotHistory;
+use crate::storage::tables;
 use crate::storage::{StorageError, StorageResult};
-
-/// Blocks per epoch of a datadir created without [`EPOCH_ENV`].
-pub const DEFAULT_EPOCH_LEN: u64 = 128;
-
-/// Epochs one index row covers: its value has one bit per epoch (bit `i` for epoch
-/// `run * EPOCHS_PER_RUN + i`).
-pub const EPOCHS_PER_RUN: u32 = 64;
-
-/// The run of `epoch`, as stored in an index key.
-pub fn run_of(epoch: u32) -> u32 {
-    epoch / EPOCHS_PER_RUN
-}
-
-/// The bit of `epoch` in its run's index row.
-pub fn epoch_bit(epoch: u32) -> u64 {
-    1 << (epoch % EPOCHS_PER_RUN)
-}
-
-/// The epochs whose bits are set in `bits`, the index row of `run`.
-pub fn run_epochs(run: u32, bits: u64) -> impl Iterator<Item = u32> {
-    (0..EPOCHS_PER_RUN).filter(move |i| bits & (1 << i) != 0).map(move |i| run * EPOCHS_PER_RUN + i)
-}
-
-/// Environment variable read when a datadir is created: its epoch length in blocks (tests use
-/// small epochs so that every property crosses epoch boundaries). Ignored afterwards: the
-/// length is kept in [`meta::HISTORY_EPOCH`].
-pub const EPOCH_ENV: &str = "LOUPE_HISTORY_EPOCH";
-
-/// The epoch length of a datadir.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Epochs {
-    /// Blocks per epoch (at least 1).
-    pub len: u64,
-}
-
-impl Epochs {
-    /// The epoch of `block`.
-    pub fn of(self, block: u64) -> u32 {
-        u32::try_from(block / self.len).unwrap_or(u32::MAX)
-    }
-
-    /// The history key of `key` at `block`: `epoch ++ key ++ block`.
-    pub fn history_key<const K: usize, const H: usize>(self, key: &[u8; K], block: u64) -> [u8; H] {
-        row_key(self.of(block), key, block)
-    }
-
-    /// The length for a new datadir: [`EPOCH_ENV`] if set to a positive number, else
-    /// [`DEFAULT_EPOCH_LEN`].
-    pub(in crate::storage) fn for_new_datadir() -> StorageResult<Self> {
-        match std::env::var(EPOCH_ENV) {
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(len) if len > 0 => Ok(Self { len }),
-                _ => Err(StorageError::Config(format!(
-                    "{EPOCH_ENV}={v:?} is not a positive number of blocks"
-                ))),
-            },
-            Err(_) => Ok(Self { len: DEFAULT_EPOCH_LEN }),
-        }
-    }
-
-    /// The length recorded in `meta`.
-    pub(in crate::storage) fn read(
-        meta: &impl ReadableTable<&'static str, &'static [u8]>,
-    ) -> StorageResult<Self> {
-        let len = meta
-            .get(meta::HISTORY_EPOCH)?
-            .map(|v| u64_value("meta", v.value()))
-            .transpose()?
-            .filter(|len| *len > 0)
-            .ok_or_else(|| StorageError::Corrupt {
-                table: "meta",
-                detail: "no history epoch length".into(),
-            })?;
-        Ok(Self { len })
-    }
-}
-
-/// The epoch length of the database `txn` writes.
-pub fn history_epochs(txn: &WriteTransaction) -> StorageResult<Epochs> {
-    Epochs::read(&txn.open_table(tables::META)?)
-}
-
-/// `epoch ++ key ++ block`, the key of a history row (`H` = `K` + 12).
-pub fn row_key<const K: usize, const H: usize>(epoch: u32, key: &[u8; K], block: u64) -> [u8; H] {
-    const { assert!(H == K + 12) };
-    let mut h = [0u8; H];
-    h[..4].copy_from_slice(&epoch.to_be_bytes());
-    h[4..4 + K].copy_from_slice(key);
-    h[4 + K..].copy_from_slice(&block.to_be_bytes());
-    h
-}
-
-/// `key ++ run`, the key of an index row (`I` = `K` + 4; see [`run_of`]).
-pub fn index_key<const K: usize, const I: usize>(key: &[u8; K], run: u32) -> [u8; I] {
-    const { assert!(I == K + 4) };
-    let mut k = [0u8; I];
-    k[..K].copy_from_slice(key);
-    k[K..].copy_from_slice(&run.to_be_bytes());
-    k
-}
-
-/// The entity key inside an index row key.
-pub fn index_entity<const K: usize, const I: usize>(key: &[u8; I]) -> [u8; K] {
-    const { assert!(I == K + 4) };
-    let mut k = [0u8; K];
-    k.copy_from_slice(&key[..K]);
-    k
-}
-
-/// The run of an index row key.
-fn index_run<const I: usize>(key: &[u8; I]) -> u32 {
-    let mut r = [0u8; 4];
-    r.copy_from_slice(&key[I - 4..]);
-    u32::from_be_bytes(r)
-}
-
-/// The block of a history row key.
-pub fn row_block<const H: usize>(key: &[u8; H]) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&key[H - 8..]);
-    u64::from_be_bytes(b)
-}
-
-/// The entity key inside a history row key.
-pub fn row_entity<const K: usize, const H: usize>(key: &[u8; H]) -> [u8; K] {
-    let mut k = [0u8; K];
-    k.copy_from_slice(&key[4..4 + K]);
-    k
-}
-
-/// The epoch of a history row key.
-pub fn row_epoch<const H: usize>(key: &[u8; H]) -> u32 {
-    // Every history key is at least an epoch long.
-    crate::storage::segments::key_epoch(key).unwrap_or_default()
-}
-
-/// A segment row's key as the table's `H`-byte key (a corrupt file's key of another length is
-/// named).
-fn segment_key<const H: usize>(k: &[u8]) -> StorageResult<&[u8; H]> {
-    <&[u8; H]>::try_from(k).map_err(|_| StorageError::Corrupt {
-        table: "history segment",
-        detail: format!("a key of {} bytes where {H} were due", k.len()),
-    })
-}
-
-/// A history row: its block and value.
-pub type Row = (u64, Vec<u8>);
-
-/// The first row of `key` in `epoch` at or after block `from`.
-pub fn first_in<const K: usize, const H: usize, V>(
-    rows: &impl ReadableTable<&'static [u8; H], V>,
-    epoch: u32,
-    key: &[u8; K],
-    from: u64,
-) -> StorageResult<Option<Row>>
-where
-    V: Value + 'static,
-    for<'a> V::SelfType<'a>: AsRef<[u8]>,
-{
-    let lo: [u8; H] = row_key(epoch, key, from);
-    let hi: [u8; H] = row_key(epoch, key, u64::MAX);
-    match rows.range::<&[u8; H]>(&lo..=&hi)?.next() {
-        Some(item) => {
-            let (k, v) = item?;
-            Ok(Some((row_block(k.value()), v.value().as_ref().to_vec())))
-        }
-        None => Ok(None),
-    }
-}
-
-/// The first closed epoch in `from..=to` that holds a row of `key`, from the index: the
-/// lowest bit in range of the key's first index row at or after `from`'s run (and of the next
-/// one, when that row's bits in range all lie below `from`).
-pub fn indexed_epoch<const K: usize, const I: usize>(
-    index: &impl ReadableTable<&'static [u8; I], u64>,
-    key: &[u8; K],
-    from: u32,
-    to: u32,
-) -> StorageResult<Option<u32>> {
-    if from > to {
-        return Ok(None);
-    }
-    let lo: [u8; I] = index_key(key, run_of(from));
-    let hi: [u8; I] = index_key(key, run_of(to));
-    for item in index.range::<&[u8; I]>(&lo..=&hi)? {
-        let (k, v) = item?;
-        let run = index_run(k.value());
-        if let Some(epoch) = run_epochs(run, v.value()).find(|e| (from..=to).contains(e)) {
-            return Ok(Some(epoch));
-        }
-    }
-    Ok(None)
-}
-
-/// A history table of `H`-byte keys and `V` values with its `I`-byte epoch index, as a read
-/// snapshot opens them.
-pub type SnapshotHistory<'t, const H: usize, const I: usize, V> = History<
-    't,
-    redb::ReadOnlyTable<&'static [u8; H], V>,
-    redb::ReadOnlyTable<&'static [u8; I], u64>,
->;
-
-/// One history table with its epoch index, read in a snapshot whose head is in epoch `open`.
-/// Rows of epochs below `frozen`'s `frozen_to` are read from its segments, the others from
-/// `rows`.
-pub struct History<'t, R, X> {
-    /// The history rows still in the B-tree.
-    pub rows: &'t R,
-    /// The epoch index.
-    pub index: &'t X,
-    /// The datadir's epoch length.
-    pub epochs: Epochs,
-    /// The head's epoch: the one that is not indexed yet.
-    pub open: u32,
-    /// The snapshot's segments and the kind of this table's.
-    pub frozen: Option<(&'t crate::storage::segments::Segments, crate::storage::segments::Kind)>,
-}
-
-impl<R, X> std::fmt::Debug for History<'_, R, X> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History").field("epochs", &self.epochs).field("open", &self.open).finish()
-    }
-}
-
-impl<R, X> Clone for History<'_, R, X> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<R, X> Copy for History<'_, R, X> {}
-
-impl<'t, R, X> History<'t, R, X> {
-    /// The segments that hold `epoch`'s rows, if they are frozen.
-    fn frozen_at(
-        &self,
-        epoch: u32,
-    ) -> Option<(&'t crate::storage::segments::Segments, crate::storage::segments::Kind)> {
-        self.frozen.filter(|(s, _)| s.holds(epoch))
-    }
-
-    /// The first row of `key` in `epoch` at or after block `from`, from the segments or the
-    /// B-tree, wherever the epoch is.
-    pub fn first_in<const K: usize, const H: usize, V>(
-        &self,
-        epoch: u32,
-        key: &[u8; K],
-        from: u64,
-    ) -> StorageResult<Option<Row>>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        let Some((segments, kind)) = self.frozen_at(epoch) else {
-            return first_in(self.rows, epoch, key, from);
-        };
-        let lo: [u8; H] = row_key(epoch, key, from);
-        let hi: [u8; H] = row_key(epoch, key, u64::MAX);
-        Ok(segments.first(kind, epoch, &lo, &hi)?.and_then(|(k, v)| {
-            let k: [u8; H] = k.try_into().ok()?;
-            Some((row_block(&k), v))
-        }))
-    }
-
-    /// Calls `f` with each row in `lo..=hi` (keys of one epoch), in key order, until it
-    /// returns `false`.
-    pub fn scan<const H: usize, V>(
-        &self,
-        lo: &[u8; H],
-        hi: &[u8; H],
-        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<bool>,
-    ) -> StorageResult<()>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        let epoch = row_epoch(lo);
-        if let Some((segments, kind)) = self.frozen_at(epoch) {
-            return segments.scan(kind, epoch, lo, hi, |k, v| f(segment_key::<H>(k)?, v));
-        }
-        for item in self.rows.range::<&[u8; H]>(lo..=hi)? {
-            let (k, v) = item?;
-            if !f(k.value(), v.value().as_ref())? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// Calls `f` with the rows of `key` from block `from` of `epoch` on, to the end of the
-    /// place that holds that epoch's rows, in block order, until it returns `false`: the
-    /// epoch's end in the B-tree, or the end of the segment file covering it, whose rows of
-    /// one entity run on across its later epochs
-    /// ([`crate::storage::segments::Kind::is_entity_first`]).
-    pub fn scan_node<const K: usize, const H: usize, V>(
-        &self,
-        epoch: u32,
-        key: &[u8; K],
-        from: u64,
-        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<bool>,
-    ) -> StorageResult<()>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        let lo: [u8; H] = row_key(epoch, key, from);
-        let Some((segments, kind)) = self.frozen_at(epoch) else {
-            let hi: [u8; H] = row_key(epoch, key, u64::MAX);
-            return self.scan::<H, V>(&lo, &hi, f);
-        };
-        segments.scan_node(kind, &lo, |k, v| f(segment_key::<H>(k)?, v))
-    }
-
-    /// Where `epoch`'s rows are kept, as a place whose rows of one trie node run as one chain
-    /// (`storage::history::nodes`): `(true, first epoch)` of the segment file covering it, or
-    /// `(false, epoch)` in the B-tree (or a file that keeps one epoch's rows apart).
-    pub fn place(&self, epoch: u32) -> (bool, u32) {
-        match self.frozen_at(epoch) {
-            Some((segments, kind)) if kind.is_node_first() => {
-                segments.file_of(kind, epoch).map_or((false, epoch), |first| (true, first))
-            }
-            _ => (false, epoch),
-        }
-    }
-
-    /// The row at `key`, wherever its epoch is.
-    pub fn get<const H: usize, V>(&self, key: &[u8; H]) -> StorageResult<Option<Vec<u8>>>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        let mut out = None;
-        self.scan(key, key, |_, v| {
-            out = Some(v.to_vec());
-            Ok(false)
-        })?;
-        Ok(out)
-    }
-
-    /// Calls `f` with every row, newest epochs first (the B-tree's, then the segments'), in
-    /// reverse key order.
-    pub fn for_each_row_rev<const H: usize, V>(
-        &self,
-        mut f: impl FnMut(&[u8; H], &[u8]) -> StorageResult<()>,
-    ) -> StorageResult<()>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        for item in self.rows.iter()?.rev() {
-            let (k, v) = item?;
-            f(k.value(), v.value().as_ref())?;
-        }
-        if let Some((segments, kind)) = self.frozen {
-            segments.for_each_rev(kind, |k, v| f(segment_key::<H>(k)?, v))?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f` with the key of every row, frozen ones first (their epochs are the older),
-    /// in key order.
-    pub fn for_each_key<const H: usize, V>(
-        &self,
-        mut f: impl FnMut(&[u8; H]) -> StorageResult<()>,
-    ) -> StorageResult<()>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        if let Some((segments, kind)) = self.frozen {
-            segments.for_each(kind, |k, _| f(segment_key::<H>(k)?))?;
-        }
-        for item in self.rows.iter()? {
-            f(item?.0.value())?;
-        }
-        Ok(())
-    }
-
-    /// The first row of `key` after block `after` (see the module documentation), `None` if
-    /// the key has not changed since. `stamp` is the stamp of the key's current row when the
-    /// table is stamped and the key exists (`None` otherwise, and for the trie tables).
-    pub fn first_after<const K: usize, const H: usize, const I: usize, V>(
-        &self,
-        key: &[u8; K],
-        after: u64,
-        stamp: Option<u64>,
-    ) -> StorageResult<Option<Row>>
-    where
-        R: ReadableTable<&'static [u8; H], V>,
-        X: ReadableTable<&'static [u8; I], u64>,
-        V: Value + 'static,
-        for<'a> V::SelfType<'a>: AsRef<[u8]>,
-    {
-        if stamp.is_some_and(|s| s <= after) {
-            return Ok(None);
-        }
-        let Some(from) = after.checked_add(1) else { return Ok(None) };
-        let mut epoch = self.epochs.of(from);
-        let file_end = self
-            .frozen_at(epoch)
-            .and_then(|(segments, kind)| segments.entity_first_span(kind, epoch))
-            .map(|(_, last)| last);
-        match file_end {
-            // An entity-first file holds the key's rows of all its epochs together: its first
-            // row from `from` on is the answer if it has one, and the index is needed only for
-            // epochs after the file.
-            Some(last_in_file) => {
-                let mut found = None;
-                self.scan_node::<K, H, V>(epoch, key, from, |k, v| {
-                    found = Some((row_block(k), v.to_vec()));
-                    Ok(false)
-                })?;
-                if found.is_some() {
-                    return Ok(found);
-                }
-                epoch = last_in_file;
-            }
-            None => {
-                if let Some(row) = self.first_in(epoch, key, from)? {
-                    return Ok(Some(row));
-                }
-            }
-        }
-        if epoch >= self.open {
-            return Ok(None);
-        }
-        let corrupt = |detail: String| StorageError::Corrupt {
-            table: "history epoch index",
-            detail: format!("{detail} (key {})", alloy_primitives::hex::encode(key)),
-        };
-        // The stamp's epoch is the key's last with rows, and the index leaves it out.
-        let (last, hi) = match stamp.map(|s| self.epochs.of(s)) {
-            Some(last) if last <= epoch => {
-                return Err(corrupt(format!(
-                    "the current row was written at block {} but epochs to {epoch} hold no row after {after}",
-                    stamp.unwrap_or_default()
-                )));
-            }
-            Some(last) => (last.min(self.open), last.min(self.open) - 1),
-            None => (self.open, self.open - 1),
-        };
-        if let Some(later) = indexed_epoch(self.index, key, epoch + 1, hi)? {
-            return match self.first_in(later, key, 0)? {
-                Some(row) => Ok(Some(row)),
-                None => Err(corrupt(format!("epoch {later} is indexed but holds no row of it"))),
-            };
-        }
-        match self.first_in(last, key, 0)? {
-            None if stamp.is_some() => {
-                Err(corrupt(format!("the current row's epoch {last} holds no row of it")))
-            }
-            row => Ok(row),
-        }
-    }
-}
 
 /// The index of a stamped history table (see the module documentation), as the writer keeps it.
 pub type StampIndex<'t, const I: usize> = Table<'t, &'static [u8; I], u64>;
@@ -683,7 +211,8 @@ where
         let Some(current) = current else { return Ok(None) };
         match current.get(key)? {
             Some(row) => {
-                let stamp = crate::storage::codec::row_stamp(row.value(), "current state")?;
+                let stamp =
+                    crate::storage::codec::account::row_stamp(row.value(), "current state")?;
                 Ok((stamp > 0).then(|| (stamp, history.epochs.of(stamp))))
             }
             None => Ok(None),
@@ -723,7 +252,7 @@ where
         for item in current.iter()? {
             let (k, v) = item?;
             let key = *k.value();
-            let stamp = crate::storage::codec::row_stamp(v.value(), "current state")?;
+            let stamp = crate::storage::codec::account::row_stamp(v.value(), "current state")?;
             if stamp > 0
                 && history
                     .get::<H, V>(&row_key::<K, H>(history.epochs.of(stamp), &key, stamp))?
@@ -860,7 +389,10 @@ impl Close {
             if add && let Some(current) = &current {
                 let named = match current.get(&key)? {
                     Some(row) => {
-                        let stamp = crate::storage::codec::row_stamp(row.value(), "current state")?;
+                        let stamp = crate::storage::codec::account::row_stamp(
+                            row.value(),
+                            "current state",
+                        )?;
                         stamp > 0 && epochs.of(stamp) == epoch
                     }
                     None => false,
@@ -884,6 +416,9 @@ impl Close {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::history::keys::EPOCHS_PER_RUN;
+    use crate::storage::history::lookup::History;
+    use crate::storage::tables::meta;
     use std::collections::BTreeMap;
 
     const E: u64 = 4;
@@ -1003,7 +538,7 @@ mod tests {
     }
 
     fn model_run(len: u64, head: u64, corrupt: bool) {
-        use crate::storage::codec::{SlotRow, decode_slot, row_stamp};
+        use crate::storage::codec::account::{SlotRow, decode_slot, row_stamp};
         use alloy_primitives::U256;
         let (_dir, db) = db();
         let epochs = Epochs { len };
@@ -1321,13 +856,5 @@ mod tests {
         let h = History { rows: &rows, index: &index, epochs, open: 3, frozen: None };
         let err = h.first_after::<32, 44, 36, &[u8]>(&key, 2, None).unwrap_err();
         assert!(err.to_string().contains("epoch 1 is indexed"), "{err}");
-    }
-
-    #[test]
-    fn row_keys_take_apart() {
-        let epochs = Epochs { len: 1024 };
-        let k: [u8; 45] = epochs.history_key(&[3u8; 33], 5000);
-        assert_eq!((row_epoch(&k), row_block(&k)), (4, 5000));
-        assert_eq!(row_entity::<33, 45>(&k), [3u8; 33]);
     }
 }
