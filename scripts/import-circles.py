@@ -25,10 +25,6 @@ from pathlib import Path
 # Rooms whose circles are known and being removed elsewhere. Each line names the room and why it
 # may still have circles; delete the line when they are gone (the check then says so).
 KNOWN_CIRCLES = {
-    # Issue 63, item 1 ("storage by concern") removes these on its own branch: codec.rs ->
-    # history/epochs.rs -> segments/mod.rs -> segments/freeze.rs -> epochs.rs / codec.rs, and
-    # epochs.rs <-> history/held.rs.
-    "storage": "issue 63 item 1 (storage by concern) removes its circles",
     # `RpcContext` (rpc/mod.rs) holds state whose types live in the files that add its methods
     # (eth/fees.rs, eth/logs.rs, server/{pool,inline,methods,subscriptions}.rs, ...), and the
     # server files start from it: issue 63 item 2 (rpc by concern) takes it apart.
