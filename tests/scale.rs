@@ -54,8 +54,9 @@ fn verify(datadir: &Path, when: &str) {
 
 fn import_cmd(datadir: &Path, chain: &Path) -> Command {
     let mut c = Command::new(BIN);
-    // Durable every 4 blocks, so that kills among the blocks leave heads between 0 and the end.
-    c.args(["import", "--import.sync-every", "4"])
+    // Committed and durable every 4 blocks (a group of 4, its root checked at its last block),
+    // so that kills among the blocks leave heads between 0 and the end.
+    c.args(["import", "--import.sync-every", "4", "--import.batch", "4"])
         .arg("--datadir")
         .arg(datadir)
         .arg("--genesis")

@@ -33,10 +33,10 @@ pub struct ImportCmd {
     #[arg(long = "import.batch", value_name = "N", default_value_t = crate::import::DEFAULT_BATCH)]
     pub batch: u64,
     /// How often the state root is computed and checked: `block` (every block), `group` (once
-    /// per commit group, at its last block: faster, but proofs and unwinding then reach back
-    /// only to the last group's end; needs `--proof-history window`), or `auto` (`group` in a
-    /// `--proof-history window` datadir, else `block`). Every other check is made at every
-    /// block either way.
+    /// per commit group, at its last block; a mismatch re-runs the group block by block to name
+    /// the first bad block), or `auto` (`group`). In a `--proof-history all` datadir the
+    /// trie-history stage then builds every block's trie history and checks every block's
+    /// root (README). Every other check is made at every block either way.
     #[arg(long = "state-root", value_name = "auto|block|group", default_value = "auto")]
     pub state_root: String,
     /// What the import does with the database file when it has run to the end of its files and

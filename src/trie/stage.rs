@@ -74,6 +74,11 @@ impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
 
     /// The first node now in `from..=last`.
     fn next(&self, from: &[u8; N], last: &[u8; N]) -> Result<Option<Entry<N>>, TrieError> {
+        // A walk may seek past the end of the subtree it is in (a branch's last child): an
+        // empty range, which `BTreeMap::range` would refuse with a panic.
+        if from > last {
+            return Ok(None);
+        }
         let changed =
             self.now.range(*from..=*last).find_map(|(k, v)| v.as_ref().map(|v| (*k, v.clone())));
         let bound = changed.as_ref().map_or(*last, |(k, _)| *k);
