@@ -224,14 +224,14 @@ fn extract(datadir: &Path, out: &Path, probes_out: &Path) -> Res<()> {
     })?;
     t.history(&t.account_trie_history, &t.account_trie_epochs, Kind::AccountTrieHistory)
         .for_each_row_rev::<45, &'static [u8]>(|k, v| {
-            push_row(&mut rows[2], &k[4..37], u64::from_be_bytes(k[37..45].try_into().unwrap()), v);
-            Ok(())
-        })?;
+        push_row(&mut rows[2], &k[4..37], u64::from_be_bytes(k[37..45].try_into().unwrap()), v);
+        Ok(())
+    })?;
     t.history(&t.storage_trie_history, &t.storage_trie_epochs, Kind::StorageTrieHistory)
         .for_each_row_rev::<77, &'static [u8]>(|k, v| {
-            push_row(&mut rows[3], &k[4..69], u64::from_be_bytes(k[69..77].try_into().unwrap()), v);
-            Ok(())
-        })?;
+        push_row(&mut rows[3], &k[4..69], u64::from_be_bytes(k[69..77].try_into().unwrap()), v);
+        Ok(())
+    })?;
     eprintln!(
         "history entities: {} accounts, {} slots, {} account-trie nodes, {} storage-trie nodes ({:.1} s)",
         rows[0].len(),
@@ -397,8 +397,10 @@ const R_ACC: redb::TableDefinition<'_, &[u8; 32], &[u8]> =
     redb::TableDefinition::new("hashed_accounts");
 const R_STO: redb::TableDefinition<'_, &[u8; 64], &[u8]> =
     redb::TableDefinition::new("hashed_storage");
-const R_AT: redb::TableDefinition<'_, &[u8; 33], &[u8]> = redb::TableDefinition::new("account_trie");
-const R_ST: redb::TableDefinition<'_, &[u8; 65], &[u8]> = redb::TableDefinition::new("storage_trie");
+const R_AT: redb::TableDefinition<'_, &[u8; 33], &[u8]> =
+    redb::TableDefinition::new("account_trie");
+const R_ST: redb::TableDefinition<'_, &[u8; 65], &[u8]> =
+    redb::TableDefinition::new("storage_trie");
 
 enum Engine {
     Redb(redb::Database),
@@ -561,9 +563,9 @@ impl Engine {
                 2 => t.2.get(<&[u8; 33]>::try_from(key)?)?.map_or(0, |v| v.value().len()),
                 _ => t.3.get(<&[u8; 65]>::try_from(key)?)?.map_or(0, |v| v.value().len()),
             },
-            (_, Reading::Mdbx(txn, tables)) => txn
-                .get::<std::borrow::Cow<'_, [u8]>>(&tables[table], key)?
-                .map_or(0, |v| v.len()),
+            (_, Reading::Mdbx(txn, tables)) => {
+                txn.get::<std::borrow::Cow<'_, [u8]>>(&tables[table], key)?.map_or(0, |v| v.len())
+            }
             (Engine::Fjall(_, spaces), Reading::Fjall) => {
                 spaces[table].get(key)?.map_or(0, |v| v.len())
             }
@@ -666,10 +668,8 @@ fn begin_read(engine: &Engine) -> Res<Reading<'_>> {
             let txn = db.begin_ro_txn()?;
             // Open the tables once per snapshot (reopening them per read would cost a name
             // lookup each time).
-            let tables: Vec<libmdbx::Table<'_>> = TABLES
-                .iter()
-                .map(|n| txn.open_table(Some(n)))
-                .collect::<Result<_, _>>()?;
+            let tables: Vec<libmdbx::Table<'_>> =
+                TABLES.iter().map(|n| txn.open_table(Some(n))).collect::<Result<_, _>>()?;
             // SAFETY: a table handle is a plain dbi number with a lifetime marker; it stays valid
             // for as long as the transaction it is kept beside in `Reading::Mdbx`.
             let tables: Vec<libmdbx::Table<'_>> = unsafe { std::mem::transmute(tables) };
@@ -858,34 +858,65 @@ fn read(engine_name: &str, dir: &Path, probes: &Path) -> Res<()> {
     for c in calls.iter().take(calls.len() / 10) {
         call(&mut sink, c)?;
     }
-    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    // Two timed passes over the same probes: the first after the short warm-up (redb's own
+    // cache still cold, the OS page cache warm from the replay), the second warm.
+    let pass = |sink: &mut usize| -> Res<[Vec<f64>; 5]> {
+        let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+        for a in accounts.iter().rev() {
+            let t = Instant::now();
+            get(sink, a)?;
+            times[0].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        for a in accounts.iter().rev() {
+            let t = Instant::now();
+            proof(sink, a)?;
+            times[1].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        for c in calls.iter().rev() {
+            let t = Instant::now();
+            call(sink, c)?;
+            times[2].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        // The parts of the trace_call-like reads: a stored slot's get, an unset slot's.
+        for c in calls.iter().rev() {
+            let mut key = [0u8; 64];
+            key[..32].copy_from_slice(&c[1]);
+            key[32..].copy_from_slice(&c[2]);
+            let t = Instant::now();
+            *sink += engine.get(&r, 1, &key)?;
+            times[3].push(t.elapsed().as_nanos() as f64 / 1000.0);
+            key[63] ^= 0x33;
+            let t = Instant::now();
+            *sink += engine.get(&r, 1, &key)?;
+            times[4].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        Ok(times)
+    };
     let cpu0 = cpu_seconds();
-    for a in accounts.iter().rev() {
-        let t = Instant::now();
-        get(&mut sink, a)?;
-        times[0].push(t.elapsed().as_nanos() as f64 / 1000.0);
-    }
-    for a in accounts.iter().rev() {
-        let t = Instant::now();
-        proof(&mut sink, a)?;
-        times[1].push(t.elapsed().as_nanos() as f64 / 1000.0);
-    }
-    for c in calls.iter().rev() {
-        let t = Instant::now();
-        call(&mut sink, c)?;
-        times[2].push(t.elapsed().as_nanos() as f64 / 1000.0);
-    }
+    let times = pass(&mut sink)?;
+    let warm = pass(&mut sink)?;
     let cpu = cpu_seconds() - cpu0;
-    let [mut g, mut p, mut c] = times;
+    let [mut g, mut p, mut c, mut slot, mut miss] = times;
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (gm, pm, cm) = (mean(&g), mean(&p), mean(&c));
     println!(
-        "RESULT read engine={engine_name} get_us={:.2} proof_us={:.2} call_us={:.2} get_mean_us={gm:.2} proof_mean_us={pm:.2} call_mean_us={cm:.2} cpu_s={cpu:.2} n_get={} n_call={} sink={sink}",
+        "RESULT read engine={engine_name} get_us={:.2} proof_us={:.2} call_us={:.2} get_mean_us={gm:.2} proof_mean_us={pm:.2} call_mean_us={cm:.2} slot_us={:.2} unset_slot_us={:.2} cpu_s={cpu:.2} n_get={} n_call={} sink={sink}",
         median(&mut g),
         median(&mut p),
         median(&mut c),
+        median(&mut slot),
+        median(&mut miss),
         accounts.len(),
         calls.len()
+    );
+    let [mut g, mut p, mut c, mut slot, mut miss] = warm;
+    println!(
+        "RESULT_WARM get_warm_us={:.2} proof_warm_us={:.2} call_warm_us={:.2} slot_warm_us={:.2} unset_slot_warm_us={:.2}",
+        median(&mut g),
+        median(&mut p),
+        median(&mut c),
+        median(&mut slot),
+        median(&mut miss),
     );
     Ok(())
 }
@@ -914,7 +945,7 @@ fn bench(workload: &Path, probes: &Path, work: &Path, reps: usize, engines: &[St
                     .into());
                 }
                 let s = String::from_utf8(out.stdout)?;
-                Ok(s.lines().find(|l| l.starts_with("RESULT")).unwrap_or("").to_string())
+                Ok(s.lines().filter(|l| l.starts_with("RESULT")).collect::<Vec<_>>().join(" "))
             };
             let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
             let rl = run(&[
@@ -941,7 +972,7 @@ fn bench(workload: &Path, probes: &Path, work: &Path, reps: usize, engines: &[St
             std::fs::remove_dir_all(&dir)?;
         }
     }
-    let cols: [(&str, bool, &str); 7] = [
+    let cols: [(&str, bool, &str); 14] = [
         ("replay wall s", true, "wall_s"),
         ("CPU s", true, "cpu_s"),
         ("MiB on disk", true, "disk_mib"),
@@ -949,6 +980,13 @@ fn bench(workload: &Path, probes: &Path, work: &Path, reps: usize, engines: &[St
         ("point get µs", false, "get_us"),
         ("proof walk µs", false, "proof_us"),
         ("trace_call-like reads µs", false, "call_us"),
+        ("of which: a stored slot µs", false, "slot_us"),
+        ("an unset slot µs", false, "unset_slot_us"),
+        ("warm: point get µs", false, "get_warm_us"),
+        ("warm: proof walk µs", false, "proof_warm_us"),
+        ("warm: trace_call-like µs", false, "call_warm_us"),
+        ("warm: a stored slot µs", false, "slot_warm_us"),
+        ("warm: an unset slot µs", false, "unset_slot_warm_us"),
     ];
     let med = |e: &str, replay: bool, f: &str| -> f64 {
         let mut v: Vec<f64> = results[e]
@@ -958,10 +996,7 @@ fn bench(workload: &Path, probes: &Path, work: &Path, reps: usize, engines: &[St
         median(&mut v)
     };
     println!();
-    println!(
-        "| engine | {} |",
-        cols.iter().map(|c| c.0).collect::<Vec<_>>().join(" | ")
-    );
+    println!("| engine | {} |", cols.iter().map(|c| c.0).collect::<Vec<_>>().join(" | "));
     println!("|---|{}", "---|".repeat(cols.len()));
     let base = engines[0].as_str();
     for e in engines {
@@ -970,11 +1005,7 @@ fn bench(workload: &Path, probes: &Path, work: &Path, reps: usize, engines: &[St
             .map(|(_, replay, f)| {
                 let v = med(e, *replay, f);
                 let b = med(base, *replay, f);
-                if e == base {
-                    format!("{v:.2}")
-                } else {
-                    format!("{v:.2} ({:.2}×)", v / b)
-                }
+                if e == base { format!("{v:.2}") } else { format!("{v:.2} ({:.2}×)", v / b) }
             })
             .collect();
         println!("| {e} | {} |", cells.join(" | "));
