@@ -387,6 +387,100 @@ fn extract(datadir: &Path, out: &Path, probes_out: &Path) -> Res<()> {
     Ok(())
 }
 
+/// Checks the workload against loupe's own history lookup: applies block 0's state and the
+/// blocks up to `at` in memory, then for every account and slot the datadir knows compares the
+/// value with what `History::first_after` (the lookup `StateAt` uses) answers at `at`.
+fn check(datadir: &Path, workload: &Path, at: u64) -> Res<()> {
+    let db = loupe::storage::Database::open(datadir)?;
+    let reader = db.begin_read()?;
+    let t = reader.trie_tables();
+    let (mut w, genesis) = Workload::open(workload)?;
+    let mut state: [HashMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+    let mut apply = |op: Op| {
+        if op.table < 2 {
+            let m = &mut state[op.table as usize];
+            match op.value {
+                Some(v) => {
+                    m.insert(op.key, v);
+                }
+                None => {
+                    m.remove(&op.key);
+                }
+            }
+        }
+    };
+    for op in genesis {
+        apply(op);
+    }
+    'groups: while let Some(group) = w.next_group()? {
+        for b in group {
+            if b.number > at {
+                break 'groups;
+            }
+            for op in b.ops {
+                apply(op);
+            }
+        }
+    }
+    // Every key the datadir has now or had: the current tables and the replayed ones.
+    let mut keys: [std::collections::BTreeSet<Vec<u8>>; 2] = Default::default();
+    for item in t.hashed_accounts.iter()? {
+        keys[0].insert(item?.0.value().to_vec());
+    }
+    for item in t.hashed_storage.iter()? {
+        keys[1].insert(item?.0.value().to_vec());
+    }
+    for (i, m) in state.iter().enumerate() {
+        keys[i].extend(m.keys().cloned());
+    }
+    let mut checked = [0u64; 2];
+    let mut differ = [0u64; 2];
+    for (i, set) in keys.iter().enumerate() {
+        for key in set {
+            let current = if i == 0 {
+                t.hashed_accounts
+                    .get(<&[u8; 32]>::try_from(key.as_slice())?)?
+                    .map(|v| v.value().to_vec())
+            } else {
+                t.hashed_storage
+                    .get(<&[u8; 64]>::try_from(key.as_slice())?)?
+                    .map(|v| v.value().to_vec())
+            };
+            let stamp =
+                current.as_deref().map(|v| loupe::storage::row_stamp(v, TABLES[i])).transpose()?;
+            let row = if i == 0 {
+                t.account_history().first_after::<32, 44, 36, &'static [u8]>(
+                    key.as_slice().try_into()?,
+                    at,
+                    stamp,
+                )?
+            } else {
+                t.storage_history().first_after::<64, 76, 68, &'static [u8]>(
+                    key.as_slice().try_into()?,
+                    at,
+                    stamp,
+                )?
+            };
+            let loupe_value = match row {
+                Some((_, v)) => (!v.is_empty()).then_some(v),
+                None => current,
+            };
+            checked[i] += 1;
+            if loupe_value.as_ref() != state[i].get(key) {
+                differ[i] += 1;
+            }
+        }
+    }
+    println!(
+        "CHECK at block {at}: accounts {} checked, {} differ; slots {} checked, {} differ",
+        checked[0], differ[0], checked[1], differ[1]
+    );
+    if differ != [0, 0] {
+        return Err("the workload differs from loupe's history".into());
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Engines.
 // ---------------------------------------------------------------------------------------------
@@ -1032,6 +1126,9 @@ fn main() -> Res<()> {
             &path("--dir")?,
             !args.iter().any(|a| a == "--no-read-first"),
         ),
+        Some("check") => {
+            check(&path("--datadir")?, &path("--workload")?, arg(&args, "--at")?.parse()?)
+        }
         Some("read") => read(&arg(&args, "--engine")?, &path("--dir")?, &path("--probes")?),
         Some("bench") => {
             let engines: Vec<String> = arg(&args, "--engines")
@@ -1044,7 +1141,7 @@ fn main() -> Res<()> {
         }
         _ => {
             eprintln!(
-                "usage: engines extract --datadir D --out W --probes P\n       engines replay --engine redb|mdbx|fjall --workload W --dir X [--no-read-first]\n       engines read --engine E --dir X --probes P\n       engines bench --workload W --probes P --work DIR [--reps 3] [--engines redb,mdbx,fjall]"
+                "usage: engines extract --datadir D --out W --probes P\n       engines check --datadir D --workload W --at BLOCK\n       engines replay --engine redb|mdbx|fjall --workload W --dir X [--no-read-first]\n       engines read --engine E --dir X --probes P\n       engines bench --workload W --probes P --work DIR [--reps 3] [--engines redb,mdbx,fjall]"
             );
             std::process::exit(2)
         }
