@@ -19,7 +19,7 @@ mod trace;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use eth::config::eth_config_at;
 pub(crate) use eth::eth_call::revert_reason;
@@ -239,30 +239,6 @@ pub struct RpcContext {
     test_holds: methods::TestHolds,
     /// Whether short EVM calls run inline now (`request/inline.rs`).
     inline: inline::InlineState,
-}
-
-/// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
-/// `loupe_rpc_request_duration_seconds`, each labelled `method`).
-fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
-    let elapsed = started.elapsed();
-    let micros = elapsed.as_micros() as u64;
-    metrics::counter!("loupe_rpc_requests_total", "method" => method).increment(1);
-    metrics::histogram!("loupe_rpc_request_duration_seconds", "method" => method)
-        .record(elapsed.as_secs_f64());
-    match result {
-        Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
-        Err(e) => {
-            metrics::counter!("loupe_rpc_errors_total", "method" => method).increment(1);
-            tracing::debug!(target: "rpc", method, micros, error = %e, "error");
-        }
-    }
-}
-
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
 }
 
 impl RpcContext {

@@ -13,7 +13,8 @@ use jsonrpsee::types::Params;
 
 use crate::rpc::request::json::Raw;
 use crate::rpc::request::params;
-use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message};
+use crate::rpc::server::pool::panic_message;
+use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult};
 
 /// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
 /// on the read pool ([`Handler::Read`]).
@@ -291,4 +292,21 @@ pub(crate) async fn call_async(
 
 fn panicked(name: &str, panic: &(dyn std::any::Any + Send)) -> RpcError {
     RpcError::Internal(format!("panic in {name}: {}", panic_message(panic)))
+}
+
+/// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
+/// `loupe_rpc_request_duration_seconds`, each labelled `method`).
+pub(crate) fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
+    let elapsed = started.elapsed();
+    let micros = elapsed.as_micros() as u64;
+    metrics::counter!("loupe_rpc_requests_total", "method" => method).increment(1);
+    metrics::histogram!("loupe_rpc_request_duration_seconds", "method" => method)
+        .record(elapsed.as_secs_f64());
+    match result {
+        Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
+        Err(e) => {
+            metrics::counter!("loupe_rpc_errors_total", "method" => method).increment(1);
+            tracing::debug!(target: "rpc", method, micros, error = %e, "error");
+        }
+    }
 }
