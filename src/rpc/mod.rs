@@ -23,13 +23,13 @@ use std::time::Duration;
 
 pub use eth::config::eth_config_at;
 pub(crate) use eth::eth_call::revert_reason;
-use eth::{fees, logs};
+use eth::{filters, tips};
 pub use request::error::{RpcError, RpcResult, codes};
-use request::{cache, inline};
+use request::{cache, inline_gate};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;
 pub use server::pages::{PageFuture, Pages, RpcCaller};
-use server::{http, methods, pool, subscriptions, ws};
+use server::{heads, http, pool, test_holds, ws};
 
 use crate::chain::ChainSpec;
 use crate::storage::Database;
@@ -225,20 +225,20 @@ pub struct RpcContext {
     /// The suggested tip and the head it was computed at (`eth/fees.rs`).
     tip_cache: std::sync::Mutex<Option<(alloy_primitives::B256, u128)>>,
     /// Installed polling filters (`eth/logs.rs`).
-    filters: logs::Filters,
+    filters: filters::Filters,
     /// The stored head, watched for WebSocket subscriptions (`server/subscriptions.rs`); `None`
     /// without `--ws`.
-    heads: Option<subscriptions::Heads>,
+    heads: Option<heads::Heads>,
     /// Transaction objects already serialized (`request/cache.rs`).
     tx_cache: cache::TxCache,
     /// Block objects and block receipts already serialized (`request/cache.rs`).
     block_cache: cache::BlockCache,
     /// Each recent block's sorted tips, for `eth_feeHistory` (`eth/fees.rs`).
-    tips_cache: fees::TipsCache,
+    tips_cache: tips::TipsCache,
     /// State of the test-only methods (`RpcConfig::test_methods`).
-    test_holds: methods::TestHolds,
+    test_holds: test_holds::TestHolds,
     /// Whether short EVM calls run inline now (`request/inline.rs`).
-    inline: inline::InlineState,
+    inline: inline_gate::InlineState,
 }
 
 impl RpcContext {
@@ -266,13 +266,13 @@ impl RpcContext {
             reads,
             upstream: std::sync::OnceLock::new(),
             tip_cache: std::sync::Mutex::new(None),
-            filters: logs::Filters::default(),
+            filters: filters::Filters::default(),
             heads: None,
             tx_cache,
             block_cache,
-            tips_cache: fees::TipsCache::default(),
-            test_holds: methods::TestHolds::default(),
-            inline: inline::InlineState::default(),
+            tips_cache: tips::TipsCache::default(),
+            test_holds: test_holds::TestHolds::default(),
+            inline: inline_gate::InlineState::default(),
         }
     }
 }
@@ -321,7 +321,7 @@ pub async fn start(
     let ws_addr = config.ws;
     let mut ctx = RpcContext::new(db.clone(), spec, config);
     if ws_addr.is_some() {
-        ctx.heads = Some(subscriptions::watch_heads(db));
+        ctx.heads = Some(heads::watch_heads(db));
     }
     let app = Arc::new(http::App::new(Arc::new(ctx)));
     let ws = match ws_addr {

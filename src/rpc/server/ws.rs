@@ -58,8 +58,8 @@ use crate::rpc::request::params::Args;
 use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::dispatch::{self, Calls, Reply};
 use crate::rpc::server::http::App;
-use crate::rpc::server::subscriptions::{self, HexIds, Pending};
 use crate::rpc::server::methods::log_outcome;
+use crate::rpc::server::subscriptions::{self, HexIds, Pending};
 use crate::rpc::{RpcError, RpcResult};
 
 /// Requests of one connection in flight or answered and not yet written, and messages waiting
