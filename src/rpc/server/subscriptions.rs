@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use alloy_primitives::B256;
 use jsonrpsee::types::Params;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::rpc::eth::filters::LogFilter;
 use crate::rpc::request::json::Raw;
 use crate::rpc::request::params::{Args, invalid};
 use crate::rpc::server::heads::Heads;
-use crate::rpc::server::ws::Out;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
 use crate::storage::Reader;
 
@@ -64,6 +63,24 @@ impl HexIds {
 enum Kind {
     NewHeads,
     Logs(LogFilter),
+}
+
+/// A message to write on a WebSocket connection (`ws.rs` writes them): an answer, or a
+/// subscription's notification sent into the connection's buffer.
+#[derive(Debug)]
+pub(crate) struct Out {
+    pub(crate) text: String,
+    /// The place of the request this answers, released once it is written.
+    pub(crate) place: Option<OwnedSemaphorePermit>,
+    /// Subscriptions to start once it is written (it holds their ids).
+    pub(crate) start: Vec<Pending>,
+}
+
+impl Out {
+    /// A subscription's notification.
+    pub(crate) fn notification(text: String) -> Self {
+        Self { text, place: None, start: Vec::new() }
+    }
 }
 
 /// A subscription accepted but not started: it starts once the answer that names its id has

@@ -59,7 +59,7 @@ use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::dispatch::{self, Calls, Reply};
 use crate::rpc::server::http::App;
 use crate::rpc::server::methods::log_outcome;
-use crate::rpc::server::subscriptions::{self, HexIds, Pending};
+use crate::rpc::server::subscriptions::{self, HexIds, Out, Pending};
 use crate::rpc::{RpcError, RpcResult};
 
 /// Requests of one connection in flight or answered and not yet written, and messages waiting
@@ -81,23 +81,6 @@ const READ_BUFFER: usize = 16 * 1024;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 type Ws = WebSocketStream<TcpStream>;
-
-/// A message to write on a connection.
-#[derive(Debug)]
-pub(crate) struct Out {
-    text: String,
-    /// The place of the request this answers, released once it is written.
-    place: Option<OwnedSemaphorePermit>,
-    /// Subscriptions to start once it is written (it holds their ids).
-    start: Vec<Pending>,
-}
-
-impl Out {
-    /// A subscription's notification.
-    pub(crate) fn notification(text: String) -> Self {
-        Self { text, place: None, start: Vec::new() }
-    }
-}
 
 /// What every connection shares.
 #[derive(Debug)]
