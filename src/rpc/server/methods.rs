@@ -13,7 +13,8 @@ use jsonrpsee::types::Params;
 
 use crate::rpc::request::json::Raw;
 use crate::rpc::request::params;
-use crate::rpc::server::pool::panic_message;
+use crate::rpc::server::pages::CallByName;
+use crate::rpc::server::pool::{WorkerPool, panic_message};
 use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult};
 
 /// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
@@ -194,6 +195,33 @@ impl Methods {
                 call_async(ctx.clone(), name, f, Params::new(params).into_owned()).await
             }
         }
+    }
+}
+
+/// The method table with the context it runs on: what an [`RpcCaller`](crate::rpc::RpcCaller)
+/// calls.
+pub(crate) struct Served {
+    pub(crate) ctx: Arc<RpcContext>,
+    pub(crate) methods: Arc<Methods>,
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.methods.fmt(f)
+    }
+}
+
+impl CallByName for Served {
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a str,
+    ) -> Pin<Box<dyn Future<Output = RpcResult<Raw>> + Send + 'a>> {
+        Box::pin(self.methods.call(&self.ctx, method, Some(params)))
+    }
+
+    fn reads(&self) -> &WorkerPool {
+        &self.ctx.reads
     }
 }
 
