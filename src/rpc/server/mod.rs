@@ -14,6 +14,7 @@ pub(crate) mod in_process;
 pub(crate) mod methods;
 pub(crate) mod pages;
 pub(crate) mod pool;
+pub(crate) mod start;
 pub(crate) mod subscriptions;
 pub(crate) mod test_holds;
 pub(crate) mod uri_too_long;
