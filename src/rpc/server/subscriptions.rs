@@ -73,7 +73,7 @@ pub(crate) struct Out {
     /// The place of the request this answers, released once it is written.
     pub(crate) place: Option<OwnedSemaphorePermit>,
     /// Subscriptions to start once it is written (it holds their ids).
-    pub(crate) start: Vec<Pending>,
+    pub(crate) start: Vec<Accepted>,
 }
 
 impl Out {
@@ -86,7 +86,7 @@ impl Out {
 /// A subscription accepted but not started: it starts once the answer that names its id has
 /// been written, so that no notification comes before that answer.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(crate) struct Accepted {
     /// Its id.
     pub(crate) id: String,
     kind: Kind,
@@ -97,13 +97,13 @@ pub(crate) struct Pending {
 
 /// Parses `eth_subscribe`'s parameters into a subscription with id `id`, starting after the
 /// current stored head.
-pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcResult<Pending> {
+pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcResult<Accepted> {
     let kind = parse(&Params::new(params), ctx.filter_limits())?;
     let Some(mut heads) = ctx.heads.clone() else {
         return Err(RpcError::NotEnabled("subscriptions need --ws"));
     };
     let sent = Sent::from([*heads.borrow_and_update()]);
-    Ok(Pending { id, kind, heads, sent })
+    Ok(Accepted { id, kind, heads, sent })
 }
 
 fn parse(params: &Params<'_>, limits: crate::rpc::eth::filters::FilterLimits) -> RpcResult<Kind> {
@@ -126,8 +126,8 @@ fn parse(params: &Params<'_>, limits: crate::rpc::eth::filters::FilterLimits) ->
 /// Sends `sub`'s notifications into `out` (the connection's buffer) until the stored head
 /// stops being watched, a read fails, or the buffer does not take a message within
 /// [`SEND_TIMEOUT`]. The connection aborts it on `eth_unsubscribe` and when it closes.
-pub(crate) async fn run(ctx: Arc<RpcContext>, sub: Pending, out: mpsc::Sender<Out>) {
-    let Pending { id, kind, mut heads, mut sent } = sub;
+pub(crate) async fn run(ctx: Arc<RpcContext>, sub: Accepted, out: mpsc::Sender<Out>) {
+    let Accepted { id, kind, mut heads, mut sent } = sub;
     let kind = Arc::new(kind);
     loop {
         tokio::select! {
