@@ -4,7 +4,7 @@
 
 pub(crate) mod access_list;
 pub(crate) mod block_overrides;
-pub(crate) mod config;
+pub(crate) mod eth_config;
 pub(crate) mod convert;
 pub(crate) mod estimate;
 pub(crate) mod eth_call;
