@@ -26,8 +26,8 @@ pub use config::{
     NAMESPACES, RpcConfig,
 };
 pub use context::RpcContext;
-pub use eth::eth_config::eth_config_at;
 pub(crate) use eth::eth_call::revert_reason;
+pub use eth::eth_config::eth_config_at;
 pub use request::error::{RpcError, RpcResult, codes};
 pub use server::http::HEALTH_GATE;
 pub use server::in_process::InProcess;

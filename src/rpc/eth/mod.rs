@@ -4,10 +4,10 @@
 
 pub(crate) mod access_list;
 pub(crate) mod block_overrides;
-pub(crate) mod eth_config;
 pub(crate) mod convert;
 pub(crate) mod estimate;
 pub(crate) mod eth_call;
+pub(crate) mod eth_config;
 pub(crate) mod fees;
 pub(crate) mod filters;
 pub(crate) mod forward;

@@ -101,11 +101,11 @@ const COUNTER: &str = "loupe_rpc_inline_calls_total";
 impl RpcContext {
     /// The budget of a call run inline, if this one may be: inline execution is on
     /// (`--rpc.inline-budget-us` not 0), its parameters are at most [`INLINE_PARAMS`] bytes,
-    /// the gate is open
-    /// ([`InlineState::gate_open`](crate::rpc::request::inline_gate::InlineState::gate_open))
-    /// and none of the last [`INLINE_BACKOFF`]
+    /// the gate is open ([`InlineState::gate_open`]) and none of the last [`INLINE_BACKOFF`]
     /// calls ran past the budget. Handing a call to a worker and back costs two wake-ups, more
     /// than a short call's EVM run; the workers are left for what does not fit.
+    ///
+    /// [`InlineState::gate_open`]: super::inline_gate::InlineState::gate_open
     pub(crate) fn inline_budget(&self, p: &Params<'_>) -> Option<Duration> {
         let budget = self.config.inline_budget;
         if budget.is_zero() {
