@@ -24,12 +24,7 @@ from pathlib import Path
 
 # Rooms whose circles are known and being removed elsewhere. Each line names the room and why it
 # may still have circles; delete the line when they are gone (the check then says so).
-KNOWN_CIRCLES = {
-    # `RpcContext` (rpc/mod.rs) holds state whose types live in the files that add its methods
-    # (eth/fees.rs, eth/logs.rs, server/{pool,inline,methods,subscriptions}.rs, ...), and the
-    # server files start from it: issue 63 item 2 (rpc by concern) takes it apart.
-    "rpc": "issue 63 item 2 (rpc by concern) takes RpcContext's circle apart",
-}
+KNOWN_CIRCLES: dict[str, str] = {}
 
 TOKEN = re.compile(
     r"""

@@ -15,7 +15,7 @@ use alloy_consensus::{Block, TxEnvelope};
 use alloy_primitives::{B64, B256, Bytes, U256};
 use loupe::chain::{ChainSpec, HeaderPolicy, Network};
 use loupe::import::{
-    GenesisSource, ImportError, InitOptions, Rule, import_block_pending, init_with,
+    GenesisSource, ImportError, InitOptions, Rule, import_block_on_writer, init_with,
 };
 use loupe::storage::Database;
 
@@ -30,7 +30,7 @@ fn try_import(
     block: &Block<TxEnvelope>,
 ) -> Result<(), ImportError> {
     let w = db.begin_write().unwrap();
-    import_block_pending(&w, spec, block).map(|_| ())
+    import_block_on_writer(&w, spec, block).map(|_| ())
 }
 
 /// Tries `block` in place of the stored head (unwound in a transaction that is dropped).
@@ -41,7 +41,7 @@ fn try_replace(
 ) -> Result<(), ImportError> {
     let mut w = db.begin_write().unwrap();
     w.unwind_head().unwrap();
-    import_block_pending(&w, spec, block).map(|_| ())
+    import_block_on_writer(&w, spec, block).map(|_| ())
 }
 
 /// Checks that `result` is a refusal for `rule` whose message contains `needle`.

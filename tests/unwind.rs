@@ -17,7 +17,7 @@ use alloy_consensus::{Block, TxEnvelope};
 use common::tables::assert_same_tables;
 use common::{CHAIN_LEN, Fixture};
 use loupe::chain::ChainSpec;
-use loupe::import::{BlockReader, import_block, import_block_pending, init_genesis};
+use loupe::import::{BlockReader, import_block, import_block_on_writer, init_genesis};
 use loupe::storage::Database;
 
 struct Chain {
@@ -84,9 +84,9 @@ fn check_chain(chain: &Chain, targets: &[u64]) {
         w.unwind_head().unwrap();
     }
     for block in &chain.blocks[len as usize - 5..] {
-        import_block_pending(&w, &spec, block).unwrap();
+        import_block_on_writer(&w, &spec, block).unwrap();
     }
-    // import_block_pending moves only the head; a file's chain is final, as import has it.
+    // import_block_on_writer moves only the head; a file's chain is final, as import has it.
     w.advance_head_with_markers(len, len, len).unwrap();
     w.commit(true).unwrap();
     drop(db);

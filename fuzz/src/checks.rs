@@ -48,7 +48,7 @@ pub const HEAD: u64 = 20;
 ///
 /// A decoded block numbered n is imported on top of a copy of the dev chain whose head is n-1
 /// (one copy per height, made at start by unwinding, so an execution imports one block and
-/// unwinds nothing), with `import_block_pending` in a write transaction that is then dropped:
+/// unwinds nothing), with `import_block_on_writer` in a write transaction that is then dropped:
 /// the same `store_block` as `import_block`. The committed chains never change. A block other
 /// than the stored one may import only if its body is the stored block's and its header
 /// differs in fields the consensus layer chooses within the header rules (FUZZING.md:
@@ -74,7 +74,7 @@ pub fn block_import(data: &[u8]) {
     } else {
         let base = &bases()[n as usize - 1];
         let writer = base.begin_write().expect("writer");
-        match loupe::import::import_block_pending(&writer, &node.spec, &block) {
+        match loupe::import::import_block_on_writer(&writer, &node.spec, &block) {
             Ok(hash) if Some(hash) != before => {
                 let reader = node.db.begin_read().expect("reader");
                 let (mut body, _) = reader.body(n).ok().flatten().expect("stored body");

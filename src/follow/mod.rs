@@ -23,11 +23,11 @@ use std::time::Duration;
 use alloy_consensus::{Block, TxEnvelope};
 
 pub use error::FollowError;
-pub use upstream::{BlockRef, Upstream};
+pub use upstream::{BlockLink, Upstream};
 
 use crate::chain::HeaderPolicy;
 use crate::chain::{ChainSpec, SyncStatus};
-use crate::import::{ImportError, Progress, import_block_pending, import_block_uncommitted};
+use crate::import::{ImportError, Progress, import_block_on_writer, import_block_uncommitted};
 use crate::storage::{Database, Reader, StorageError};
 
 /// How to follow; defaults are the flags' defaults.
@@ -306,7 +306,7 @@ impl Follower {
     }
 
     /// Safe and finalized per the upstream (`None` where it has no such tag).
-    async fn tags(&self) -> [Option<BlockRef>; 2] {
+    async fn tags(&self) -> [Option<BlockLink>; 2] {
         let safe = self.upstream.block_ref("safe").await.ok().flatten();
         let finalized = self.upstream.block_ref("finalized").await.ok().flatten();
         [safe, finalized]
@@ -369,7 +369,7 @@ impl Follower {
         }
         let mut new_head = ancestor;
         for block in &blocks {
-            import_block_pending(&writer, &self.spec, block).map_err(|e| self.refused(e))?;
+            import_block_on_writer(&writer, &self.spec, block).map_err(|e| self.refused(e))?;
             new_head = block.header.number;
         }
         let (safe, finalized) = markers(
@@ -417,10 +417,10 @@ fn chained(blocks: &[Block<TxEnvelope>], url: &str) -> Result<(), FollowError> {
 fn markers(
     canonical: impl Fn(u64) -> Result<Option<alloy_primitives::B256>, StorageError>,
     head: u64,
-    tags: &[Option<BlockRef>; 2],
+    tags: &[Option<BlockLink>; 2],
     previous: (u64, u64),
 ) -> Result<(u64, u64), FollowError> {
-    let pick = |tag: &Option<BlockRef>, old: u64| -> Result<u64, FollowError> {
+    let pick = |tag: &Option<BlockLink>, old: u64| -> Result<u64, FollowError> {
         if let Some(tag) = tag {
             let n = tag.number.to::<u64>();
             if n <= head && canonical(n)? == Some(tag.hash) {

@@ -21,7 +21,7 @@ use super::FollowError;
 /// Number, hash and parent hash of an upstream block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BlockRef {
+pub struct BlockLink {
     /// Block number.
     pub number: U64,
     /// Block hash.
@@ -85,7 +85,7 @@ impl Upstream {
 
     /// The block a tag (`latest`, `safe`, `finalized`) or number names; `None` if the upstream
     /// has none.
-    pub async fn block_ref(&self, tag: &str) -> Result<Option<BlockRef>, FollowError> {
+    pub async fn block_ref(&self, tag: &str) -> Result<Option<BlockLink>, FollowError> {
         self.client
             .request("eth_getBlockByNumber", rpc_params![tag, false])
             .await

@@ -14,7 +14,7 @@ use super::header::check_block;
 use crate::chain::ChainSpec;
 use crate::evm::{BlockOutcome, EvmError, execute_block};
 use crate::storage::{Database, Writer};
-use crate::trie::{PendingRoot, RootMode, update_state_root};
+use crate::trie::{DeferredRoot, RootMode, update_state_root};
 use revm::database::DatabaseRef;
 
 /// A block's outcome from the execution thread ([`super::ahead`]), used instead of executing it
@@ -160,7 +160,7 @@ pub fn import_block_uncommitted(
 }
 
 /// [`import_block_uncommitted`] with the block's [`Prepared`] part already done. With
-/// `pending`, the state root is not computed: the block's changes are added to it instead.
+/// `deferred`, the state root is not computed: the block's changes are added to it instead.
 pub(super) fn store_uncommitted(
     db: &Database,
     writer: &Writer,
@@ -168,7 +168,7 @@ pub(super) fn store_uncommitted(
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
-    pending: Option<&mut PendingRoot>,
+    deferred: Option<&mut DeferredRoot>,
 ) -> Result<B256, ImportError> {
     let hash = prepared.hash;
     let reader = db.begin_read()?;
@@ -180,7 +180,7 @@ pub(super) fn store_uncommitted(
     if number != head + 1 {
         return Err(ImportError::OutOfOrder { number, hash, expected: head + 1 });
     }
-    store_on_snapshot(&reader, writer, spec, block, prepared, ahead, pending, None)?;
+    store_on_snapshot(&reader, writer, spec, block, prepared, ahead, deferred, None)?;
     Ok(hash)
 }
 
@@ -192,7 +192,7 @@ fn store_on_snapshot(
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
-    pending: Option<&mut PendingRoot>,
+    deferred: Option<&mut DeferredRoot>,
     trusted_root: Option<&TrustedRoots>,
 ) -> Result<(), ImportError> {
     let head = reader.head()?.ok_or(ImportError::NotInitialised)?;
@@ -200,30 +200,30 @@ fn store_on_snapshot(
     let parent = reader.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, prepared.hash, &parent, reader)?;
     let state = reader.state_at(head)?;
-    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending, trusted_root)
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, deferred, trusted_root)
 }
 
 /// Verifies, executes and stores `block` on top of the head of `writer`, reading the state
 /// from the writer itself (changes it holds uncommitted included). This is how a new branch is
 /// imported in the same transaction as the unwind of the old one. Only the head marker moves.
 /// Returns the block hash. Nothing is committed; on error the caller drops the writer.
-pub fn import_block_pending(
+pub fn import_block_on_writer(
     writer: &Writer,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
 ) -> Result<B256, ImportError> {
-    store_pending(writer, spec, block, &Prepared::new(block, Senders::AllCores), None, None)
+    store_on_writer(writer, spec, block, &Prepared::new(block, Senders::AllCores), None, None)
 }
 
-/// [`import_block_pending`] with the block's [`Prepared`] part already done; `pending` as for
+/// [`import_block_on_writer`] with the block's [`Prepared`] part already done; `deferred` as for
 /// [`store_uncommitted`].
-pub(super) fn store_pending(
+pub(super) fn store_on_writer(
     writer: &Writer,
     spec: &ChainSpec,
     block: &Block<TxEnvelope>,
     prepared: &Prepared,
     ahead: Option<Ahead>,
-    pending: Option<&mut PendingRoot>,
+    deferred: Option<&mut DeferredRoot>,
 ) -> Result<B256, ImportError> {
     let number = block.header.number;
     let hash = prepared.hash;
@@ -234,8 +234,8 @@ pub(super) fn store_pending(
     let parent_hash = writer.canonical_hash(head)?.unwrap_or_default();
     let parent = writer.header(head)?.ok_or(ImportError::NotInitialised)?;
     check_block(spec, block, hash, &parent, writer)?;
-    let state = writer.pending_state()?;
-    store_block(writer, spec, block, prepared, parent_hash, state, ahead, pending, None)?;
+    let state = writer.state()?;
+    store_block(writer, spec, block, prepared, parent_hash, state, ahead, deferred, None)?;
     Ok(hash)
 }
 
@@ -249,7 +249,7 @@ struct Timings {
 }
 
 /// Every check of a block against its parent, then execution, the state root and the block's
-/// rows, all written through `writer`. The head marker moves to the block. With `pending` the
+/// rows, all written through `writer`. The head marker moves to the block. With `deferred` the
 /// state root is left to the commit group's end ([`crate::trie::settle_state_root`]): the
 /// block's changes are gathered there, and every other check is made here. With
 /// `trusted_root` (an anchored datadir, which has no trie) the state root is not computed: the
@@ -263,7 +263,7 @@ fn store_block<DB: DatabaseRef + std::fmt::Debug>(
     parent_hash: B256,
     parent_state: DB,
     ahead: Option<Ahead>,
-    pending: Option<&mut PendingRoot>,
+    deferred: Option<&mut DeferredRoot>,
     trusted_root: Option<&TrustedRoots>,
 ) -> Result<(), ImportError>
 where
@@ -375,9 +375,9 @@ where
         check(number, hash, "block access list hash", opt(Some(expected)), opt(None::<B256>))?;
     }
     let before_root = started.elapsed();
-    match (trusted_root, pending) {
+    match (trusted_root, deferred) {
         (Some(roots), _) => check(number, hash, "state root", header.state_root, roots.state_root)?,
-        (None, Some(pending)) => pending.add(&outcome.changes),
+        (None, Some(deferred)) => deferred.add(&outcome.changes),
         (None, None) => {
             let root = update_state_root(writer, number, &outcome.changes, RootMode::Store)?;
             check(number, hash, "state root", header.state_root, root)?;

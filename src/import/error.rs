@@ -249,7 +249,7 @@ pub enum ImportError {
     #[error("chain definition: {0}")]
     Chain(#[from] ChainError),
     /// [`super::import_block_uncommitted`] got a writer that has already written.
-    #[error("the write transaction has uncommitted changes; use import_block_pending")]
+    #[error("the write transaction has uncommitted changes; use import_block_on_writer")]
     WriterNotFresh,
     /// The database failed.
     #[error(transparent)]

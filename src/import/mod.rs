@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 pub use anchor::{AnchorAccount, init_anchored, init_anchored_db};
 pub use block::{
-    BlockStatus, TrustedRoots, import_block, import_block_pending, import_block_trusted_root,
+    BlockStatus, TrustedRoots, import_block, import_block_on_writer, import_block_trusted_root,
     import_block_uncommitted,
 };
 use block::{Prepared, Senders};
@@ -514,7 +514,7 @@ struct Group {
     /// The blocks `writer` holds, in order, kept to store them again if a later one fails.
     blocks: Vec<(alloy_consensus::Block<alloy_consensus::TxEnvelope>, Prepared)>,
     /// With [`StateRootCheck::Group`]: what the blocks since the last root changed.
-    pending: Option<crate::trie::PendingRoot>,
+    deferred: Option<crate::trie::DeferredRoot>,
     /// The epoch length, when the root is also checked at each epoch's last block.
     epoch_len: Option<u64>,
 }
@@ -522,14 +522,14 @@ struct Group {
 impl Group {
     /// An empty group on a new write transaction, checking the state root as `per_group` says.
     fn new(db: &Database, per_group: PerGroup) -> Result<Self, ImportError> {
-        let pending = per_group.map(|_| crate::trie::PendingRoot::default());
+        let deferred = per_group.map(|_| crate::trie::DeferredRoot::default());
         let epoch_len = per_group.flatten();
-        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), pending, epoch_len })
+        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), deferred, epoch_len })
     }
 
     /// Whether the root is checked at `number` before the group ends: it ends an epoch.
     fn settles_at(&self, number: u64) -> bool {
-        self.pending.is_some()
+        self.deferred.is_some()
             && self.epoch_len.is_some_and(|len| (number + 1).is_multiple_of(len.max(1)))
     }
 
@@ -582,17 +582,17 @@ impl Group {
         // A pre-Byzantium block computes a root after each transaction on the stored trie,
         // which must be the parent's: the group's root is settled first, and this block's is
         // computed on its own.
-        let pending =
+        let deferred =
             if alloy_hardforks::EthereumHardforks::is_byzantium_active_at_block(spec, number) {
-                self.pending.as_mut()
+                self.deferred.as_mut()
             } else {
                 self.settle()?;
                 None
             };
         if self.blocks.is_empty() {
-            block::store_uncommitted(db, &self.writer, spec, block, prepared, ahead, pending)?;
+            block::store_uncommitted(db, &self.writer, spec, block, prepared, ahead, deferred)?;
         } else {
-            block::store_pending(&self.writer, spec, block, prepared, ahead, pending)?;
+            block::store_on_writer(&self.writer, spec, block, prepared, ahead, deferred)?;
         }
         Ok(self.writer.advance_head_with_markers(number, number, number)?)
     }
@@ -600,13 +600,13 @@ impl Group {
     /// Computes the state root of the blocks gathered since the last one, once, at the
     /// group's last block, and checks it against that block's header.
     fn settle(&mut self) -> Result<(), ImportError> {
-        let Some(pending) = self.pending.as_mut().filter(|p| !p.is_empty()) else {
+        let Some(deferred) = self.deferred.as_mut().filter(|p| !p.is_empty()) else {
             return Ok(());
         };
         let Some((last, prepared)) = self.blocks.last() else { return Ok(()) };
-        let (number, blocks) = (last.header.number, pending.blocks());
+        let (number, blocks) = (last.header.number, deferred.blocks());
         let started = Instant::now();
-        let root = crate::trie::settle_state_root(&self.writer, number, pending)?;
+        let root = crate::trie::settle_state_root(&self.writer, number, deferred)?;
         block::check(number, prepared.hash(), "state root", last.header.state_root, root)?;
         if blocks > 1 {
             self.writer.set_group_root_at(number + 1 - blocks, number)?;

@@ -152,7 +152,7 @@ impl RpcContext {
                     h.join().unwrap_or_else(|p| {
                         Err(RpcError::Internal(format!(
                             "panic in a replay thread: {}",
-                            crate::rpc::panic_message(&p)
+                            crate::rpc::server::pool::panic_message(&p)
                         )))
                     })
                 }))

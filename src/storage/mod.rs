@@ -34,7 +34,7 @@ pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{Reader, StoredTransaction};
 pub use root_oracle::{FullRecompute, state_root_of};
 pub use snapshot::{BlockMarkers, TrieTables};
-pub use state::{PendingState, StateAt, StateDump};
+pub use state::{StateAt, StateDump, WriterState};
 pub use stats::{DatabaseStats, SegmentStats, TableStats};
 pub use write::Writer;
 

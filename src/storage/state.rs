@@ -200,20 +200,20 @@ impl DatabaseRef for StateAt {
 /// `DatabaseRef`: what a block executes on when it follows blocks unwound or imported in the
 /// same transaction (a reorg). Tables are opened per read, so it never holds one open while the
 /// writer writes.
-pub struct PendingState<'a> {
+pub struct WriterState<'a> {
     txn: &'a redb::WriteTransaction,
     head: u64,
     /// The segments of frozen block data, for `BLOCKHASH` that far back.
     frozen: Option<(super::segments::Segments, super::history::keys::Epochs)>,
 }
 
-impl std::fmt::Debug for PendingState<'_> {
+impl std::fmt::Debug for WriterState<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PendingState").field("head", &self.head).finish_non_exhaustive()
+        f.debug_struct("WriterState").field("head", &self.head).finish_non_exhaustive()
     }
 }
 
-impl<'a> PendingState<'a> {
+impl<'a> WriterState<'a> {
     pub(super) fn new(
         txn: &'a redb::WriteTransaction,
         head: u64,
@@ -223,7 +223,7 @@ impl<'a> PendingState<'a> {
     }
 }
 
-impl DatabaseRef for PendingState<'_> {
+impl DatabaseRef for WriterState<'_> {
     type Error = StorageError;
 
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {

@@ -398,8 +398,8 @@ impl Writer {
     }
 
     /// The state at this transaction's head, its uncommitted changes included.
-    pub fn pending_state(&self) -> StorageResult<super::PendingState<'_>> {
-        Ok(super::PendingState::new(&self.txn, self.head()?.unwrap_or(0), self.frozen_blocks()?))
+    pub fn state(&self) -> StorageResult<super::WriterState<'_>> {
+        Ok(super::WriterState::new(&self.txn, self.head()?.unwrap_or(0), self.frozen_blocks()?))
     }
 
     /// The segments this transaction sees and the first epoch of block data not frozen, if

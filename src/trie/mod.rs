@@ -22,6 +22,6 @@ mod witness;
 pub use error::TrieError;
 pub use overlay::overlay_state_root;
 pub use proof::{AccountProof, StorageProof, prove_account};
-pub use root::{PendingRoot, RootMode, build_state_root, settle_state_root, update_state_root};
+pub use root::{DeferredRoot, RootMode, build_state_root, settle_state_root, update_state_root};
 pub use verify::{VerifyReport, verify, verify_history};
 pub use witness::{Multiproof, NodesByPath, TrieOwner, node_at, prove_many};

@@ -64,7 +64,7 @@ fn touched(changes: &StateChangeset) -> Touched {
 /// group's last block ([`settle_state_root`]) instead of one per block. Its size grows with the
 /// keys the group touches, which the group's length bounds.
 #[derive(Debug, Default)]
-pub struct PendingRoot {
+pub struct DeferredRoot {
     blocks: u64,
     accounts: HashSet<B256>,
     deleted: HashSet<B256>,
@@ -73,7 +73,7 @@ pub struct PendingRoot {
     storage: HashMap<B256, (bool, HashSet<B256>)>,
 }
 
-impl PendingRoot {
+impl DeferredRoot {
     /// Adds one block's changes, which the storage writer has applied to the hashed state.
     pub fn add(&mut self, changes: &StateChangeset) {
         self.blocks += 1;
@@ -117,17 +117,17 @@ impl PendingRoot {
     }
 }
 
-/// The state root after `block`, the last of the blocks gathered in `pending`, computed once
+/// The state root after `block`, the last of the blocks gathered in `deferred`, computed once
 /// for all of them and stored like [`update_state_root`]'s [`RootMode::Store`]: the trie
 /// history and change lists of every node the group changed are recorded under `block`, so the
-/// trie is exact at `block` and not at the blocks before it in the group. `pending` is left
+/// trie is exact at `block` and not at the blocks before it in the group. `deferred` is left
 /// empty. Cost grows with the keys the group touched, not with the state size.
 pub fn settle_state_root(
     writer: &Writer,
     block: u64,
-    pending: &mut PendingRoot,
+    deferred: &mut DeferredRoot,
 ) -> Result<B256, TrieError> {
-    update_touched(writer, block, pending.take(), RootMode::Store)
+    update_touched(writer, block, deferred.take(), RootMode::Store)
 }
 
 /// The trie's current nodes in one write transaction, with the changes it holds

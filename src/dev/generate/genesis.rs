@@ -12,7 +12,7 @@ use super::contracts::{
     BIG, BIG_RUNTIME, COUNTER, POOL, SCRATCH, SCRATCH_RUNTIME, TOKEN, counter_runtime, hex_bytes,
     pool_runtime, token_balance_slot, token_runtime,
 };
-use super::progress::Progress;
+use super::progress::GeneratorProgress;
 use crate::dev::DevError;
 
 /// Chain id of generated chains (distinct from the dev chain's, so their transactions cannot
@@ -179,7 +179,7 @@ fn entry(
 pub(crate) fn write_genesis(
     out: &mut impl Write,
     plan: &GenesisPlan<'_>,
-    progress: &mut Progress,
+    progress: &mut GeneratorProgress,
 ) -> Result<(), DevError> {
     use alloy_eips::{eip2935, eip4788, eip7002, eip7251};
     let io = |e| DevError::io("writing genesis.json", e);
@@ -277,7 +277,7 @@ mod tests {
             senders: &senders,
         };
         let mut out = Vec::new();
-        write_genesis(&mut out, &plan, &mut Progress::new(true)).unwrap();
+        write_genesis(&mut out, &plan, &mut GeneratorProgress::new(true)).unwrap();
         let genesis: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let alloc = genesis["alloc"].as_object().unwrap();
         // 4 system contracts, 4 contracts, the big one, 1 sender, 3 accounts.
@@ -296,7 +296,7 @@ mod tests {
         write_genesis(
             &mut out,
             &GenesisPlan { contract_slots: 0, ..plan },
-            &mut Progress::new(true),
+            &mut GeneratorProgress::new(true),
         )
         .unwrap();
         let genesis: serde_json::Value = serde_json::from_slice(&out).unwrap();

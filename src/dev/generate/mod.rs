@@ -47,7 +47,7 @@ use crate::import::init_genesis_file;
 use crate::storage::Database;
 use genesis::{GenesisPlan, write_genesis};
 use mix::{Fees, Mix};
-use progress::Progress;
+use progress::GeneratorProgress;
 
 /// Default block gas limit.
 pub const DEFAULT_GAS_LIMIT: u64 = 30_000_000;
@@ -225,7 +225,7 @@ pub fn generate(config: &GenerateConfig) -> Result<GenerateSummary, DevError> {
         .map_err(|e| DevError::io(format!("cannot create {}", out.display()), e))?;
     let signers = sender_signers(config.seed)?;
     let senders: Vec<Address> = signers.iter().map(|s| s.address()).collect();
-    let mut progress = Progress::new(config.quiet);
+    let mut progress = GeneratorProgress::new(config.quiet);
 
     // 1. genesis.json, streaming.
     let genesis_path = out.join("genesis.json");

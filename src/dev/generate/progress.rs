@@ -7,7 +7,7 @@ use crate::import::StatusLine;
 
 /// Progress of one generator run.
 #[derive(Debug)]
-pub(crate) struct Progress {
+pub(crate) struct GeneratorProgress {
     line: StatusLine,
     started: Instant,
     blocks: u64,
@@ -15,7 +15,7 @@ pub(crate) struct Progress {
     gas: u64,
 }
 
-impl Progress {
+impl GeneratorProgress {
     /// A spinner on a terminal, log lines otherwise; nothing at all when `quiet`.
     pub(crate) fn new(quiet: bool) -> Self {
         Self { line: StatusLine::new(quiet), started: Instant::now(), blocks: 0, txs: 0, gas: 0 }

@@ -6,5 +6,6 @@
 pub(crate) mod cache;
 pub(crate) mod error;
 pub(crate) mod inline;
+pub(crate) mod inline_gate;
 pub(crate) mod json;
 pub(crate) mod params;

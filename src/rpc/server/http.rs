@@ -39,7 +39,7 @@ use crate::rpc::server::bodies::{BodyMemory, Claim, Over};
 use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::conns::{Conn, Conns};
 use crate::rpc::server::dispatch::{self, Limits, Reply};
-use crate::rpc::server::methods::Methods;
+use crate::rpc::server::methods::{Methods, Served};
 use crate::rpc::server::pages::{Pages, RpcCaller};
 use crate::rpc::server::uri_too_long::Explain414;
 use crate::rpc::{BODY_GRACE, RpcContext, RpcError};
@@ -130,8 +130,8 @@ impl App {
                 drop(req);
                 Bytes::new()
             };
-            let rpc =
-                RpcCaller::new(self.ctx.clone(), self.methods.clone(), self.limits.max_response);
+            let served = Served { ctx: self.ctx.clone(), methods: self.methods.clone() };
+            let rpc = RpcCaller::new(Arc::new(served), self.limits.max_response);
             return pages.respond(rpc, &method, &uri, body).await.map(Full::new);
         }
         if path != "/" {

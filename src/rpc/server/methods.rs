@@ -5,15 +5,17 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use jsonrpsee::types::Params;
 
 use crate::rpc::request::json::Raw;
 use crate::rpc::request::params;
-use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult, log_outcome, panic_message};
+use crate::rpc::server::pages::CallByName;
+use crate::rpc::server::pool::{WorkerPool, panic_message};
+use crate::rpc::{NAMESPACES, RpcContext, RpcError, RpcResult};
 
 /// A method that reads storage and returns JSON, with no EVM: run inline ([`Handler::Sync`]) or
 /// on the read pool ([`Handler::Read`]).
@@ -196,46 +198,31 @@ impl Methods {
     }
 }
 
-/// The state of the test-only methods that hold a read worker: `loupe_testHold` (a read that
-/// waits until `loupe_testRelease`, at most [`TestHolds::MAX_HOLD`]) and `loupe_testHolding`
-/// (how many are waiting). Tests use them to fill the read pool on purpose.
-#[derive(Debug, Default)]
-pub(crate) struct TestHolds {
-    /// Holds in progress, and whether they were released.
-    state: Mutex<(usize, bool)>,
-    changed: Condvar,
+/// The method table with the context it runs on: what an [`RpcCaller`](crate::rpc::RpcCaller)
+/// calls.
+pub(crate) struct Served {
+    pub(crate) ctx: Arc<RpcContext>,
+    pub(crate) methods: Arc<Methods>,
 }
 
-impl TestHolds {
-    /// The longest a hold waits for its release, so that a failing test cannot hang a server.
-    const MAX_HOLD: Duration = Duration::from_secs(20);
-
-    fn hold(&self) -> RpcResult<Raw> {
-        let mut state = self.state.lock().map_err(poisoned)?;
-        state.0 += 1;
-        let (mut state, waited) = self
-            .changed
-            .wait_timeout_while(state, Self::MAX_HOLD, |(_, released)| !*released)
-            .map_err(poisoned)?;
-        state.0 -= 1;
-        crate::rpc::request::json::to_value(!waited.timed_out())
-    }
-
-    fn holding(&self) -> RpcResult<Raw> {
-        let state = self.state.lock().map_err(poisoned)?;
-        crate::rpc::request::json::to_value(state.0)
-    }
-
-    fn release(&self) -> RpcResult<Raw> {
-        let mut state = self.state.lock().map_err(poisoned)?;
-        state.1 = true;
-        self.changed.notify_all();
-        crate::rpc::request::json::to_value(state.0)
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.methods.fmt(f)
     }
 }
 
-fn poisoned<E>(_: E) -> RpcError {
-    RpcError::Internal("test hold state poisoned".into())
+impl CallByName for Served {
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a str,
+    ) -> Pin<Box<dyn Future<Output = RpcResult<Raw>> + Send + 'a>> {
+        Box::pin(self.methods.call(&self.ctx, method, Some(params)))
+    }
+
+    fn reads(&self) -> &WorkerPool {
+        &self.ctx.reads
+    }
 }
 
 /// Runs a sync method: catches a panic (→ -32603; the server keeps serving), logs and counts
@@ -291,4 +278,21 @@ pub(crate) async fn call_async(
 
 fn panicked(name: &str, panic: &(dyn std::any::Any + Send)) -> RpcError {
     RpcError::Internal(format!("panic in {name}: {}", panic_message(panic)))
+}
+
+/// Logs a handled call and counts it (`loupe_rpc_requests_total`, `loupe_rpc_errors_total`,
+/// `loupe_rpc_request_duration_seconds`, each labelled `method`).
+pub(crate) fn log_outcome<T>(method: &'static str, started: Instant, result: &RpcResult<T>) {
+    let elapsed = started.elapsed();
+    let micros = elapsed.as_micros() as u64;
+    metrics::counter!("loupe_rpc_requests_total", "method" => method).increment(1);
+    metrics::histogram!("loupe_rpc_request_duration_seconds", "method" => method)
+        .record(elapsed.as_secs_f64());
+    match result {
+        Ok(_) => tracing::debug!(target: "rpc", method, micros, "ok"),
+        Err(e) => {
+            metrics::counter!("loupe_rpc_errors_total", "method" => method).increment(1);
+            tracing::debug!(target: "rpc", method, micros, error = %e, "error");
+        }
+    }
 }

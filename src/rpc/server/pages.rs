@@ -1,6 +1,7 @@
-//! The hook for pages served on GET (and forms sent by POST) beside JSON-RPC ([`Pages`]; the explorer, which lives above
-//! `rpc`, plugs in here), and [`RpcCaller`], their one way to the data: the served methods,
-//! called by name through the method table.
+//! The hook for pages served on GET (and forms sent by POST) beside JSON-RPC ([`Pages`]; the
+//! explorer, which lives above `rpc`, plugs in here), and [`RpcCaller`], their one way to the
+//! data: the served methods, called by name through the method table ([`CallByName`], which
+//! `methods.rs` implements).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,8 +9,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::rpc::server::methods::Methods;
-use crate::rpc::{RpcContext, RpcError, RpcResult};
+use crate::rpc::request::json::Raw;
+use crate::rpc::server::pool::WorkerPool;
+use crate::rpc::{RpcError, RpcResult};
 
 /// The answer of a page handler: a whole HTTP response.
 pub type PageFuture<'a> = Pin<Box<dyn Future<Output = http::Response<Bytes>> + Send + 'a>>;
@@ -38,26 +40,40 @@ pub trait Pages: Send + Sync + std::fmt::Debug {
 /// metrics as a call on `POST /`, without the JSON-RPC envelope.
 #[derive(Clone)]
 pub struct RpcCaller {
-    ctx: Arc<RpcContext>,
-    methods: Arc<Methods>,
+    served: Arc<dyn CallByName>,
     max_response: u32,
+}
+
+/// The served methods by name and the read pool: what an [`RpcCaller`] calls through (the
+/// method table with its context, `methods::Served`).
+pub(crate) trait CallByName: Send + Sync + std::fmt::Debug {
+    /// Runs the method called `method` with `params` (the JSON text of its parameters) as a
+    /// request runs it (`Methods::call`).
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a str,
+    ) -> Pin<Box<dyn Future<Output = RpcResult<Raw>> + Send + 'a>>;
+
+    /// The read pool (`--rpc.read-workers`).
+    fn reads(&self) -> &WorkerPool;
 }
 
 impl std::fmt::Debug for RpcCaller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RpcCaller").field("methods", &self.methods).finish_non_exhaustive()
+        f.debug_struct("RpcCaller").field("methods", &self.served).finish_non_exhaustive()
     }
 }
 
 impl RpcCaller {
-    pub(crate) fn new(ctx: Arc<RpcContext>, methods: Arc<Methods>, max_response: u32) -> Self {
-        Self { ctx, methods, max_response }
+    pub(crate) fn new(served: Arc<dyn CallByName>, max_response: u32) -> Self {
+        Self { served, max_response }
     }
 
     /// Calls `method` with `params`, the JSON text of its parameter array; returns the JSON
     /// text of its result, or the error a request would have been answered with.
     pub async fn call(&self, method: &str, params: &str) -> RpcResult<String> {
-        let raw = self.methods.call(&self.ctx, method, Some(params)).await?;
+        let raw = self.served.call(method, params).await?;
         if raw.as_str().len() > self.max_response as usize {
             return Err(RpcError::ResponseTooLarge(self.max_response));
         }
@@ -71,6 +87,6 @@ impl RpcCaller {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> RpcResult<T> {
-        self.ctx.reads.run(move || Ok(f())).await
+        self.served.reads().run(move || Ok(f())).await
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 use crate::rpc::server::budget::{Budget, CancelOnDrop};
 use crate::rpc::server::client::{self, Held, PerClient};
-use crate::rpc::{RpcError, RpcResult, panic_message};
+use crate::rpc::{RpcError, RpcResult};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -326,4 +326,12 @@ fn worker(rx: &Receiver<Job>) {
             None => return,
         }
     }
+}
+
+/// The message of a caught panic (its `&str` or `String` payload).
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
 }

@@ -2,7 +2,8 @@
 //! `eth_subscribe("logs", filter)`, fed by the stored head (the connection side, ids and
 //! `eth_unsubscribe`, is `ws.rs`).
 //!
-//! The stored head is watched ([`Heads`], polled every [`POLL`]): whatever stores blocks
+//! The stored head is watched ([`Heads`], `heads.rs`, polled every
+//! [`POLL`](crate::rpc::server::heads::POLL)): whatever stores blocks
 //! (`follow`, an import, the dev builder) feeds every subscription, and a subscription sends
 //! every block from the one after the head it started at, in order, with no gaps; after a
 //! reorg it continues from the new branch's first block. A subscriber whose connection does not
@@ -13,50 +14,21 @@ use std::time::Duration;
 
 use alloy_primitives::B256;
 use jsonrpsee::types::Params;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-use crate::rpc::eth::logs::LogFilter;
+use crate::rpc::eth::filters::LogFilter;
 use crate::rpc::request::json::Raw;
 use crate::rpc::request::params::{Args, invalid};
-use crate::rpc::server::ws::Out;
+use crate::rpc::server::heads::Heads;
 use crate::rpc::{RpcContext, RpcError, RpcResult};
-use crate::storage::{Database, Reader};
+use crate::storage::Reader;
 
-/// How often the stored head is checked.
-pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// How long a subscriber may take to accept one message before its subscription ends.
 pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most blocks one wake-up sends (a subscriber further behind skips to the newest ones).
 const MAX_CATCH_UP: u64 = 1024;
 /// Deepest reorg a subscription follows back to its fork point.
 const MAX_REORG: u64 = 128;
-
-/// The stored head, as last seen: `(number, hash)`.
-pub(crate) type Heads = watch::Receiver<(u64, B256)>;
-
-/// Starts watching `db`'s head on the current runtime.
-pub(crate) fn watch_heads(db: Arc<Database>) -> Heads {
-    let head = |db: &Database| -> Option<(u64, B256)> {
-        let r = db.begin_read().ok()?;
-        let n = r.head().ok()??;
-        Some((n, r.canonical_hash(n).ok()??))
-    };
-    let (tx, rx) = watch::channel(head(&db).unwrap_or_default());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if tx.is_closed() {
-                return;
-            }
-            if let Some(now) = head(&db) {
-                tx.send_if_modified(|h| std::mem::replace(h, now) != now);
-            }
-        }
-    });
-    rx
-}
 
 /// Subscription ids as geth makes them: `0x` and 32 hex digits (clients such as viem expect
 /// a string). Unique per process: a counter mixed with the start time through keccak, so ids
@@ -93,10 +65,28 @@ enum Kind {
     Logs(LogFilter),
 }
 
+/// A message to write on a WebSocket connection (`ws.rs` writes them): an answer, or a
+/// subscription's notification sent into the connection's buffer.
+#[derive(Debug)]
+pub(crate) struct Out {
+    pub(crate) text: String,
+    /// The place of the request this answers, released once it is written.
+    pub(crate) place: Option<OwnedSemaphorePermit>,
+    /// Subscriptions to start once it is written (it holds their ids).
+    pub(crate) start: Vec<Accepted>,
+}
+
+impl Out {
+    /// A subscription's notification.
+    pub(crate) fn notification(text: String) -> Self {
+        Self { text, place: None, start: Vec::new() }
+    }
+}
+
 /// A subscription accepted but not started: it starts once the answer that names its id has
 /// been written, so that no notification comes before that answer.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(crate) struct Accepted {
     /// Its id.
     pub(crate) id: String,
     kind: Kind,
@@ -107,16 +97,16 @@ pub(crate) struct Pending {
 
 /// Parses `eth_subscribe`'s parameters into a subscription with id `id`, starting after the
 /// current stored head.
-pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcResult<Pending> {
+pub(crate) fn accept(ctx: &RpcContext, params: Option<&str>, id: String) -> RpcResult<Accepted> {
     let kind = parse(&Params::new(params), ctx.filter_limits())?;
     let Some(mut heads) = ctx.heads.clone() else {
         return Err(RpcError::NotEnabled("subscriptions need --ws"));
     };
     let sent = Sent::from([*heads.borrow_and_update()]);
-    Ok(Pending { id, kind, heads, sent })
+    Ok(Accepted { id, kind, heads, sent })
 }
 
-fn parse(params: &Params<'_>, limits: crate::rpc::eth::logs::FilterLimits) -> RpcResult<Kind> {
+fn parse(params: &Params<'_>, limits: crate::rpc::eth::filters::FilterLimits) -> RpcResult<Kind> {
     let a = Args::new(params, 2)?;
     let kind: String = a.req(0, "subscription")?;
     match kind.as_str() {
@@ -126,7 +116,7 @@ fn parse(params: &Params<'_>, limits: crate::rpc::eth::logs::FilterLimits) -> Rp
             }
             Ok(Kind::NewHeads)
         }
-        "logs" => Ok(Kind::Logs(crate::rpc::eth::logs::subscription_filter(&a, 1, limits)?)),
+        "logs" => Ok(Kind::Logs(crate::rpc::eth::filters::subscription_filter(&a, 1, limits)?)),
         other => Err(invalid(format!(
             "invalid argument 0 (subscription): unsupported subscription {other:?} (newHeads, logs)"
         ))),
@@ -136,8 +126,8 @@ fn parse(params: &Params<'_>, limits: crate::rpc::eth::logs::FilterLimits) -> Rp
 /// Sends `sub`'s notifications into `out` (the connection's buffer) until the stored head
 /// stops being watched, a read fails, or the buffer does not take a message within
 /// [`SEND_TIMEOUT`]. The connection aborts it on `eth_unsubscribe` and when it closes.
-pub(crate) async fn run(ctx: Arc<RpcContext>, sub: Pending, out: mpsc::Sender<Out>) {
-    let Pending { id, kind, mut heads, mut sent } = sub;
+pub(crate) async fn run(ctx: Arc<RpcContext>, sub: Accepted, out: mpsc::Sender<Out>) {
+    let Accepted { id, kind, mut heads, mut sent } = sub;
     let kind = Arc::new(kind);
     loop {
         tokio::select! {

@@ -58,8 +58,9 @@ use crate::rpc::request::params::Args;
 use crate::rpc::server::client::{self, PerClient};
 use crate::rpc::server::dispatch::{self, Calls, Reply};
 use crate::rpc::server::http::App;
-use crate::rpc::server::subscriptions::{self, HexIds, Pending};
-use crate::rpc::{RpcError, RpcResult, log_outcome};
+use crate::rpc::server::methods::log_outcome;
+use crate::rpc::server::subscriptions::{self, Accepted, HexIds, Out};
+use crate::rpc::{RpcError, RpcResult};
 
 /// Requests of one connection in flight or answered and not yet written, and messages waiting
 /// to be written; while either is full, the connection's next request waits unread.
@@ -80,23 +81,6 @@ const READ_BUFFER: usize = 16 * 1024;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 type Ws = WebSocketStream<TcpStream>;
-
-/// A message to write on a connection.
-#[derive(Debug)]
-pub(crate) struct Out {
-    text: String,
-    /// The place of the request this answers, released once it is written.
-    place: Option<OwnedSemaphorePermit>,
-    /// Subscriptions to start once it is written (it holds their ids).
-    start: Vec<Pending>,
-}
-
-impl Out {
-    /// A subscription's notification.
-    pub(crate) fn notification(text: String) -> Self {
-        Self { text, place: None, start: Vec::new() }
-    }
-}
 
 /// What every connection shares.
 #[derive(Debug)]
@@ -199,7 +183,7 @@ struct Conn {
 struct Session<'a> {
     conn: &'a Conn,
     /// Subscriptions this body accepted, started once its answer is written.
-    start: Mutex<Vec<Pending>>,
+    start: Mutex<Vec<Accepted>>,
 }
 
 impl Calls for Session<'_> {
@@ -227,7 +211,7 @@ impl Session<'_> {
     fn subscribe(&self, params: Option<&str>) -> RpcResult<Raw> {
         let shared = &self.conn.shared;
         let id = shared.ids.next_id();
-        let pending = subscriptions::accept(&shared.app.ctx, params, id.clone())?;
+        let accepted = subscriptions::accept(&shared.app.ctx, params, id.clone())?;
         {
             let mut subs = self.conn.subs.lock().unwrap_or_else(PoisonError::into_inner);
             if subs.len() >= shared.max_subscriptions {
@@ -238,7 +222,7 @@ impl Session<'_> {
             }
             subs.insert(id.clone(), None);
         }
-        self.start.lock().unwrap_or_else(PoisonError::into_inner).push(pending);
+        self.start.lock().unwrap_or_else(PoisonError::into_inner).push(accepted);
         json::to_value(&id)
     }
 
@@ -398,8 +382,8 @@ async fn answer(conn: &Conn, body: &[u8], place: OwnedSemaphorePermit) {
 }
 
 /// Starts the subscriptions whose ids were just written, unless unsubscribed meanwhile.
-fn start(conn: &Arc<Conn>, feeds: &mut JoinSet<()>, pending: Vec<Pending>) {
-    for sub in pending {
+fn start(conn: &Arc<Conn>, feeds: &mut JoinSet<()>, accepted: Vec<Accepted>) {
+    for sub in accepted {
         let mut subs = conn.subs.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(slot) = subs.get_mut(&sub.id) else { continue };
         let (ctx, out, all) = (conn.shared.app.ctx.clone(), conn.out.clone(), conn.subs.clone());

@@ -242,7 +242,7 @@ impl SegmentWriter {
 
 /// A block's entry in the index.
 #[derive(Debug, Clone)]
-struct BlockRef {
+struct BlockEntry {
     first: Box<[u8]>,
     offset: u64,
     len: u32,
@@ -299,7 +299,7 @@ impl Block {
 pub struct Segment {
     path: PathBuf,
     file: File,
-    blocks: Vec<BlockRef>,
+    blocks: Vec<BlockEntry>,
     dictionary: Option<zstd::dict::DecoderDictionary<'static>>,
     /// Where the dictionary's bytes are in the file: offset and length.
     dictionary_at: (u64, usize),
@@ -374,7 +374,7 @@ impl Segment {
             if offset.checked_add(u64::from(blen)).is_none_or(|e| e > dict_offset) {
                 return Err(corrupt("a block past the data"));
             }
-            refs.push(BlockRef { first, offset, len: blen });
+            refs.push(BlockEntry { first, offset, len: blen });
             at = end;
         }
         if refs.len() != blocks as usize {
