@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::splitmix64;
 use common::{CHAIN_LEN, Fixture, assert_chain_prefix, assert_state_root};
 use loupe::storage::Database;
 
@@ -17,14 +18,6 @@ use loupe::storage::Database;
 const ITERATIONS: u64 = 24;
 /// Required number of kills that land while blocks are being imported.
 const MIN_MID_IMPORT: usize = 5;
-
-/// splitmix64: a deterministic PRNG, seeded from the iteration number.
-fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Blocks per write transaction in these imports (`--import.batch`).
 const BATCH: u64 = 1;

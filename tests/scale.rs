@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::splitmix64;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -96,14 +97,6 @@ fn a_thousand_generated_blocks_over_100k_accounts_import_and_verify() {
         generated.as_secs_f64(),
         (started.elapsed() - generated).as_secs_f64()
     );
-}
-
-/// splitmix64: deterministic kill times.
-fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[test]

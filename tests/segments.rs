@@ -12,6 +12,7 @@ use crate::support;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::splitmix64;
 use loupe::chain::ChainSpec;
 use loupe::import::{ImportOptions, StateRootCheck, import_files_with};
 use loupe::storage::Database;
@@ -243,14 +244,6 @@ fn files_outside_the_manifest_are_removed_and_a_damaged_one_is_named() {
     std::fs::write(&victim, &bytes[..bytes.len() - 1]).unwrap();
     let err = Database::open(&path).unwrap_err().to_string();
     assert!(err.contains(&m.files[0].file_name()), "{err}");
-}
-
-/// splitmix64: a deterministic PRNG, seeded from the iteration number.
-fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// `loupe import` killed with SIGKILL at pseudo-random moments while it writes and merges

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::support::splitmix64;
 use alloy_primitives::{Address, B256, U256};
 use loupe::chain::ChainSpec;
 use loupe::import::{GenesisSource, ImportOptions, InitOptions, StateRootCheck};
@@ -205,14 +206,6 @@ fn a_walk_that_seeks_past_its_subtree_is_staged() {
     let r = db.begin_read().unwrap();
     loupe::trie::verify(&r).unwrap();
     loupe::trie::verify_history(&r).unwrap();
-}
-
-/// splitmix64: a deterministic PRNG, seeded from the iteration number.
-fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// `loupe import` killed with SIGKILL at 20 moments of its trie-history stage (a pause after

@@ -146,3 +146,12 @@ pub fn dev_chain(dir: &std::path::Path) -> (Arc<Database>, ChainSpec, u64) {
     let tip = loupe::dev::build_sample_history(&db, &spec).unwrap();
     (Arc::new(db), spec, tip)
 }
+
+/// splitmix64: a deterministic PRNG, seeded from an iteration number (the kill moments of the
+/// crash tests).
+pub fn splitmix64(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
