@@ -68,8 +68,11 @@ pub struct ImportSummary {
     /// What the trie-history stage did after the blocks were stored
     /// ([`ImportOptions::trie_history`]), and how long it took.
     pub staged: crate::trie::stage::StageSummary,
-    /// Wall time of the stage (included in [`Self::elapsed`]).
+    /// Wall time of the stage after the blocks were stored (included in [`Self::elapsed`]).
     pub stage_elapsed: Duration,
+    /// Blocks the stage built while the import was still storing blocks (counted in
+    /// [`Self::staged`] too), on the core the import leaves idle.
+    pub staged_beside: u64,
 }
 
 impl std::fmt::Display for ImportSummary {
@@ -111,9 +114,10 @@ impl ImportSummary {
         if self.staged.blocks > 0 {
             write!(
                 f,
-                "\ntrie history: built per block for {} blocks ({} ranges) in {:.2}s, every block's state root checked; per block to #{}",
+                "\ntrie history: built per block for {} blocks ({} ranges; {} beside the import, then {:.2}s after it), every block's state root checked; per block to #{}",
                 self.staged.blocks,
                 self.staged.ranges,
+                self.staged_beside,
                 self.stage_elapsed.as_secs_f64(),
                 self.staged.staged_to.unwrap_or(0)
             )?;
@@ -266,74 +270,95 @@ pub fn import_files_with(
     let chain_id = spec.chain_id();
     let per_group = options.state_root.per_group(&db.begin_read()?)?;
     let budget = ahead::Budget::new(ahead::EXECUTE_AHEAD_BYTES);
-    let mut result = std::thread::scope(|scope| {
-        // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
-        // recovery run a few blocks ahead of execution: they do not need the parent's state.
-        // Execution runs on the next thread, ahead of the writer, on the committed state plus
-        // the blocks it executed since (`ahead`), across file boundaries. This thread verifies
-        // the roots and stores. The bounded channels keep at most PREPARE_AHEAD prepared and
-        // EXECUTE_AHEAD executed blocks (and no more than EXECUTE_AHEAD_BYTES of the latter) in
-        // memory; when this thread stops reading (the end, an error, a stop), the senders fail,
-        // the budget closes and the other threads end.
-        let thread_error = |error| ImportError::Thread { error };
-        let stored = db.begin_read()?.head()?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
-        std::thread::Builder::new()
-            .name("loupe-prepare".into())
-            .spawn_scoped(scope, move || {
-                yield_to_the_writer();
-                prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
-            })
-            .map_err(thread_error)?;
-        let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
-        let budget = &budget;
-        std::thread::Builder::new()
-            .name("loupe-execute".into())
-            .spawn_scoped(scope, move || {
-                yield_to_the_writer();
-                ahead::execute_ahead(db, spec, rx, &executed_tx, budget)
-            })
-            .map_err(thread_error)?;
-        // However this loop ends, the execution thread must not wait on the budget forever.
-        let _closed = CloseOnDrop(budget);
-        let mut file: Option<FileImport<'_>> = None;
-        for (index, item, executed, weight) in executed_rx {
-            if stopped() {
-                summary.interrupted = true;
-                break;
-            }
-            let path = paths[index];
-            if file.as_ref().is_some_and(|f| f.index != index) {
-                file = None;
-            }
-            let file = file.get_or_insert(FileImport { path, index, last_in_file: None });
-            let next = match item {
-                FileItem::Open(error) => {
-                    return Err(ImportError::Open { path: path.display().to_string(), error });
+    // Set when the writer's loop ends, however it ends: the stage beside the import stops.
+    let blocks_done = std::sync::atomic::AtomicBool::new(false);
+    let mut beside = crate::trie::stage::StageSummary::default();
+    // The stage beside the import lives in a scope around the pipeline's and the last group's
+    // commit: the commits of its ranges wait for the writer's open group.
+    let result = std::thread::scope(|outer| {
+        let stage = match options.trie_history {
+            true => Some(
+                std::thread::Builder::new()
+                    .name("loupe-trie-stage".into())
+                    .spawn_scoped(outer, || stage_beside(db, &blocks_done))
+                    .map_err(|error| ImportError::Thread { error })?,
+            ),
+            false => None,
+        };
+        let mut result = std::thread::scope(|scope| {
+            // A pipeline of three threads over all the files in turn. Decoding, hashing and sender
+            // recovery run a few blocks ahead of execution: they do not need the parent's state.
+            // Execution runs on the next thread, ahead of the writer, on the committed state plus
+            // the blocks it executed since (`ahead`), across file boundaries. This thread verifies
+            // the roots and stores. The bounded channels keep at most PREPARE_AHEAD prepared and
+            // EXECUTE_AHEAD executed blocks (and no more than EXECUTE_AHEAD_BYTES of the latter) in
+            // memory; when this thread stops reading (the end, an error, a stop), the senders fail,
+            // the budget closes and the other threads end.
+            let thread_error = |error| ImportError::Thread { error };
+            let stored = db.begin_read()?.head()?;
+            let (tx, rx) = std::sync::mpsc::sync_channel(PREPARE_AHEAD);
+            std::thread::Builder::new()
+                .name("loupe-prepare".into())
+                .spawn_scoped(scope, move || {
+                    yield_to_the_writer();
+                    prepare_ahead(paths, &mut era1::Run::new(db, chain_id, stored), &tx)
+                })
+                .map_err(thread_error)?;
+            let (executed_tx, executed_rx) = std::sync::mpsc::sync_channel(EXECUTE_AHEAD);
+            let budget = &budget;
+            std::thread::Builder::new()
+                .name("loupe-execute".into())
+                .spawn_scoped(scope, move || {
+                    yield_to_the_writer();
+                    ahead::execute_ahead(db, spec, rx, &executed_tx, budget)
+                })
+                .map_err(thread_error)?;
+            // However this loop ends, the execution thread must not wait on the budget forever,
+            // and the stage beside the import stops after its range.
+            let _closed = CloseOnDrop(budget, &blocks_done);
+            let mut file: Option<FileImport<'_>> = None;
+            for (index, item, executed, weight) in executed_rx {
+                if stopped() {
+                    summary.interrupted = true;
+                    break;
                 }
-                FileItem::Refused(error) => {
-                    return Err(ImportError::Era1 { path: path.display().to_string(), error });
+                let path = paths[index];
+                if file.as_ref().is_some_and(|f| f.index != index) {
+                    file = None;
                 }
-                FileItem::Block(next) => *next,
-            };
-            file.block(
-                db,
-                spec,
-                next,
-                executed,
-                &mut group,
-                &mut summary,
-                &mut progress,
-                (&options, per_group),
-            )?;
-            budget.give(weight);
+                let file = file.get_or_insert(FileImport { path, index, last_in_file: None });
+                let next = match item {
+                    FileItem::Open(error) => {
+                        return Err(ImportError::Open { path: path.display().to_string(), error });
+                    }
+                    FileItem::Refused(error) => {
+                        return Err(ImportError::Era1 { path: path.display().to_string(), error });
+                    }
+                    FileItem::Block(next) => *next,
+                };
+                file.block(
+                    db,
+                    spec,
+                    next,
+                    executed,
+                    &mut group,
+                    &mut summary,
+                    &mut progress,
+                    (&options, per_group),
+                )?;
+                budget.give(weight);
+            }
+            Ok::<(), ImportError>(())
+        });
+        // Whatever happened, make what was committed durable, the open group's blocks included.
+        if let Some(Err(e)) = group.take().map(|g| g.commit(db, spec, true)) {
+            result = result.and(Err(e));
         }
-        Ok::<(), ImportError>(())
+        // A panic of the stage's thread loses only its count: the run after the blocks goes on.
+        beside = stage.and_then(|s| s.join().ok()).unwrap_or_default();
+        result
     });
-    // Whatever happened, make what was committed durable, the open group's blocks included.
-    if let Some(Err(e)) = group.take().map(|g| g.commit(db, spec, true)) {
-        result = result.and(Err(e));
-    }
+    let mut result = result;
     if let Err(e) = db.make_durable() {
         result = result.and(Err(e.into()));
     }
@@ -346,6 +371,9 @@ pub fn import_files_with(
         let stop = options.stop.as_deref().unwrap_or(&never);
         summary.staged = crate::trie::stage::run(db, stop)?;
         summary.stage_elapsed = stage_started.elapsed();
+        summary.staged_beside = beside.blocks;
+        summary.staged.blocks += beside.blocks;
+        summary.staged.ranges += beside.ranges;
     }
     summary.elapsed = started.elapsed();
     Ok(summary)
@@ -364,13 +392,52 @@ fn yield_to_the_writer() {
     crate::storage::lower_thread_priority(AHEAD_NICE);
 }
 
-/// Closes the execution budget when the writer's loop ends, however it ends.
-struct CloseOnDrop<'b>(&'b ahead::Budget);
+/// Closes the execution budget and sets the blocks-done flag when the writer's loop ends,
+/// however it ends.
+struct CloseOnDrop<'b>(&'b ahead::Budget, &'b std::sync::atomic::AtomicBool);
 
 impl Drop for CloseOnDrop<'_> {
     fn drop(&mut self) {
         self.0.close();
+        self.1.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// How much lower the stage beside the import runs than the writer, in nice steps: below the
+/// preparing and executing threads too, so it takes the time the pipeline leaves idle (the
+/// writer is the critical path and keeps about one core of two busy).
+const STAGE_NICE: libc::c_int = 10;
+
+/// The trie-history stage beside the import: each epoch the writer's groups complete gives it
+/// a range to build, on the core the pipeline leaves idle, until `done` (the writer's loop
+/// ended); what is left then is built after the blocks. An error ends it quietly: the run after
+/// the blocks meets it again and reports it (a bad root is recorded by the range that found it).
+fn stage_beside(
+    db: &Database,
+    done: &std::sync::atomic::AtomicBool,
+) -> crate::trie::stage::StageSummary {
+    crate::storage::lower_thread_priority(STAGE_NICE);
+    let mut total = crate::trie::stage::StageSummary::default();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        match crate::trie::stage::run_beside_import(db, done, total.ranges == 0) {
+            Ok(s) => {
+                total.ranges += s.ranges;
+                total.blocks += s.blocks;
+            }
+            Err(e) => {
+                tracing::debug!(target: "trie", "the stage beside the import stopped: {e}");
+                break;
+            }
+        }
+        // Nothing waits for it until the writer's next group commits.
+        for _ in 0..10 {
+            if done.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    total
 }
 
 /// Blocks [`prepare_ahead`] keeps decoded and prepared ahead of execution.

@@ -9,6 +9,7 @@ mod codec;
 mod db;
 mod error;
 mod history;
+mod memo;
 mod overlay;
 mod proof;
 mod root;

@@ -29,6 +29,7 @@ use super::TrieError;
 use super::codec::{concat, encode_node, pack_path};
 use super::db::{decode_account, storage_leaf};
 use super::history::{self, AccountLeavesAt, StorageLeavesAt, Versioned, last_path_key, successor};
+use super::memo::{LeafMemo, Memoised};
 use super::overlay::{Merged, Overlay};
 use super::walk::{NodeSource, PrefixSet, WalkOutput, walk};
 use crate::storage::history::keys::{row_block, row_entity, row_key};
@@ -340,6 +341,8 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
     // Account leaves each block sees for the accounts the range changes: their row then, with
     // the storage root the stage computed.
     let mut leaves_now: Overlay = Overlay::new();
+    // The leaves after `to`, as the range's walks read them: one snapshot, so read once.
+    let mut memo = LeafMemo::default();
     let leaf_of = |account: &B256,
                    rows_now: &HashMap<B256, Option<Vec<u8>>>,
                    root_now: &HashMap<B256, B256>|
@@ -356,7 +359,11 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
     for block in from..=to {
         let Some(changes) = blocks.get(&block) else {
             // Nothing changed: the root must still be the header's.
-            check_root(reader, block, account_root(&account_nodes, &last, &leaves_now, &[])?)?;
+            check_root(
+                reader,
+                block,
+                account_root(&account_nodes, &last, &leaves_now, &mut memo)?,
+            )?;
             continue;
         };
         // This block's values become what the block sees from here on.
@@ -418,7 +425,11 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
             let empty = Overlay::new();
             let over = slots_now.get(account).unwrap_or(&empty);
             let mut leaves = Merged {
-                base: Some(StorageLeavesAt { slots: last.slots, account: *account }),
+                base: Some(Memoised {
+                    inner: StorageLeavesAt { slots: last.slots, account: *account },
+                    memo: &mut memo,
+                    trie: Some(*account),
+                }),
                 over,
             };
             let out = {
@@ -435,8 +446,9 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
         }
         let out = {
             let mut nodes = AccountNodes(&account_nodes);
-            let mut leaves =
-                Merged { base: Some(AccountLeavesAt(last.accounts)), over: &leaves_now };
+            let base =
+                Memoised { inner: AccountLeavesAt(last.accounts), memo: &mut memo, trie: None };
+            let mut leaves = Merged { base: Some(base), over: &leaves_now };
             walk(&mut nodes, &mut leaves, &PrefixSet::new(touched), None)?
         };
         check_root(reader, block, out.root)?;
@@ -468,6 +480,7 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
             }
         }
     }
+    tracing::debug!(target: "trie", from, to, leaf_spans_read = memo.misses, leaf_spans_memoised = memo.hits, "trie-history stage: leaf reads");
     Ok(StagedRange {
         from,
         to,
@@ -502,11 +515,12 @@ fn account_root(
     nodes: &Nodes<'_, 33, 45, 37>,
     last: &history::Sources<'_>,
     leaves_now: &Overlay,
-    touched: &[B256],
+    memo: &mut LeafMemo,
 ) -> Result<B256, TrieError> {
     let mut n = AccountNodes(nodes);
-    let mut leaves = Merged { base: Some(AccountLeavesAt(last.accounts)), over: leaves_now };
-    Ok(walk(&mut n, &mut leaves, &PrefixSet::new(touched.to_vec()), None)?.root)
+    let base = Memoised { inner: AccountLeavesAt(last.accounts), memo, trie: None };
+    let mut leaves = Merged { base: Some(base), over: leaves_now };
+    Ok(walk(&mut n, &mut leaves, &PrefixSet::default(), None)?.root)
 }
 
 /// Checks a computed root against block `block`'s header.
@@ -549,9 +563,32 @@ pub struct StageSummary {
 /// ([`crate::storage::history::staged::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
 /// a block refuses to run the stage again.
 pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageSummary, TrieError> {
+    run_with(db, stop, true, false)
+}
+
+/// [`run`] beside a grouped import that is still storing blocks: only whole epochs, the ones
+/// the import has left behind, so that no group of the import writes trie-history rows into
+/// an epoch after the stage (an epoch's node rows are one delta chain, `storage::history::nodes`,
+/// written by one of them); the rest waits for [`run`] after the blocks. Announced in the log
+/// only when `announce` is set: it starts anew at each group the import commits.
+pub fn run_beside_import(
+    db: &Database,
+    stop: &std::sync::atomic::AtomicBool,
+    announce: bool,
+) -> Result<StageSummary, TrieError> {
+    run_with(db, stop, announce, true)
+}
+
+fn run_with(
+    db: &Database,
+    stop: &std::sync::atomic::AtomicBool,
+    announce: bool,
+    whole_epochs: bool,
+) -> Result<StageSummary, TrieError> {
     let mut summary = StageSummary::default();
-    if let Some(stage) =
-        db.begin_read()?.trie_stage()?.filter(|s| s.pending() && s.failed.is_none())
+    if announce
+        && let Some(stage) =
+            db.begin_read()?.trie_stage()?.filter(|s| s.pending() && s.failed.is_none())
     {
         tracing::info!(
             target: "trie",
@@ -574,6 +611,9 @@ pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageS
         let from = stage.staged_to + 1;
         let epoch_end = (u64::from(epochs.of(from)) + 1) * epochs.len - 1;
         let to = epoch_end.min(stage.grouped_to);
+        if whole_epochs && to < epoch_end {
+            return Ok(summary);
+        }
         let started = std::time::Instant::now();
         let range = match stage_range(&reader, from, to) {
             Ok(range) => range,

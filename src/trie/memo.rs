@@ -1,0 +1,153 @@
+//! Memoised leaf reads for the trie-history stage: a range's walks read the same subtrees' leaves
+//! as of the range's last block again and again, block after block, and those never change.
+//!
+//! The stage (`stage.rs`) walks each block of a range over the leaves after the range's last
+//! block with the block's own values laid over them (`overlay::Merged`). The base below the
+//! overlay is one fixed snapshot for the whole range, so a leaf range read once answers every
+//! later walk that asks for the same range: the walk's leaf ranges are a branch child's key span,
+//! the same from block to block while the stored nodes above it stand. Read through the history
+//! tables, each leaf costs several B-tree seeks (`history::Versioned::next`); on the 1,000-block
+//! proxy those reads were 86 % of the stage's time, most of them repeats (docs/benchmarks).
+//! No crate memoises a `LeafSource`; this is the trait of `walk.rs`.
+
+use std::collections::HashMap;
+
+use alloy_primitives::B256;
+
+use super::TrieError;
+use super::walk::{LeafFn, LeafSource};
+
+/// The leaves of one key span: key and RLP value, in order.
+type Leaves = Vec<(B256, Vec<u8>)>;
+
+/// The memo's bound in bytes of leaves kept: past it the memo starts over (every answer stays
+/// exact; only repeats cost again). 192 MiB holds a range's reads on the 10,000-block chain.
+const MEMO_BYTES: usize = 192 << 20;
+
+/// Leaf spans already read from one fixed snapshot, by trie (`None`: the account trie; a
+/// storage trie by its account's hashed address) and span.
+#[derive(Debug, Default)]
+pub(super) struct LeafMemo {
+    spans: HashMap<(Option<B256>, B256, Option<B256>), Leaves>,
+    bytes: usize,
+    /// Spans answered from the memo, and spans read: for the stage's debug log.
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+}
+
+impl LeafMemo {
+    fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), leaves: Leaves) {
+        let bytes = 96 + leaves.iter().map(|(_, v)| 32 + v.len()).sum::<usize>();
+        if self.bytes + bytes > MEMO_BYTES {
+            self.spans.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes;
+        self.spans.insert(key, leaves);
+    }
+}
+
+/// A leaf source of one trie read through a [`LeafMemo`].
+pub(super) struct Memoised<'m, L> {
+    /// The source the memo stands in front of (one snapshot for the memo's whole life).
+    pub(super) inner: L,
+    /// The spans read so far.
+    pub(super) memo: &'m mut LeafMemo,
+    /// Which trie: `None` for the account trie, else the account's hashed address.
+    pub(super) trie: Option<B256>,
+}
+
+impl<L: LeafSource> LeafSource for Memoised<'_, L> {
+    fn leaves(
+        &mut self,
+        from: &B256,
+        to: Option<&B256>,
+        f: &mut LeafFn<'_>,
+    ) -> Result<(), TrieError> {
+        let key = (self.trie, *from, to.copied());
+        if let Some(leaves) = self.memo.spans.get(&key) {
+            self.memo.hits += 1;
+            for (k, v) in leaves {
+                f(k, v)?;
+            }
+            return Ok(());
+        }
+        self.memo.misses += 1;
+        let mut read = Leaves::new();
+        self.inner.leaves(from, to, &mut |k, v| {
+            read.push((*k, v.to_vec()));
+            f(k, v)
+        })?;
+        self.memo.keep(key, read);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source over fixed leaves that counts its reads.
+    struct Fixed {
+        leaves: Vec<(B256, Vec<u8>)>,
+        reads: usize,
+    }
+
+    impl LeafSource for Fixed {
+        fn leaves(
+            &mut self,
+            from: &B256,
+            to: Option<&B256>,
+            f: &mut LeafFn<'_>,
+        ) -> Result<(), TrieError> {
+            self.reads += 1;
+            for (k, v) in &self.leaves {
+                if k >= from && to.is_none_or(|to| k < to) {
+                    f(k, v)?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn collect(source: &mut impl LeafSource, from: u8, to: Option<u8>) -> Vec<(B256, Vec<u8>)> {
+        let mut out = Vec::new();
+        let to = to.map(|b| B256::with_last_byte(b));
+        source
+            .leaves(&B256::with_last_byte(from), to.as_ref(), &mut |k, v| {
+                out.push((*k, v.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_span_read_twice_is_read_once_and_answers_the_same() {
+        let leaves: Vec<_> = (0u8..40).map(|i| (B256::with_last_byte(i * 3), vec![i])).collect();
+        let mut memo = LeafMemo::default();
+        let mut plain = Fixed { leaves: leaves.clone(), reads: 0 };
+        let fixed = Fixed { leaves, reads: 0 };
+        let spans = [(0, Some(30)), (30, Some(90)), (0, Some(30)), (90, None), (30, Some(90))];
+        let mut source = Memoised { inner: fixed, memo: &mut memo, trie: None };
+        for (from, to) in spans {
+            assert_eq!(collect(&mut source, from, to), collect(&mut plain, from, to));
+        }
+        assert_eq!(source.inner.reads, 3, "three distinct spans");
+        assert_eq!((memo.hits, memo.misses), (2, 3));
+    }
+
+    #[test]
+    fn tries_do_not_share_spans() {
+        let mut memo = LeafMemo::default();
+        let a = Fixed { leaves: vec![(B256::with_last_byte(1), vec![1])], reads: 0 };
+        let b = Fixed { leaves: vec![(B256::with_last_byte(1), vec![2])], reads: 0 };
+        let x = collect(&mut Memoised { inner: a, memo: &mut memo, trie: None }, 0, None);
+        let y = collect(
+            &mut Memoised { inner: b, memo: &mut memo, trie: Some(B256::repeat_byte(7)) },
+            0,
+            None,
+        );
+        assert_eq!((x[0].1.clone(), y[0].1.clone()), (vec![1], vec![2]));
+    }
+}
