@@ -9,7 +9,9 @@
 //! keys of both tables and keeps those that existed at N. Trie-node history rows may be deltas
 //! against the next version (`storage::history::nodes`), resolved here.
 
-use crate::storage::history::keys::{index_entity, index_key, row_block, row_entity, row_key};
+use crate::storage::history::keys::{
+    index_entity, index_key, index_run, row_block, row_entity, row_key, run_epochs,
+};
 use crate::storage::history::lookup::SnapshotHistory;
 use crate::storage::history::nodes::{FULL_ROW_EVERY, NodeRow, node_row, resolve_node_row};
 use alloy_primitives::B256;
@@ -213,9 +215,15 @@ where
         };
         let (ilo, ihi): ([u8; I], [u8; I]) = (index_key(from, 0), index_key(last, u32::MAX));
         let mut indexed = self.history.index.range::<&[u8; I]>(&ilo..=&ihi)?;
-        let mut next_indexed = || -> Result<Option<[u8; K]>, TrieError> {
+        // Each index row: its key, and the epochs its run holds rows in.
+        type IndexRow<const K: usize> = ([u8; K], u32, u64);
+        let mut next_indexed = || -> Result<Option<IndexRow<K>>, TrieError> {
             Ok(match indexed.next() {
-                Some(item) => Some(index_entity::<K, I>(item?.0.value())),
+                Some(item) => {
+                    let (k, bits) = item?;
+                    let k = k.value();
+                    Some((index_entity::<K, I>(k), index_run::<I>(k), bits.value()))
+                }
                 None => None,
             })
         };
@@ -256,7 +264,7 @@ where
         let (mut cur, mut idx, mut rec) = (next_current()?, next_indexed()?, next_recent()?);
         let mut first_later = next_later()?;
         loop {
-            let heads = [cur.as_ref().map(|(k, _)| *k), idx, rec];
+            let heads = [cur.as_ref().map(|(k, _)| *k), idx.map(|(k, _, _)| k), rec];
             let Some(candidate) = heads.into_iter().flatten().min() else { return Ok(()) };
             // The key's first row in the next epoch, if it has one (the rows after it skipped).
             let mut changed_next = None;
@@ -266,11 +274,23 @@ where
                 }
                 first_later = next_later()?;
             }
+            // The closed epochs after the next one that hold rows of the key, from its index
+            // rows (the first one, if any).
+            let mut indexed_later = None;
+            while let Some((_, run, bits)) = idx.filter(|(k, _, _)| *k == candidate) {
+                if indexed_later.is_none() {
+                    indexed_later = run_epochs(run, bits).find(|e| *e > after);
+                }
+                idx = next_indexed()?;
+            }
             let value = match cur.take_if(|(k, _)| *k == candidate) {
                 Some((_, row)) if self.stamped => {
                     cur = next_current()?;
                     match changed_next {
                         Some(before) => present(&before),
+                        None if rows_after => {
+                            self.value_after_next_epoch(&candidate, row, after, indexed_later)?
+                        }
                         None => self.stamped_value(&candidate, row)?,
                     }
                 }
@@ -281,15 +301,44 @@ where
                     self.get(&candidate)?
                 }
             };
-            while idx == Some(candidate) {
-                idx = next_indexed()?;
-            }
             while rec == Some(candidate) {
                 rec = next_recent()?;
             }
             if let Some(value) = value {
                 f(&candidate, &value)?;
             }
+        }
+    }
+
+    /// [`Self::stamped_value`] of a key known to have no row in epoch `after` (the one after
+    /// the block's, which the block ends), given the first later closed epoch its index rows
+    /// name: that epoch's first row, else the first of the epoch its current row was written
+    /// in (which the index leaves out), with no seek into the epochs between.
+    fn value_after_next_epoch(
+        &self,
+        key: &[u8; K],
+        current: Vec<u8>,
+        after: u32,
+        indexed_later: Option<u32>,
+    ) -> Result<Option<Vec<u8>>, TrieError> {
+        if current.is_empty() {
+            return self.stamped_value(key, current);
+        }
+        let stamp = crate::storage::codec::account::row_stamp(&current, "current state")?;
+        if stamp <= self.block {
+            return Ok(Some(current));
+        }
+        let written = self.history.epochs.of(stamp).min(self.history.open);
+        let epoch = match indexed_later {
+            Some(e) if e < written => e,
+            _ => written,
+        };
+        if epoch <= after {
+            return self.stamped_value(key, current);
+        }
+        match self.history.first_in::<K, H, V2>(epoch, key, 0)? {
+            Some((_, row)) => Ok(present(&row)),
+            None => self.stamped_value(key, current),
         }
     }
 
