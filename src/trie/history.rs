@@ -60,6 +60,10 @@ fn predecessor<const K: usize>(key: &[u8; K]) -> Option<[u8; K]> {
 /// A key and its value.
 pub(crate) type Entry<const K: usize> = ([u8; K], Vec<u8>);
 
+/// Callback of [`Versioned::scan`] for each key and its value.
+pub(crate) type KeyFn<'f, const K: usize> =
+    dyn FnMut(&[u8; K], &[u8]) -> Result<(), TrieError> + 'f;
+
 /// A current table and its history, read as of the end of `block`.
 #[derive(Clone, Copy)]
 pub(crate) struct Versioned<
@@ -198,13 +202,13 @@ where
         &self,
         from: &[u8; K],
         last: &[u8; K],
-        f: &mut dyn FnMut(&[u8; K], &[u8]) -> Result<(), TrieError>,
+        f: &mut KeyFn<'_, K>,
     ) -> Result<(), TrieError> {
         if from > last {
             return Ok(());
         }
         let mut current = self.current.range::<&[u8; K]>(from..=last)?;
-        let mut next_current = || -> Result<Option<([u8; K], Vec<u8>)>, TrieError> {
+        let mut next_current = || -> Result<Option<Entry<K>>, TrieError> {
             Ok(match current.next() {
                 Some(item) => {
                     let (k, v) = item?;
@@ -252,7 +256,7 @@ where
             true => Some(self.history.rows.range::<&[u8; H]>(&alo..=&ahi)?),
             false => None,
         };
-        let mut next_later = || -> Result<Option<([u8; K], Vec<u8>)>, TrieError> {
+        let mut next_later = || -> Result<Option<Entry<K>>, TrieError> {
             Ok(match later.as_mut().and_then(Iterator::next) {
                 Some(item) => {
                     let (k, v) = item?;

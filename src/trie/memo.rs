@@ -112,7 +112,7 @@ mod tests {
 
     fn collect(source: &mut impl LeafSource, from: u8, to: Option<u8>) -> Vec<(B256, Vec<u8>)> {
         let mut out = Vec::new();
-        let to = to.map(|b| B256::with_last_byte(b));
+        let to = to.map(B256::with_last_byte);
         source
             .leaves(&B256::with_last_byte(from), to.as_ref(), &mut |k, v| {
                 out.push((*k, v.to_vec()));
