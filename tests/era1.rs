@@ -22,7 +22,7 @@ use alloy_primitives::{B256, b256};
 
 #[path = "support/era1.rs"]
 mod era1_fixture;
-use era1_fixture::{FIXTURE, decompressed, fixtures, records, rlp_blocks};
+use era1_fixture::{FIXTURE, blocks, decompressed, fixtures, records, rlp_blocks};
 
 const ROOT: B256 = b256!("0x5ec1ffb8c3b146f42606c74ced973dc16ec5a107c0345858c343fc94780b4218");
 const MAINNET_GENESIS: B256 =
@@ -287,6 +287,44 @@ fn damaged_copies_are_refused_and_the_blocks_before_them_kept() {
         "{err}"
     );
     assert_eq!(head(&datadir(&fresh)), 0);
+}
+
+/// Mainnet's pre-Byzantium blocks without transactions have no receipt to carry an
+/// intermediate root, so a grouped import checks their state roots once per group like any
+/// other block's. A crafted RLP file of blocks 1–100 whose block 60 claims another state root
+/// (the later blocks linked to it again, so that only the root tells) is refused naming block
+/// 60 and its root, and blocks 1–59 are kept, with the state that verifies.
+#[test]
+fn a_wrong_state_root_among_empty_pre_byzantium_blocks_is_named_and_the_blocks_before_kept() {
+    let Some(fx) = fixtures() else { return };
+    let original = std::fs::read(fx.join(FIXTURE)).unwrap();
+    let mut parent = None;
+    let mut bytes = Vec::new();
+    for mut block in blocks(&original, 1, 100) {
+        assert!(block.body.transactions.is_empty(), "block {} has none", block.header.number);
+        if block.header.number == 60 {
+            block.header.state_root.0[3] ^= 0x40;
+        }
+        if let Some(hash) = parent {
+            block.header.parent_hash = hash;
+        }
+        if block.header.number >= 60 {
+            parent = Some(block.header.hash_slow());
+        }
+        alloy_rlp::Encodable::encode(&block, &mut bytes);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("root-60.rlp");
+    std::fs::write(&file, &bytes).unwrap();
+    let fresh = init_mainnet(&fx);
+    let data = datadir(&fresh);
+    let (out, _) = import(&data, &[&file]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = text(&out);
+    assert!(err.contains("#60") && err.contains("state root"), "block 60's root named: {err}");
+    assert_eq!(head(&data), 59, "the blocks before it are kept: {err}");
+    let out = loupe(&["verify", "--datadir", path(&data)]);
+    assert!(text(&out).contains("verified head #59"), "{}", text(&out));
 }
 
 /// `loupe export --era1` of epoch 0 from `data` (the fixture imported): a file named and

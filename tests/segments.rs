@@ -246,6 +246,44 @@ fn files_outside_the_manifest_are_removed_and_a_damaged_one_is_named() {
     assert!(err.contains(&m.files[0].file_name()), "{err}");
 }
 
+/// Snapshots and write transactions reuse the last decoded manifest while the stored one is
+/// the same (`Store::view_stored`): imported block by block with epochs of 4 and a window of 4,
+/// where freezes and merges change the manifest every few blocks, every block's ancestry checks
+/// read frozen headers through the writer's view, and after every block a new snapshot reads
+/// exactly the files its manifest names, frozen to its epochs (`Reader::check_segments`).
+#[test]
+fn every_snapshot_reads_the_segments_of_its_own_manifest_as_freezes_and_merges_change_it() {
+    let Some(fx) = support::fixtures() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+    let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
+    let (spec, _) = loupe::import::init_with(
+        &db,
+        loupe::import::GenesisSource::Json(&genesis),
+        Default::default(),
+    )
+    .unwrap();
+    let w = db.begin_write().unwrap();
+    w.set_unwind_depth(4).unwrap();
+    w.commit(true).unwrap();
+    let file = std::fs::File::open(fx.join("chain.rlp")).unwrap();
+    let mut blocks = loupe::import::BlockReader::new(std::io::BufReader::new(file));
+    let (mut manifests, mut last) = (0, manifest(&db));
+    while let Some(next) = blocks.next_block() {
+        let (_, block) = next.unwrap();
+        loupe::import::import_block(&db, &spec, &block, false).unwrap();
+        let files = db.begin_read().unwrap().check_segments().unwrap();
+        let now = manifest(&db);
+        assert_eq!(files, now.files.len() as u64);
+        if now != last {
+            manifests += 1;
+            last = now;
+        }
+    }
+    assert!(last.frozen_to > 0 && last.blocks_frozen_to > 0, "nothing frozen: {last:?}");
+    assert!(manifests >= 4, "the manifest changed {manifests} times");
+}
+
 /// `loupe import` killed with SIGKILL at pseudo-random moments while it writes and merges
 /// segment files (epochs of 2 blocks, a window of 2, a pause in the middle of each file so that
 /// the kills land there): after each kill the datadir opens, `verify` and `verify --history`

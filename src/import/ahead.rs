@@ -8,15 +8,15 @@
 //! this thread cannot place on top of what it executed (a gap, a block that is not the next
 //! one, a signature that did not recover, an overlay at its bound) goes through unexecuted and
 //! the writer executes it inline, as it did before; the thread resumes once a commit brings the
-//! snapshot up to it. Pre-Byzantium blocks need per-transaction roots from the writer's tables:
-//! they are executed here only to carry the overlay on, and inline again by the writer.
+//! snapshot up to it. Pre-Byzantium blocks with transactions need per-transaction roots from the
+//! writer's tables: they are executed here only to carry the overlay on, and inline again by the
+//! writer.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use alloy_consensus::{Block, TxEnvelope};
-use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, U256};
 use revm::bytecode::Bytecode;
 use revm::database::DatabaseRef;
@@ -212,7 +212,11 @@ impl Ahead<'_> {
             ahead_us = started.elapsed().as_micros() as u64,
             "executed ahead"
         );
-        if self.spec.is_byzantium_active_at_block(number) { Some(Ok(outcome)) } else { None }
+        if super::block::needs_intermediate_roots(self.spec, block) {
+            None
+        } else {
+            Some(Ok(outcome))
+        }
     }
 }
 

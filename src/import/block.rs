@@ -129,6 +129,14 @@ fn import_block_with(
     Ok(BlockStatus::Imported)
 }
 
+/// Whether `block`'s receipts carry the state root after each of its transactions
+/// (pre-Byzantium), which execution computes on the writer's tables: then its parent's state
+/// must be stored and its own root is computed on its own. A pre-Byzantium block without
+/// transactions has no receipt, so its root can wait for its commit group's like any other.
+pub(super) fn needs_intermediate_roots(spec: &ChainSpec, block: &Block<TxEnvelope>) -> bool {
+    !block.body.transactions.is_empty() && !spec.is_byzantium_active_at_block(block.header.number)
+}
+
 /// Whether block `number` (hash `hash`) is already stored below or at `head`: `false` when it
 /// is above the head, [`ImportError::Conflict`] when another block is stored at its height.
 pub(super) fn is_stored(

@@ -648,14 +648,13 @@ impl Group {
         let number = block.header.number;
         // A pre-Byzantium block computes a root after each transaction on the stored trie,
         // which must be the parent's: the group's root is settled first, and this block's is
-        // computed on its own.
-        let deferred =
-            if alloy_hardforks::EthereumHardforks::is_byzantium_active_at_block(spec, number) {
-                self.deferred.as_mut()
-            } else {
-                self.settle()?;
-                None
-            };
+        // computed on its own. One without transactions has no receipt to carry a root.
+        let deferred = if !block::needs_intermediate_roots(spec, block) {
+            self.deferred.as_mut()
+        } else {
+            self.settle()?;
+            None
+        };
         if self.blocks.is_empty() {
             block::store_uncommitted(db, &self.writer, spec, block, prepared, ahead, deferred)?;
         } else {

@@ -47,9 +47,25 @@ impl Reader {
     }
 
     /// Reads every segment file the snapshot's manifest names through once and checks its
-    /// crc32 against the manifest's; returns the files checked.
+    /// crc32 against the manifest's, and that the snapshot reads exactly those files, frozen to
+    /// the manifest's epochs; returns the files checked.
     pub fn check_segments(&self) -> StorageResult<u64> {
         let manifest = super::segments::Manifest::read(&self.snap.meta)?;
+        let view = &self.snap.trie.segments;
+        let marks = (view.frozen_to, view.blocks_frozen_to, view.trace_frozen_to);
+        if view.files().count() != manifest.files.len()
+            || marks != (manifest.frozen_to, manifest.blocks_frozen_to, manifest.trace_frozen_to)
+        {
+            return Err(StorageError::SegmentCorrupt {
+                path: "meta.segments".into(),
+                detail: format!(
+                    "the snapshot reads {} files frozen to epochs {marks:?}; its manifest names {} frozen to {:?}",
+                    view.files().count(),
+                    manifest.files.len(),
+                    (manifest.frozen_to, manifest.blocks_frozen_to, manifest.trace_frozen_to)
+                ),
+            });
+        }
         for entry in &manifest.files {
             let Some((_, _, _, s)) = self
                 .snap

@@ -11,7 +11,7 @@ use super::StorageResult;
 use super::codec::u64_value;
 use super::history::keys::Epochs;
 use super::history::lookup::{History, SnapshotHistory};
-use super::segments::{Kind, Manifest, Segments, Store};
+use super::segments::{Kind, Segments, Store};
 use super::tables::{self, meta};
 
 /// The block numbers the tags `latest`, `safe`, `finalized` resolve to.
@@ -154,10 +154,8 @@ impl Snapshot {
         };
         let anchor = get(meta::ANCHOR)?;
         let epochs = Epochs::read(&meta_table)?;
-        let segments = store.view_with(
-            &Manifest::read(&meta_table)?,
-            super::segments::ProofHistory::read(&meta_table)?,
-        )?;
+        let segments =
+            store.view_stored(&meta_table, super::segments::ProofHistory::read(&meta_table)?)?;
         let open_epoch = epochs.of(markers.as_ref().map_or(0, |m| m.head));
         Ok(Self {
             markers,

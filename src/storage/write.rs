@@ -408,12 +408,12 @@ impl Writer {
         &self,
     ) -> StorageResult<Option<(super::segments::Segments, Epochs)>> {
         let m = self.txn.open_table(tables::META)?;
-        let manifest = super::segments::Manifest::read(&m)?;
-        if manifest.blocks_frozen_to == 0 {
+        let segments =
+            self.segment_files.store.view_stored(&m, super::segments::ProofHistory::All)?;
+        if segments.blocks_frozen_to == 0 {
             return Ok(None);
         }
-        let epochs = Epochs::read(&m)?;
-        Ok(Some((self.segment_files.store.view(&manifest)?, epochs)))
+        Ok(Some((segments, Epochs::read(&m)?)))
     }
 
     /// The frozen row of `kind` at `key` of block `number`: `None` if the block's data is not

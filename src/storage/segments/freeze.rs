@@ -214,7 +214,7 @@ pub(crate) fn freeze_due(
     let due = u32::try_from(floor.saturating_sub(1) / epochs.len.max(1))
         .unwrap_or(u32::MAX)
         .min(epochs.of(head));
-    let mut manifest = Manifest::read(&meta_table)?;
+    let (frozen_to, blocks_frozen_to) = store.frozen_marks(&meta_table)?;
     // History waits for the trie-history stage: the epochs of blocks it has not reached keep
     // their rows in the B-tree, where it reads them and writes per-block ones in their place
     // (`storage::history::staged`). Block data does not wait.
@@ -223,9 +223,10 @@ pub(crate) fn freeze_due(
         Some(stage) if stage.pending() => due.min(epochs.of(stage.staged_to + 1)),
         _ => due,
     };
-    if due <= manifest.frozen_to && block_due <= manifest.blocks_frozen_to {
+    if due <= frozen_to && block_due <= blocks_frozen_to {
         return Ok(());
     }
+    let mut manifest = Manifest::read(&meta_table)?;
     let started = std::time::Instant::now();
     let mut rows = 0;
     let (first, last) = (manifest.frozen_to, due.max(manifest.frozen_to + 1) - 1);

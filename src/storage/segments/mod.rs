@@ -252,12 +252,17 @@ impl Manifest {
         meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
     ) -> StorageResult<Self> {
         match meta.get(super::tables::meta::SEGMENTS)? {
-            Some(v) => serde_json::from_slice(v.value()).map_err(|e| StorageError::Corrupt {
-                table: "meta",
-                detail: format!("segment manifest: {e}"),
-            }),
+            Some(v) => Self::decode(v.value()),
             None => Ok(Self::default()),
         }
+    }
+
+    /// The manifest whose stored form is `stored`.
+    fn decode(stored: &[u8]) -> StorageResult<Self> {
+        serde_json::from_slice(stored).map_err(|e| StorageError::Corrupt {
+            table: "meta",
+            detail: format!("segment manifest: {e}"),
+        })
     }
 
     /// Stores it in `meta`.
@@ -290,6 +295,21 @@ pub struct Store {
     obsolete: Mutex<Vec<String>>,
     /// Merges running off the writer's thread (`merge::merge_due`).
     pub(crate) merges: Merges,
+    /// The last manifest made into a view ([`Store::view_stored`]).
+    last_view: Mutex<Option<LastView>>,
+}
+
+/// A datadir's files by kind, each with the first and last epoch it covers, in epoch order.
+type ByKind = HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>;
+
+/// The last manifest [`Store::view_stored`] decoded, as stored, and what it made of it. Every
+/// read snapshot and every write transaction takes a view (a writer one per frozen block row
+/// it reads), and decoding the manifest and naming its files took a third of an empty block's
+/// import; the manifest changes only when a freeze or a merge commits.
+struct LastView {
+    stored: Vec<u8>,
+    marks: [u32; 3],
+    by_kind: Arc<ByKind>,
 }
 
 impl Drop for Store {
@@ -329,6 +349,7 @@ impl Store {
             next_id: AtomicU64::new(1),
             obsolete: Mutex::new(Vec::new()),
             merges: Merges::default(),
+            last_view: Mutex::new(None),
         };
         for entry in &manifest.files {
             let segment = store.segment(entry)?;
@@ -384,7 +405,7 @@ impl Store {
 
     /// The segments a snapshot with `manifest` reads.
     pub fn view(self: &Arc<Self>, manifest: &Manifest) -> StorageResult<Segments> {
-        let mut by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>> = HashMap::new();
+        let mut by_kind: ByKind = HashMap::new();
         for e in &manifest.files {
             by_kind.entry(e.kind).or_default().push((e.first, e.last, self.segment(e)?));
         }
@@ -397,8 +418,62 @@ impl Store {
             blocks_frozen_to: manifest.blocks_frozen_to,
             trace_frozen_to: manifest.trace_frozen_to,
             proof_history: ProofHistory::All,
-            by_kind,
+            by_kind: Arc::new(by_kind),
         })
+    }
+
+    /// The segments a transaction whose `meta` table holds its manifest reads (under
+    /// `proof_history`): the same as [`Manifest::read`] then [`Store::view_with`], decoded only
+    /// when the stored manifest differs from the last one decoded.
+    pub fn view_stored(
+        self: &Arc<Self>,
+        meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
+        proof_history: ProofHistory,
+    ) -> StorageResult<Segments> {
+        let Some(stored) = meta.get(super::tables::meta::SEGMENTS)? else {
+            return self.view_with(&Manifest::default(), proof_history);
+        };
+        let stored = stored.value();
+        if let Some(last) = self.last_view().as_ref().filter(|l| l.stored == stored) {
+            let [frozen_to, blocks_frozen_to, trace_frozen_to] = last.marks;
+            return Ok(Segments {
+                store: self.clone(),
+                frozen_to,
+                blocks_frozen_to,
+                trace_frozen_to,
+                proof_history,
+                by_kind: last.by_kind.clone(),
+            });
+        }
+        let view = self.view_with(&Manifest::decode(stored)?, proof_history)?;
+        *self.last_view() = Some(LastView {
+            stored: stored.to_vec(),
+            marks: [view.frozen_to, view.blocks_frozen_to, view.trace_frozen_to],
+            by_kind: view.by_kind.clone(),
+        });
+        Ok(view)
+    }
+
+    /// The first epoch whose history, and the first whose block data, is not frozen, as the
+    /// manifest `meta` holds says: the last view's when it is of that manifest, without
+    /// decoding it again.
+    pub(crate) fn frozen_marks(
+        &self,
+        meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
+    ) -> StorageResult<(u32, u32)> {
+        let Some(stored) = meta.get(super::tables::meta::SEGMENTS)? else { return Ok((0, 0)) };
+        let stored = stored.value();
+        if let Some(last) = self.last_view().as_ref().filter(|l| l.stored == stored) {
+            return Ok((last.marks[0], last.marks[1]));
+        }
+        let manifest = Manifest::decode(stored)?;
+        Ok((manifest.frozen_to, manifest.blocks_frozen_to))
+    }
+
+    /// The last view [`Store::view_stored`] made; emptied whenever a file leaves the folder, so
+    /// that no view outlives the files it names.
+    fn last_view(&self) -> std::sync::MutexGuard<'_, Option<LastView>> {
+        self.last_view.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Notes files a committed merge replaced, to remove after the next durable commit.
@@ -410,6 +485,9 @@ impl Store {
     /// their open handles).
     pub(crate) fn durable(&self) {
         let names = std::mem::take(&mut *self.obsolete.lock().unwrap_or_else(|e| e.into_inner()));
+        if !names.is_empty() {
+            *self.last_view() = None;
+        }
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         for name in names {
             open.remove(&name);
@@ -421,6 +499,7 @@ impl Store {
 
     /// Removes a file no commit made live (a dropped write transaction's).
     pub(crate) fn discard(&self, name: &str) {
+        *self.last_view() = None;
         self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         let _ = std::fs::remove_file(self.dir.join(name));
     }
@@ -448,7 +527,7 @@ pub struct Segments {
     pub trace_frozen_to: u32,
     /// Whether trie history below `frozen_to` was dropped rather than frozen.
     pub proof_history: ProofHistory,
-    by_kind: HashMap<Kind, Vec<(u32, u32, Arc<Segment>)>>,
+    by_kind: Arc<ByKind>,
 }
 
 impl Segments {
@@ -460,7 +539,7 @@ impl Segments {
             blocks_frozen_to: 0,
             trace_frozen_to: 0,
             proof_history: ProofHistory::All,
-            by_kind: HashMap::new(),
+            by_kind: Arc::new(HashMap::new()),
         }
     }
 
