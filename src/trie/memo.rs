@@ -22,23 +22,37 @@ type Leaves = Vec<(B256, Vec<u8>)>;
 
 /// The memo's bound in bytes of leaves kept: past it the memo starts over (every answer stays
 /// exact; only repeats cost again). 192 MiB holds a range's reads on the 10,000-block chain.
-const MEMO_BYTES: usize = 192 << 20;
+/// Ranges built at once share it ([`LeafMemo::bounded`]).
+pub(super) const MEMO_BYTES: usize = 192 << 20;
 
 /// Leaf spans already read from one fixed snapshot, by trie (`None`: the account trie; a
 /// storage trie by its account's hashed address) and span.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct LeafMemo {
     spans: HashMap<(Option<B256>, B256, Option<B256>), Leaves>,
     bytes: usize,
+    /// The bound on `bytes`.
+    bound: usize,
     /// Spans answered from the memo, and spans read: for the stage's debug log.
     pub(super) hits: u64,
     pub(super) misses: u64,
 }
 
+impl Default for LeafMemo {
+    fn default() -> Self {
+        Self::bounded(MEMO_BYTES)
+    }
+}
+
 impl LeafMemo {
+    /// An empty memo that keeps at most `bound` bytes of leaves.
+    pub(super) fn bounded(bound: usize) -> Self {
+        Self { spans: HashMap::new(), bytes: 0, bound, hits: 0, misses: 0 }
+    }
+
     fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), leaves: Leaves) {
         let bytes = 96 + leaves.iter().map(|(_, v)| 32 + v.len()).sum::<usize>();
-        if self.bytes + bytes > MEMO_BYTES {
+        if self.bytes + bytes > self.bound {
             self.spans.clear();
             self.bytes = 0;
         }

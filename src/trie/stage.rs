@@ -230,8 +230,14 @@ fn account_leaf(
 }
 
 /// Builds the per-block trie history of blocks `from..=to` (one epoch's, all waiting for the
-/// stage) from `reader`'s snapshot, checking each block's state root against its header.
-pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, TrieError> {
+/// stage) from `reader`'s snapshot, checking each block's state root against its header; the
+/// leaves its walks read are memoised up to `memo_bytes`.
+pub fn stage_range(
+    reader: &Reader,
+    from: u64,
+    to: u64,
+    memo_bytes: usize,
+) -> Result<StagedRange, TrieError> {
     let t = reader.trie_tables();
     let epoch = t.epochs.of(from);
     if t.epochs.of(to) != epoch || to < from || from == 0 {
@@ -342,7 +348,7 @@ pub fn stage_range(reader: &Reader, from: u64, to: u64) -> Result<StagedRange, T
     // the storage root the stage computed.
     let mut leaves_now: Overlay = Overlay::new();
     // The leaves after `to`, as the range's walks read them: one snapshot, so read once.
-    let mut memo = LeafMemo::default();
+    let mut memo = LeafMemo::bounded(memo_bytes);
     let leaf_of = |account: &B256,
                    rows_now: &HashMap<B256, Option<Vec<u8>>>,
                    root_now: &HashMap<B256, B256>|
@@ -563,8 +569,16 @@ pub struct StageSummary {
 /// ([`crate::storage::history::staged::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
 /// a block refuses to run the stage again.
 pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageSummary, TrieError> {
-    run_with(db, stop, true, false)
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run_with(db, stop, true, false, RANGES_AT_ONCE.min(cores))
 }
+
+/// Ranges [`run`] builds at once. After the range the stage stands at, every range is a whole
+/// epoch, which starts from the trie its predecessor's end left exact (the grouped import
+/// checked the root and wrote the trie's rows there), so ranges build side by side and are
+/// written in order; after a bulk import the blocks no longer need the cores. Their leaf memos
+/// share [`MEMO_BYTES`], so the stage's memory stays what one range takes.
+const RANGES_AT_ONCE: usize = 2;
 
 /// [`run`] beside a grouped import that is still storing blocks: only whole epochs, the ones
 /// the import has left behind, so that no group of the import writes trie-history rows into
@@ -576,7 +590,7 @@ pub fn run_beside_import(
     stop: &std::sync::atomic::AtomicBool,
     announce: bool,
 ) -> Result<StageSummary, TrieError> {
-    run_with(db, stop, announce, true)
+    run_with(db, stop, announce, true, 1)
 }
 
 fn run_with(
@@ -584,6 +598,7 @@ fn run_with(
     stop: &std::sync::atomic::AtomicBool,
     announce: bool,
     whole_epochs: bool,
+    at_once: usize,
 ) -> Result<StageSummary, TrieError> {
     let mut summary = StageSummary::default();
     if announce
@@ -614,40 +629,73 @@ fn run_with(
         if whole_epochs && to < epoch_end {
             return Ok(summary);
         }
-        let started = std::time::Instant::now();
-        let range = match stage_range(&reader, from, to) {
-            Ok(range) => range,
-            Err(TrieError::StageRootMismatch { block, header, computed }) => {
-                drop(reader);
-                let writer = db.begin_write()?;
-                writer.set_trie_stage_failed(block, header, computed)?;
-                writer.commit(true)?;
-                return Err(TrieError::StageRootMismatch { block, header, computed });
+        // The whole epochs after it, up to the last grouped block, built beside it.
+        let mut ranges = vec![(from, to)];
+        while let Some(&(_, last)) = ranges.last().filter(|_| ranges.len() < at_once.max(1)) {
+            if last >= stage.grouped_to {
+                break;
             }
-            Err(e) => return Err(e),
-        };
+            let end = (u64::from(epochs.of(last + 1)) + 1) * epochs.len - 1;
+            ranges.push((last + 1, end.min(stage.grouped_to)));
+        }
+        let started = std::time::Instant::now();
+        let memo_bytes = super::memo::MEMO_BYTES / ranges.len();
+        let built: Vec<Result<StagedRange, TrieError>> = std::thread::scope(|scope| {
+            let others: Vec<_> = ranges[1..]
+                .iter()
+                .map(|&(from, to)| {
+                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes))
+                })
+                .collect();
+            let first = stage_range(&reader, from, to, memo_bytes);
+            std::iter::once(first)
+                .chain(others.into_iter().map(|thread| {
+                    thread.join().unwrap_or_else(|_| {
+                        Err(TrieError::Stage("a range's thread panicked".into()))
+                    })
+                }))
+                .collect()
+        });
         drop(reader);
         let built_us = started.elapsed().as_micros() as u64;
-        test_pause();
-        let writer = db.begin_write()?;
-        if writer.adopt_staged(&range)? {
+        // Written in order: a range that fails stops the ones after it, and is recorded once
+        // the ones before it are written.
+        for (&(from, to), range) in ranges.iter().zip(built) {
+            let written = std::time::Instant::now();
+            let range = match range {
+                Ok(range) => range,
+                Err(TrieError::StageRootMismatch { block, header, computed }) => {
+                    let writer = db.begin_write()?;
+                    writer.set_trie_stage_failed(block, header, computed)?;
+                    writer.commit(true)?;
+                    return Err(TrieError::StageRootMismatch { block, header, computed });
+                }
+                Err(e) => return Err(e),
+            };
+            test_pause();
+            let writer = db.begin_write()?;
+            if !writer.adopt_staged(&range)? {
+                // Another run took it: the stage is read again.
+                break;
+            }
             test_pause();
             writer.commit(true)?;
             summary.ranges += 1;
             summary.blocks += to - from + 1;
             summary.staged_to = Some(to);
             metrics::gauge!("loupe_trie_history_staged_to").set(to as f64);
+            tracing::debug!(
+                target: "trie",
+                from,
+                to,
+                at_once = ranges.len(),
+                account_nodes = range.account_nodes.len(),
+                storage_nodes = range.storage_nodes.len(),
+                built_us,
+                written_us = written.elapsed().as_micros() as u64,
+                "trie history staged"
+            );
         }
-        tracing::debug!(
-            target: "trie",
-            from,
-            to,
-            account_nodes = range.account_nodes.len(),
-            storage_nodes = range.storage_nodes.len(),
-            built_us,
-            written_us = started.elapsed().as_micros() as u64 - built_us,
-            "trie history staged"
-        );
     }
 }
 
@@ -709,7 +757,8 @@ pub fn spawn(db: std::sync::Arc<Database>) -> Result<Option<StageHandle>, TrieEr
         .spawn(move || {
             crate::storage::lower_thread_priority(5);
             let started = std::time::Instant::now();
-            match run(&db, &flag) {
+            // One range at a time: the node's requests keep the other core.
+            match run_with(&db, &flag, true, false, 1) {
                 Ok(s) => tracing::info!(
                     target: "trie",
                     blocks = s.blocks,
