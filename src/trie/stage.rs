@@ -577,7 +577,7 @@ pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageS
 /// epoch, which starts from the trie its predecessor's end left exact (the grouped import
 /// checked the root and wrote the trie's rows there), so ranges build side by side and are
 /// written in order; after a bulk import the blocks no longer need the cores. Their leaf memos
-/// share [`MEMO_BYTES`], so the stage's memory stays what one range takes.
+/// share [`super::memo::MEMO_BYTES`], so the stage's memory stays what one range takes.
 const RANGES_AT_ONCE: usize = 2;
 
 /// [`run`] beside a grouped import that is still storing blocks: only whole epochs, the ones
