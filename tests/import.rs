@@ -394,7 +394,7 @@ fn a_bad_block_anywhere_in_a_group_is_refused_by_name_and_the_blocks_before_it_k
             // Every block kept has its proofs (the stage ran on what was committed), and the
             // right chain then imports on top.
             if !window {
-                loupe::trie::stage::run(&db, &std::sync::atomic::AtomicBool::new(false))
+                loupe::trie::stage::run(&db, &std::sync::atomic::AtomicBool::new(false), 1)
                     .expect("the stage over the kept blocks");
                 let r = db.begin_read().expect("read");
                 for n in 1..at {

@@ -48,6 +48,12 @@ pub struct ImportCmd {
     /// free pages for later writes to reuse.
     #[arg(long = "import.compact", value_enum, default_value_t = ImportCompact::Auto)]
     pub compact: ImportCompact,
+    /// In a `--proof-history all` datadir: how many ranges (whole epochs) the trie-history stage
+    /// builds at once after the blocks, up to the cores. Each takes a range's memory: 2 made the
+    /// stage about a third faster and took the 10,000-block import over 1M accounts from under
+    /// 1 GiB to 1.2 GiB at its peak.
+    #[arg(long = "import.stage-ranges", value_name = "N", default_value_t = crate::import::DEFAULT_STAGE_RANGES)]
+    pub stage_ranges: usize,
 }
 
 impl ImportCmd {
@@ -64,6 +70,7 @@ impl ImportCmd {
             stop: Some(stop),
             state_root,
             trie_history: true,
+            stage_ranges: self.stage_ranges.max(1),
         };
         let file_before = file_bytes(&self.datadir);
         let summary = crate::import::import_files_with(&db, &spec, &self.files, options)?;

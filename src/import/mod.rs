@@ -148,7 +148,16 @@ pub struct ImportOptions {
     /// by [`Self::stop`] too. Off: the blocks wait for the next import, `loupe node` or
     /// `loupe follow`.
     pub trie_history: bool,
+    /// Ranges (whole epochs) the trie-history stage builds at once after the blocks
+    /// ([`crate::trie::stage::run`]; `loupe import --import.stage-ranges`): more is faster on
+    /// more cores and takes a range's memory for each.
+    pub stage_ranges: usize,
 }
+
+/// Default of [`ImportOptions::stage_ranges`]: one, which keeps a bulk import of the
+/// 10,000-block chain over 1M accounts under 1 GiB; two took the stage after the blocks from
+/// 16.2 to 10.7 s on the 1,000-block proxy, and the 10,000-block import's peak to 1,217 MiB.
+pub const DEFAULT_STAGE_RANGES: usize = 1;
 
 /// How often a bulk import computes and checks the state root ([`ImportOptions::state_root`],
 /// `loupe import --state-root`). Every other check (parent hash, transactions, receipts and
@@ -224,6 +233,7 @@ impl ImportOptions {
             batch: DEFAULT_BATCH,
             state_root: StateRootCheck::Auto,
             trie_history: true,
+            stage_ranges: DEFAULT_STAGE_RANGES,
         }
     }
 }
@@ -369,7 +379,7 @@ pub fn import_files_with(
         let stage_started = Instant::now();
         let never = std::sync::atomic::AtomicBool::new(false);
         let stop = options.stop.as_deref().unwrap_or(&never);
-        summary.staged = crate::trie::stage::run(db, stop)?;
+        summary.staged = crate::trie::stage::run(db, stop, options.stage_ranges)?;
         summary.stage_elapsed = stage_started.elapsed();
         summary.staged_beside = beside.blocks;
         summary.staged.blocks += beside.blocks;

@@ -563,22 +563,27 @@ pub struct StageSummary {
     pub staged_to: Option<u64>,
 }
 
-/// Runs the stage until no block waits for it or `stop` is set: one range at a time, each
+/// Runs the stage until no block waits for it or `stop` is set: range by range, each
 /// written in a durable commit of its own, so a kill loses at most the range being built. A
 /// block whose header root differs from its state's is recorded
 /// ([`crate::storage::history::staged::TrieStage::failed`]) and returned as [`TrieError::StageRootMismatch`]; a datadir with such
 /// a block refuses to run the stage again.
-pub fn run(db: &Database, stop: &std::sync::atomic::AtomicBool) -> Result<StageSummary, TrieError> {
+///
+/// `at_once` ranges are built side by side (at most the cores; 0 counts as 1): after the range
+/// the stage stands at, every range is a whole epoch, which starts from the trie its
+/// predecessor's end left exact (the grouped import checked the root and wrote the trie's rows
+/// there), so ranges need not wait for each other's rows; they are written in order. Their leaf
+/// memos share [`super::memo::MEMO_BYTES`], but each holds its own rows and node versions: on the
+/// 10,000-block chain over 1M accounts two at once took the import's peak RSS to 1,217 MiB
+/// (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import keeps to with one.
+pub fn run(
+    db: &Database,
+    stop: &std::sync::atomic::AtomicBool,
+    at_once: usize,
+) -> Result<StageSummary, TrieError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    run_with(db, stop, true, false, RANGES_AT_ONCE.min(cores))
+    run_with(db, stop, true, false, at_once.clamp(1, cores))
 }
-
-/// Ranges [`run`] builds at once. After the range the stage stands at, every range is a whole
-/// epoch, which starts from the trie its predecessor's end left exact (the grouped import
-/// checked the root and wrote the trie's rows there), so ranges build side by side and are
-/// written in order; after a bulk import the blocks no longer need the cores. Their leaf memos
-/// share [`super::memo::MEMO_BYTES`], so the stage's memory stays what one range takes.
-const RANGES_AT_ONCE: usize = 2;
 
 /// [`run`] beside a grouped import that is still storing blocks: only whole epochs, the ones
 /// the import has left behind, so that no group of the import writes trie-history rows into
