@@ -59,9 +59,11 @@ fn import(db: &Database, spec: &ChainSpec, file: &Path, batch: u64, check: State
     loupe::import::import_files_with(db, spec, &[file], options).unwrap();
 }
 
-fn stage(db: &Database) -> loupe::trie::stage::StageSummary {
-    // Two ranges at once: the ranges built side by side must prove as the per-block import.
-    loupe::trie::stage::run(db, &std::sync::atomic::AtomicBool::new(false), 2).unwrap()
+/// The stage, `at_once` ranges at a time: one at a time reads the leaves after each range from
+/// the keys changed since (`trie/later.rs`), two at once through the history tables; both must
+/// prove as the per-block import.
+fn stage(db: &Database, at_once: usize) -> loupe::trie::stage::StageSummary {
+    loupe::trie::stage::run(db, &std::sync::atomic::AtomicBool::new(false), at_once).unwrap()
 }
 
 /// The accounts each block changed (from the per-block datadir's state at it and before it),
@@ -123,10 +125,13 @@ fn assert_same_proofs(per_block: &Database, staged: &Database, blocks: u64, what
 fn staged_history_proves_every_block_as_the_per_block_import() {
     // (seed, blocks, epoch length, commit group): groups that cross epochs, that are shorter
     // than one, and that do not divide it.
-    for (seed, blocks, epoch, batch) in [(3, 23, 4, 16), (7, 19, 5, 3), (11, 26, 8, 7)] {
+    // One range at a time and two at once.
+    for (seed, blocks, epoch, batch, at_once) in
+        [(3, 23, 4, 16, 1), (7, 19, 5, 3, 2), (11, 26, 8, 7, 1), (5, 22, 4, 5, 2)]
+    {
         let c = chain(seed, blocks);
         let tmp = tempfile::tempdir().unwrap();
-        let what = format!("seed {seed}, epochs of {epoch}, groups of {batch}");
+        let what = format!("seed {seed}, epochs of {epoch}, groups of {batch}, {at_once} at once");
         let (reference, spec) = fresh(&tmp.path().join("block"), &c.genesis, epoch);
         import(&reference, &spec, &c.file, batch, StateRootCheck::Block);
 
@@ -149,12 +154,15 @@ fn staged_history_proves_every_block_as_the_per_block_import() {
         loupe::trie::prove_account(&r, end, Address::ZERO, &[]).unwrap();
         drop(r);
 
-        let summary = stage(&grouped);
+        let summary = stage(&grouped, at_once);
         assert_eq!(summary.blocks, before.grouped_to, "{what}");
+        // One at a time, every range reads the keys changed after it from the set kept.
+        let kept = if at_once == 1 { summary.ranges } else { 0 };
+        assert_eq!(summary.kept_ranges, kept, "{what}: {summary:?}");
         let after = grouped.begin_read().unwrap().trie_stage().unwrap().unwrap();
         assert!(!after.pending() && after.failed.is_none(), "{what}: {after:?}");
         assert_same_proofs(&reference, &grouped, c.blocks, &what);
-        assert_eq!(stage(&grouped).blocks, 0, "{what}: nothing left");
+        assert_eq!(stage(&grouped, at_once).blocks, 0, "{what}: nothing left");
     }
 }
 
@@ -223,7 +231,7 @@ fn a_grouped_import_after_blocks_imported_one_by_one_starts_inside_an_epoch() {
     let stage_before = db.begin_read().unwrap().trie_stage().unwrap().unwrap();
     assert_eq!(stage_before.staged_to, 7, "{stage_before:?}");
     assert!((c.blocks - 2..=c.blocks).contains(&stage_before.grouped_to), "{stage_before:?}");
-    let summary = stage(&db);
+    let summary = stage(&db, 1);
     assert_eq!(summary.blocks, stage_before.grouped_to - 7);
     assert_same_proofs(&reference, &db, c.blocks, "one by one, then grouped");
 }
@@ -245,7 +253,7 @@ fn a_walk_that_seeks_past_its_subtree_is_staged() {
     let (db, spec) = fresh(&dir.path().join("data"), &genesis, 16);
     import(&db, &spec, &out.join("chain.rlp"), 512, StateRootCheck::Auto);
     let before = db.begin_read().unwrap().trie_stage().unwrap().unwrap();
-    let summary = stage(&db);
+    let summary = stage(&db, 1);
     assert_eq!(summary.blocks, before.grouped_to - before.staged_to, "{before:?}");
     assert_eq!(summary.staged_to, Some(130));
     let r = db.begin_read().unwrap();
@@ -329,7 +337,7 @@ fn sigkill_at_20_moments_of_the_stage_leaves_history_that_proves_as_the_per_bloc
     let status = run().wait().unwrap();
     assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
     let db = Database::open(&datadir).unwrap();
-    stage(&db);
+    stage(&db, 1);
     let r = db.begin_read().unwrap();
     let done = r.trie_stage().unwrap().unwrap();
     assert!(!done.pending() && done.failed.is_none(), "{done:?}");

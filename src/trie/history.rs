@@ -21,6 +21,7 @@ use redb::{ReadOnlyTable, Value};
 use super::TrieError;
 use super::codec::{concat, pack_path};
 use super::db::{account_leaf, decode_row, storage_leaf};
+use super::later::Changed;
 use super::walk::{LeafFn, LeafSource, NodeSource};
 use crate::storage::TrieTables;
 use crate::storage::segments::Kind;
@@ -81,6 +82,9 @@ pub(crate) struct Versioned<
     node_rows: bool,
     /// Current rows carry a stamp (`storage::codec::account::row_stamp`; the hashed state).
     stamped: bool,
+    /// For a stamped table, every key changed after the block with its value then
+    /// (`later.rs`): the answer without a history read.
+    later: Option<&'t Changed<K>>,
 }
 
 impl<'t, const K: usize, const H: usize, const I: usize, V1, V2> Versioned<'t, K, H, I, V1, V2>
@@ -96,7 +100,7 @@ where
         history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
-        Self { current, history, block, node_rows: false, stamped: true }
+        Self { current, history, block, node_rows: false, stamped: true, later: None }
     }
 
     /// A trie-node table, whose history rows may be deltas.
@@ -105,7 +109,13 @@ where
         history: SnapshotHistory<'t, H, I, V2>,
         block: u64,
     ) -> Self {
-        Self { current, history, block, node_rows: true, stamped: false }
+        Self { current, history, block, node_rows: true, stamped: false, later: None }
+    }
+
+    /// The same table read through `later`, which must hold every key of the table changed
+    /// after the block, with its value then.
+    pub(crate) fn with_later(self, later: &'t Changed<K>) -> Self {
+        Self { later: Some(later), ..self }
     }
 
     fn current_value(&self, key: &[u8; K]) -> Result<Vec<u8>, TrieError> {
@@ -127,6 +137,12 @@ where
 
     /// The value of `key` after the block; `None` if it did not exist.
     pub(crate) fn get(&self, key: &[u8; K]) -> Result<Option<Vec<u8>>, TrieError> {
+        if let Some(later) = self.later {
+            return Ok(match later.get(key) {
+                Some(then) => present(then),
+                None => present(&self.current_value(key)?),
+            });
+        }
         if self.stamped {
             return self.stamped_value(key, self.current_value(key)?);
         }
@@ -206,6 +222,9 @@ where
     ) -> Result<(), TrieError> {
         if from > last {
             return Ok(());
+        }
+        if let Some(later) = self.later {
+            return self.scan_later(later, from, last, f);
         }
         let mut current = self.current.range::<&[u8; K]>(from..=last)?;
         let mut next_current = || -> Result<Option<Entry<K>>, TrieError> {
@@ -312,6 +331,38 @@ where
                 f(&candidate, &value)?;
             }
         }
+    }
+
+    /// [`Self::scan`] through `later`: the current rows, with the keys changed since the block
+    /// taking their value then.
+    fn scan_later(
+        &self,
+        later: &Changed<K>,
+        from: &[u8; K],
+        last: &[u8; K],
+        f: &mut KeyFn<'_, K>,
+    ) -> Result<(), TrieError> {
+        let mut changed = later.span(from, last).iter().peekable();
+        for item in self.current.range::<&[u8; K]>(from..=last)? {
+            let (k, v) = item?;
+            let key = k.value();
+            while let Some((c, then)) = changed.next_if(|(c, _)| c < key) {
+                if !then.is_empty() {
+                    f(c, then)?;
+                }
+            }
+            match changed.next_if(|(c, _)| c == key) {
+                Some((_, then)) if then.is_empty() => {}
+                Some((c, then)) => f(c, then)?,
+                None => f(key, v.value().as_ref())?,
+            }
+        }
+        for (c, then) in changed {
+            if !then.is_empty() {
+                f(c, then)?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Self::stamped_value`] of a key known to have no row in epoch `after` (the one after
@@ -529,6 +580,7 @@ pub(crate) fn at(t: &TrieTables, block: u64) -> Sources<'_> {
 }
 
 /// See [`at`].
+#[derive(Clone, Copy)]
 pub(crate) struct Sources<'t> {
     pub(crate) account_nodes: Versioned<'t, 33, 45, 37, &'static [u8], &'static [u8]>,
     pub(crate) storage_nodes: Versioned<'t, 65, 77, 69, &'static [u8], &'static [u8]>,

@@ -9,6 +9,7 @@ mod codec;
 mod db;
 mod error;
 mod history;
+mod later;
 mod memo;
 mod overlay;
 mod proof;

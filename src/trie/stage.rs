@@ -29,6 +29,7 @@ use super::TrieError;
 use super::codec::{concat, encode_node, pack_path};
 use super::db::{decode_account, storage_leaf};
 use super::history::{self, AccountLeavesAt, StorageLeavesAt, Versioned, last_path_key, successor};
+use super::later::{LATER_BYTES, Later};
 use super::memo::{LeafMemo, Memoised};
 use super::overlay::{Merged, Overlay};
 use super::walk::{NodeSource, PrefixSet, WalkOutput, walk};
@@ -232,11 +233,15 @@ fn account_leaf(
 /// Builds the per-block trie history of blocks `from..=to` (one epoch's, all waiting for the
 /// stage) from `reader`'s snapshot, checking each block's state root against its header; the
 /// leaves its walks read are memoised up to `memo_bytes`.
-pub fn stage_range(
+///
+/// `later`, when it holds the keys changed after `from - 1` or after `to` in this snapshot,
+/// answers the leaves after `to` without history reads, and leaves holding those after `to`.
+pub(crate) fn stage_range(
     reader: &Reader,
     from: u64,
     to: u64,
     memo_bytes: usize,
+    later: Option<&mut Later>,
 ) -> Result<StagedRange, TrieError> {
     let t = reader.trie_tables();
     let epoch = t.epochs.of(from);
@@ -246,7 +251,15 @@ pub fn stage_range(
     let account_rows = scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?;
     let slot_rows = scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?;
     let before = history::at(t, from - 1);
-    let last = history::at(t, to);
+    let plain = history::at(t, to);
+    // The values after `to` of the keys the range changed come from the history tables unless
+    // `later` already holds them; then `later` moves past the range with them.
+    let later = later.filter(|l| l.at == to || l.at + 1 == from);
+    let ahead = later.as_ref().is_some_and(|l| l.at == to);
+    let last = match (&later, ahead) {
+        (Some(l), true) => with_later(&plain, l),
+        _ => plain,
+    };
 
     // What each block changed.
     let mut blocks: BTreeMap<u64, BlockChanges> = BTreeMap::new();
@@ -271,6 +284,28 @@ pub fn stage_range(
     for key in slot_rows.keys() {
         slot_last.insert(*key, last.slots.get(key)?);
     }
+    let later: Option<&Later> = match later {
+        Some(l) if !ahead => {
+            let then = |v: Option<&Vec<u8>>| -> Box<[u8]> {
+                v.map_or_else(Box::default, |v| v.as_slice().into())
+            };
+            let accounts = account_rows
+                .keys()
+                .map(|k| (*k, then(account_last.get(&B256::from(*k)).and_then(Option::as_ref))))
+                .collect();
+            let slots = slot_rows
+                .keys()
+                .map(|k| (*k, then(slot_last.get(k).and_then(Option::as_ref))))
+                .collect();
+            l.advance(to, accounts, slots);
+            Some(l)
+        }
+        l => l.map(|l| &*l),
+    };
+    let last = match later {
+        Some(l) => with_later(&plain, l),
+        None => plain,
+    };
     // The account rows each block sees, for the accounts that change after it: their value
     // before their next change (the others read as after the range).
     let mut rows_now: HashMap<B256, Option<Vec<u8>>> = account_rows
@@ -348,7 +383,12 @@ pub fn stage_range(
     // the storage root the stage computed.
     let mut leaves_now: Overlay = Overlay::new();
     // The leaves after `to`, as the range's walks read them: one snapshot, so read once.
-    let mut memo = LeafMemo::bounded(memo_bytes);
+    // Read through the kept keys, a span costs a cursor over the current rows and a search in
+    // the set: the memo keeps less, and the set has the memory.
+    let mut memo = LeafMemo::bounded(match later {
+        Some(_) => memo_bytes.min(KEPT_MEMO_BYTES),
+        None => memo_bytes,
+    });
     let leaf_of = |account: &B256,
                    rows_now: &HashMap<B256, Option<Vec<u8>>>,
                    root_now: &HashMap<B256, B256>|
@@ -498,6 +538,15 @@ pub fn stage_range(
     })
 }
 
+/// `sources` with its hashed state read through `later`.
+fn with_later<'t>(sources: &history::Sources<'t>, later: &'t Later) -> history::Sources<'t> {
+    history::Sources {
+        accounts: sources.accounts.with_later(&later.accounts),
+        slots: sources.slots.with_later(&later.slots),
+        ..*sources
+    }
+}
+
 /// The nodes with history rows after block `to` in `epoch`.
 fn nodes_after<const K: usize, const H: usize, const I: usize>(
     history: &crate::storage::history::lookup::SnapshotHistory<'_, H, I, &'static [u8]>,
@@ -559,6 +608,9 @@ pub struct StageSummary {
     pub ranges: u64,
     /// Blocks they covered.
     pub blocks: u64,
+    /// Of those ranges, the ones whose leaves after the range came from the keys changed since,
+    /// kept from range to range (`trie/later.rs`), not from the history tables.
+    pub kept_ranges: u64,
     /// Where the stage stands after the run (`None`: no import checked roots per group).
     pub staged_to: Option<u64>,
 }
@@ -617,6 +669,11 @@ fn run_with(
             "trie-history stage: building per-block trie history, checking every block's state root"
         );
     }
+    // The keys changed after the range being built, kept from range to range while one range
+    // is built at a time after the blocks (`later.rs`); a build past its bound is tried again
+    // some ranges on, when fewer keys have changed since.
+    let mut later: Option<Later> = None;
+    let mut build_later_at = 0u64;
     loop {
         let reader = db.begin_read()?;
         let Some(stage) = reader.trie_stage()? else { return Ok(summary) };
@@ -643,16 +700,41 @@ fn run_with(
             let end = (u64::from(epochs.of(last + 1)) + 1) * epochs.len - 1;
             ranges.push((last + 1, end.min(stage.grouped_to)));
         }
+        let head = reader.head()?.unwrap_or(to);
+        let one_by_one = !whole_epochs && ranges.len() == 1;
+        if !one_by_one
+            || later.as_ref().is_some_and(|l| l.head != head || (l.at + 1 != from && l.at != to))
+        {
+            later = None;
+        }
+        if one_by_one && later.is_none() && summary.ranges >= build_later_at {
+            let read = std::time::Instant::now();
+            later = Later::build(reader.trie_tables(), to, head, LATER_BYTES)?;
+            match &later {
+                Some(l) => tracing::debug!(
+                    target: "trie",
+                    at = to,
+                    accounts = l.accounts.len(),
+                    slots = l.slots.len(),
+                    bytes = l.bytes(),
+                    read_us = read.elapsed().as_micros() as u64,
+                    "trie-history stage: the keys changed after the range read"
+                ),
+                None => build_later_at = summary.ranges + LATER_RETRY_RANGES,
+            }
+        }
         let started = std::time::Instant::now();
         let memo_bytes = super::memo::MEMO_BYTES / ranges.len();
+        let mut kept = false;
         let built: Vec<Result<StagedRange, TrieError>> = std::thread::scope(|scope| {
             let others: Vec<_> = ranges[1..]
                 .iter()
                 .map(|&(from, to)| {
-                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes))
+                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes, None))
                 })
                 .collect();
-            let first = stage_range(&reader, from, to, memo_bytes);
+            let first = stage_range(&reader, from, to, memo_bytes, later.as_mut());
+            kept = later.as_ref().is_some_and(|l| l.at == to);
             std::iter::once(first)
                 .chain(others.into_iter().map(|thread| {
                     thread.join().unwrap_or_else(|_| {
@@ -687,6 +769,7 @@ fn run_with(
             writer.commit(true)?;
             summary.ranges += 1;
             summary.blocks += to - from + 1;
+            summary.kept_ranges += u64::from(kept && ranges.len() == 1);
             summary.staged_to = Some(to);
             metrics::gauge!("loupe_trie_history_staged_to").set(to as f64);
             tracing::debug!(
@@ -703,6 +786,13 @@ fn run_with(
         }
     }
 }
+
+/// The leaf memo's bound when a range reads through the kept keys (`later.rs`).
+const KEPT_MEMO_BYTES: usize = 32 << 20;
+
+/// Ranges to build through the history tables before trying again to read the keys changed
+/// after the stage's range, when they did not fit [`LATER_BYTES`].
+const LATER_RETRY_RANGES: u64 = 16;
 
 /// Whether a datadir's trie history is exact at `block`, for proofs: an error naming the
 /// stage's progress when the block waits for it ([`TrieError::ProofsStaging`]), or, in a datadir
