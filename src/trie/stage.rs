@@ -10,9 +10,10 @@
 //!   the value after a block is the key's next row's, or its value after `to`;
 //! - the trie as it was before the range (exact: the range starts after an epoch's end or after
 //!   a per-block block), through the history sources of `history`;
-//! - the leaves after `to`, through the same sources, with the values each block had laid over
-//!   them (`overlay::Merged`): the keys changed after the block take their value before their
-//!   next change.
+//! - the leaves after `to`, through the same sources (or, one range at a time after a bulk
+//!   import, the current rows with the keys changed since laid over them, kept from range to
+//!   range: `later`), with the values each block had laid over them (`overlay::Merged`): the
+//!   keys changed after the block take their value before their next change.
 //!
 //! Then block by block it walks each changed storage trie and the account trie (`walk`) over
 //! the nodes it computed for the range's earlier blocks laid over the trie before the range,
