@@ -342,7 +342,7 @@ where
         last: &[u8; K],
         f: &mut KeyFn<'_, K>,
     ) -> Result<(), TrieError> {
-        let mut changed = later.span(from, last).iter().peekable();
+        let mut changed = later.span(from, last).peekable();
         for item in self.current.range::<&[u8; K]>(from..=last)? {
             let (k, v) = item?;
             let key = k.value();

@@ -20,84 +20,133 @@ use crate::storage::history::lookup::SnapshotHistory;
 /// Bytes an entry costs besides its value (key, box, allocation).
 const ENTRY_OVERHEAD: usize = 32;
 
+/// Entries a chunk holds after a split; a merge splits a chunk past twice this.
+const CHUNK: usize = 4096;
+
+/// A key and its value.
+type Entry<const K: usize> = ([u8; K], Box<[u8]>);
+
 /// The keys of one stamped table changed after a block, each with its value after the block
 /// (empty: it did not exist), in key order.
+///
+/// Held as a run of sorted chunks of a few thousand entries rather than one array: adding an
+/// epoch's keys rebuilds one chunk at a time, where a single array took a second copy of the
+/// whole set for the moment of each merge (the peak RSS of the 10,000-block import), and a
+/// lookup searches the chunks' first keys and then one chunk.
 #[derive(Debug, Default)]
 pub(crate) struct Changed<const K: usize> {
-    rows: Vec<([u8; K], Box<[u8]>)>,
+    /// Non-empty, each in key order, every key of one below every key of the next.
+    chunks: Vec<Vec<Entry<K>>>,
+    /// Each chunk's first key.
+    firsts: Vec<[u8; K]>,
 }
 
 impl<const K: usize> Changed<K> {
+    /// The chunk that holds `key` if any does: the last whose first key is at most `key`.
+    fn chunk_of(&self, key: &[u8; K]) -> usize {
+        self.firsts.partition_point(|f| f <= key).saturating_sub(1)
+    }
+
     /// The key's value after the block if it changed since (empty: it did not exist then);
     /// `None`: it did not change, its current row is its value.
     pub(crate) fn get(&self, key: &[u8; K]) -> Option<&[u8]> {
-        self.rows.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| &*self.rows[i].1)
+        let chunk = self.chunks.get(self.chunk_of(key))?;
+        chunk.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| &*chunk[i].1)
     }
 
     /// The changed keys in `from..=last`, in order.
-    pub(crate) fn span(&self, from: &[u8; K], last: &[u8; K]) -> &[([u8; K], Box<[u8]>)] {
-        let lo = self.rows.partition_point(|(k, _)| k < from);
-        let hi = self.rows.partition_point(|(k, _)| k <= last);
-        &self.rows[lo..hi.max(lo)]
+    pub(crate) fn span<'a>(
+        &'a self,
+        from: &[u8; K],
+        last: &'a [u8; K],
+    ) -> impl Iterator<Item = &'a Entry<K>> + 'a {
+        let c = self.chunk_of(from);
+        let head: &[Entry<K>] = match self.chunks.get(c) {
+            Some(chunk) => &chunk[chunk.partition_point(|(k, _)| k < from)..],
+            None => &[],
+        };
+        let rest = self.chunks.get(c + 1..).unwrap_or_default();
+        head.iter().chain(rest.iter().flatten()).take_while(move |(k, _)| k <= last)
     }
 
     /// How many keys it holds.
     #[allow(clippy::len_without_is_empty)]
     pub(crate) fn len(&self) -> usize {
-        self.rows.len()
+        self.chunks.iter().map(Vec::len).sum()
     }
 
     fn bytes(&self) -> usize {
-        self.rows.iter().map(|(_, v)| K + ENTRY_OVERHEAD + v.len()).sum()
+        self.chunks.iter().flatten().map(|(_, v)| K + ENTRY_OVERHEAD + v.len()).sum()
     }
 
     /// Gives the keys of `values` (in key order) their value there: in place for the keys it
     /// holds (every key a later range changes had a row after the set's first block, so all of
-    /// them, without the copy a merge makes of the whole set), merged for any other.
-    fn replace(&mut self, values: Vec<([u8; K], Box<[u8]>)>) {
+    /// them), added for any other.
+    fn replace(&mut self, values: Vec<Entry<K>>) {
         let mut new = Vec::new();
-        let mut at = 0;
         for (key, value) in values {
-            match self.rows[at..].binary_search_by(|(k, _)| k.cmp(&key)) {
-                Ok(i) => {
-                    at += i;
-                    self.rows[at].1 = value;
-                }
-                Err(i) => {
-                    at += i;
-                    new.push((key, value));
-                }
+            let c = self.chunk_of(&key);
+            match self
+                .chunks
+                .get_mut(c)
+                .map(|chunk| (chunk.binary_search_by(|(k, _)| k.cmp(&key)), chunk))
+            {
+                Some((Ok(i), chunk)) => chunk[i].1 = value,
+                _ => new.push((key, value)),
             }
         }
-        self.merge(new, true);
+        self.add(new);
     }
 
-    /// Merges `other` (in key order) in; for a key in both, `prefer_other` says whose value
-    /// stays.
-    fn merge(&mut self, other: Vec<([u8; K], Box<[u8]>)>, prefer_other: bool) {
-        if other.is_empty() {
+    /// Adds `new`, in key order and holding none of its keys: each chunk that gains keys is
+    /// rebuilt on its own (split past twice [`CHUNK`]), the others stay where they are.
+    fn add(&mut self, new: Vec<Entry<K>>) {
+        if new.is_empty() {
             return;
         }
-        let mine = std::mem::take(&mut self.rows);
-        let mut out = Vec::with_capacity(mine.len() + other.len());
-        let (mut a, mut b) = (mine.into_iter().peekable(), other.into_iter().peekable());
-        loop {
-            let next = match (a.peek(), b.peek()) {
-                (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => break,
-            };
-            match next {
-                std::cmp::Ordering::Less => out.extend(a.next()),
-                std::cmp::Ordering::Greater => out.extend(b.next()),
-                std::cmp::Ordering::Equal => {
-                    let (x, y) = (a.next(), b.next());
-                    out.extend(if prefer_other { y } else { x });
-                }
+        let old = std::mem::take(&mut self.chunks);
+        let bounds = std::mem::take(&mut self.firsts);
+        let mut new = new.into_iter().peekable();
+        let mut out: Vec<Vec<Entry<K>>> = Vec::with_capacity(old.len() + 1);
+        let count = old.len();
+        for (i, chunk) in old.into_iter().enumerate() {
+            // The new keys below the next chunk's first key belong here (the first chunk also
+            // takes those below its own first key).
+            let mut mine = Vec::new();
+            while let Some(e) = new.next_if(|(k, _)| i + 1 == count || *k < bounds[i + 1]) {
+                mine.push(e);
             }
+            if mine.is_empty() {
+                out.push(chunk);
+                continue;
+            }
+            let mut merged = Vec::with_capacity(chunk.len() + mine.len());
+            let (mut a, mut b) = (chunk.into_iter().peekable(), mine.into_iter().peekable());
+            while let (Some((ka, _)), Some((kb, _))) = (a.peek(), b.peek()) {
+                let e = if ka < kb { a.next() } else { b.next() };
+                merged.extend(e);
+            }
+            merged.extend(a);
+            merged.extend(b);
+            Self::split_into(&mut out, merged);
         }
-        self.rows = out;
+        // An empty set takes every key here.
+        let rest: Vec<Entry<K>> = new.collect();
+        if !rest.is_empty() {
+            Self::split_into(&mut out, rest);
+        }
+        self.firsts = out.iter().filter_map(|c| c.first().map(|(k, _)| *k)).collect();
+        self.chunks = out;
+    }
+
+    /// Pushes `entries` onto `out` as chunks of at most twice [`CHUNK`].
+    fn split_into(out: &mut Vec<Vec<Entry<K>>>, mut entries: Vec<Entry<K>>) {
+        while entries.len() > 2 * CHUNK {
+            let rest = entries.split_off(CHUNK);
+            entries.shrink_to_fit();
+            out.push(std::mem::replace(&mut entries, rest));
+        }
+        out.push(entries);
     }
 
     /// Every key with a history row after block `at` and the value of its first one: the
@@ -113,7 +162,8 @@ impl<const K: usize> Changed<K> {
         for epoch in first..=history.open.max(first) {
             let lo: [u8; H] = row_key(epoch, &[0u8; K], 0);
             let hi: [u8; H] = row_key(epoch, &[0xffu8; K], u64::MAX);
-            let mut rows: Vec<([u8; K], Box<[u8]>)> = Vec::new();
+            // The keys this epoch adds (an earlier epoch's row is the first after `at`).
+            let mut rows: Vec<Entry<K>> = Vec::new();
             let mut over = false;
             history.scan::<H, &'static [u8]>(&lo, &hi, |k, v| {
                 if row_block(k) <= at {
@@ -126,16 +176,15 @@ impl<const K: usize> Changed<K> {
                 }
                 if out.get(&key).is_none() {
                     bytes += K + ENTRY_OVERHEAD + v.len();
+                    rows.push((key, v.into()));
                 }
-                rows.push((key, v.into()));
                 over = bytes > budget;
                 Ok(!over)
             })?;
             if over {
                 return Ok(None);
             }
-            // An earlier epoch's row is the first after `at`.
-            out.merge(rows, false);
+            out.add(rows);
         }
         Ok(Some(out))
     }
@@ -178,12 +227,7 @@ impl Later {
     /// Moves the values past block `to`, given the value after `to` of every key with a history
     /// row in `at + 1..=to` (empty: it did not exist): the others have the same value after
     /// `to` as after `at`, since no row of theirs lies between.
-    pub(crate) fn advance(
-        &mut self,
-        to: u64,
-        accounts: Vec<([u8; 32], Box<[u8]>)>,
-        slots: Vec<([u8; 64], Box<[u8]>)>,
-    ) {
+    pub(crate) fn advance(&mut self, to: u64, accounts: Vec<Entry<32>>, slots: Vec<Entry<64>>) {
         self.accounts.replace(accounts);
         self.slots.replace(slots);
         self.at = to;
@@ -199,28 +243,66 @@ impl Later {
 mod tests {
     use super::*;
 
-    fn entry(k: u8, v: &[u8]) -> ([u8; 1], Box<[u8]>) {
+    fn entry(k: u8, v: &[u8]) -> Entry<1> {
         ([k], v.into())
     }
 
+    fn keys<const K: usize>(c: &Changed<K>) -> Vec<[u8; K]> {
+        c.chunks.iter().flatten().map(|(k, _)| *k).collect()
+    }
+
     #[test]
-    fn a_merge_keeps_key_order_and_the_preferred_value() {
-        let mut c = Changed::<1> { rows: vec![entry(1, b"a"), entry(3, b"c"), entry(5, b"e")] };
-        c.merge(vec![entry(2, b"B"), entry(3, b"C"), entry(6, b"F")], false);
-        let keys: Vec<u8> = c.rows.iter().map(|(k, _)| k[0]).collect();
-        assert_eq!(keys, vec![1, 2, 3, 5, 6]);
-        c.merge(vec![entry(3, b"X")], false);
-        assert_eq!(c.get(&[3]), Some(&b"c"[..]));
+    fn added_keys_keep_key_order_and_replaced_values_stay_in_place() {
+        let mut c = Changed::<1>::default();
+        c.add(vec![entry(1, b"a"), entry(3, b"c"), entry(5, b"e")]);
+        c.add(vec![entry(2, b"B"), entry(6, b"F")]);
+        assert_eq!(keys(&c), vec![[1], [2], [3], [5], [6]]);
         c.replace(vec![entry(0, b"Z"), entry(3, b"C"), entry(5, b""), entry(9, b"N")]);
         assert_eq!(c.get(&[0]), Some(&b"Z"[..]));
         assert_eq!(c.get(&[9]), Some(&b"N"[..]));
         assert_eq!(c.get(&[3]), Some(&b"C"[..]));
         assert_eq!(c.get(&[5]), Some(&b""[..]));
         assert_eq!(c.get(&[4]), None);
-        let span: Vec<u8> = c.span(&[2], &[5]).iter().map(|(k, _)| k[0]).collect();
+        let span: Vec<u8> = c.span(&[2], &[5]).map(|(k, _)| k[0]).collect();
         assert_eq!(span, vec![2, 3, 5]);
-        let keys: Vec<u8> = c.rows.iter().map(|(k, _)| k[0]).collect();
-        assert_eq!(keys, vec![0, 1, 2, 3, 5, 6, 9]);
-        assert!(c.span(&[7], &[8]).is_empty());
+        assert_eq!(keys(&c), vec![[0], [1], [2], [3], [5], [6], [9]]);
+        assert_eq!(c.span(&[7], &[8]).count(), 0);
+        assert_eq!(Changed::<1>::default().span(&[0], &[255]).count(), 0);
+    }
+
+    /// Many chunks: keys added in interleaved batches, as epochs add them, read back as a
+    /// sorted map holds them (the second path), through `get`, `span` and `len`.
+    #[test]
+    fn chunks_split_and_answer_as_one_sorted_map() {
+        let mut c = Changed::<2>::default();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..5u16 {
+            // Every fifth key in this round, so each batch lands in every chunk.
+            let batch: Vec<Entry<2>> = (0..(6 * CHUNK / 5) as u16)
+                .map(|i| i * 5 + round)
+                .map(|k| (k.to_be_bytes(), k.to_le_bytes().as_slice().into()))
+                .collect();
+            for (k, v) in &batch {
+                model.insert(*k, v.clone());
+            }
+            c.add(batch);
+            assert!(c.chunks.iter().all(|ch| !ch.is_empty() && ch.len() <= 2 * CHUNK));
+            assert_eq!(c.len(), model.len());
+        }
+        assert!(c.chunks.len() > 2, "{} chunks", c.chunks.len());
+        assert_eq!(keys(&c), model.keys().copied().collect::<Vec<_>>());
+        for probe in [0u16, 1, 4, 4095, 4096, 8191, 9000, 12_000, u16::MAX] {
+            let k = probe.to_be_bytes();
+            assert_eq!(c.get(&k), model.get(&k).map(|v| &**v), "key {probe}");
+        }
+        let (from, last) = (3000u16.to_be_bytes(), 20_000u16.to_be_bytes());
+        let span: Vec<[u8; 2]> = c.span(&from, &last).map(|(k, _)| *k).collect();
+        let want: Vec<[u8; 2]> = model.range(from..=last).map(|(k, _)| *k).collect();
+        assert_eq!(span, want);
+        // Replacing every value in place keeps the layout.
+        let chunks = c.chunks.len();
+        c.replace(model.keys().map(|k| (*k, Box::from(&b"x"[..]))).collect());
+        assert_eq!(c.chunks.len(), chunks);
+        assert!(c.chunks.iter().flatten().all(|(_, v)| &**v == b"x"));
     }
 }
