@@ -20,10 +20,14 @@ use super::walk::{LeafFn, LeafSource};
 /// The leaves of one key span: key and RLP value, in order.
 type Leaves = Vec<(B256, Vec<u8>)>;
 
-/// The memo's bound in bytes of leaves kept: past it the memo starts over (every answer stays
-/// exact; only repeats cost again). 192 MiB holds a range's reads on the 10,000-block chain.
-/// Ranges built at once share it ([`LeafMemo::bounded`]).
+/// The memo's bound in bytes it holds: past it the memo starts over (every answer stays
+/// exact; only repeats cost again). Ranges built at once share it ([`LeafMemo::bounded`]).
 pub(super) const MEMO_BYTES: usize = 192 << 20;
+
+/// A span's bytes besides its leaves: the map's key, entry and the list's header.
+const SPAN_OVERHEAD: usize = 96 + 24;
+/// A leaf's bytes besides its value's: its key and the value's header.
+const LEAF_OVERHEAD: usize = 32 + 24;
 
 /// Leaf spans already read from one fixed snapshot, by trie (`None`: the account trie; a
 /// storage trie by its account's hashed address) and span.
@@ -50,8 +54,13 @@ impl LeafMemo {
         Self { spans: HashMap::new(), bytes: 0, bound, hits: 0, misses: 0 }
     }
 
-    fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), leaves: Leaves) {
-        let bytes = 96 + leaves.iter().map(|(_, v)| 32 + v.len()).sum::<usize>();
+    fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), mut leaves: Leaves) {
+        leaves.shrink_to_fit();
+        // What the span holds in the allocator, not only its leaves' bytes: the map's entry,
+        // and per leaf its key, its value's header and the value (which was about half of it
+        // for slots: the bound undercounted what the memo took by up to 1.9x).
+        let bytes =
+            SPAN_OVERHEAD + leaves.iter().map(|(_, v)| LEAF_OVERHEAD + v.capacity()).sum::<usize>();
         if self.bytes + bytes > self.bound {
             self.spans.clear();
             self.bytes = 0;
