@@ -59,9 +59,9 @@ fn import(db: &Database, spec: &ChainSpec, file: &Path, batch: u64, check: State
     loupe::import::import_files_with(db, spec, &[file], options).unwrap();
 }
 
-/// The stage, `at_once` ranges at a time: one at a time reads the leaves after each range from
-/// the keys changed since (`trie/later.rs`), two at once through the history tables; both must
-/// prove as the per-block import.
+/// The stage, `at_once` ranges at a time: the first two of each round read the leaves after
+/// them through the keys changed since (`trie/later.rs`; the second its own keys laid over the
+/// set), a third one through the history tables; all must prove as the per-block import.
 fn stage(db: &Database, at_once: usize) -> loupe::trie::stage::StageSummary {
     loupe::trie::stage::run(db, &std::sync::atomic::AtomicBool::new(false), at_once).unwrap()
 }
@@ -125,9 +125,9 @@ fn assert_same_proofs(per_block: &Database, staged: &Database, blocks: u64, what
 fn staged_history_proves_every_block_as_the_per_block_import() {
     // (seed, blocks, epoch length, commit group): groups that cross epochs, that are shorter
     // than one, and that do not divide it.
-    // One range at a time and two at once.
+    // One range at a time, two at once and three.
     for (seed, blocks, epoch, batch, at_once) in
-        [(3, 23, 4, 16, 1), (7, 19, 5, 3, 2), (11, 26, 8, 7, 1), (5, 22, 4, 5, 2)]
+        [(3, 23, 4, 16, 1), (7, 19, 5, 3, 2), (11, 26, 8, 7, 3), (5, 22, 4, 5, 2)]
     {
         let c = chain(seed, blocks);
         let tmp = tempfile::tempdir().unwrap();
@@ -156,9 +156,15 @@ fn staged_history_proves_every_block_as_the_per_block_import() {
 
         let summary = stage(&grouped, at_once);
         assert_eq!(summary.blocks, before.grouped_to, "{what}");
-        // One at a time, every range reads the keys changed after it from the set kept.
-        let kept = if at_once == 1 { summary.ranges } else { 0 };
-        assert_eq!(summary.kept_ranges, kept, "{what}: {summary:?}");
+        // Up to two at once, every range reads the keys changed after it through the set
+        // kept; with three, the third of a round reads the history tables (the stage builds no
+        // more at once than the machine has cores).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if at_once.min(cores) <= 2 {
+            assert_eq!(summary.kept_ranges, summary.ranges, "{what}: {summary:?}");
+        } else {
+            assert!((1..summary.ranges).contains(&summary.kept_ranges), "{what}: {summary:?}");
+        }
         let after = grouped.begin_read().unwrap().trie_stage().unwrap().unwrap();
         assert!(!after.pending() && after.failed.is_none(), "{what}: {after:?}");
         assert_same_proofs(&reference, &grouped, c.blocks, &what);

@@ -155,8 +155,8 @@ pub struct ImportOptions {
 }
 
 /// Default of [`ImportOptions::stage_ranges`]: one, which keeps a bulk import of the
-/// 10,000-block chain over 1M accounts under 1 GiB; two took the stage after the blocks from
-/// 16.2 to 10.7 s on the 1,000-block proxy, and the 10,000-block import's peak to 1,217 MiB.
+/// 10,000-block chain over 1M accounts under 1 GiB (1,006 MiB); two took the stage after its
+/// blocks from 380.8 to 282.7 s, and its peak to 1,246 MiB (docs/benchmarks/issue-62.md).
 pub const DEFAULT_STAGE_RANGES: usize = 1;
 
 /// How often a bulk import computes and checks the state root ([`ImportOptions::state_root`],

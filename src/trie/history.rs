@@ -21,7 +21,7 @@ use redb::{ReadOnlyTable, Value};
 use super::TrieError;
 use super::codec::{concat, pack_path};
 use super::db::{account_leaf, decode_row, storage_leaf};
-use super::later::Changed;
+use super::later::Kept;
 use super::walk::{LeafFn, LeafSource, NodeSource};
 use crate::storage::TrieTables;
 use crate::storage::segments::Kind;
@@ -84,7 +84,7 @@ pub(crate) struct Versioned<
     stamped: bool,
     /// For a stamped table, every key changed after the block with its value then
     /// (`later.rs`): the answer without a history read.
-    later: Option<&'t Changed<K>>,
+    later: Option<Kept<'t, K>>,
 }
 
 impl<'t, const K: usize, const H: usize, const I: usize, V1, V2> Versioned<'t, K, H, I, V1, V2>
@@ -114,7 +114,7 @@ where
 
     /// The same table read through `later`, which must hold every key of the table changed
     /// after the block, with its value then.
-    pub(crate) fn with_later(self, later: &'t Changed<K>) -> Self {
+    pub(crate) fn with_later(self, later: Kept<'t, K>) -> Self {
         Self { later: Some(later), ..self }
     }
 
@@ -337,7 +337,7 @@ where
     /// taking their value then.
     fn scan_later(
         &self,
-        later: &Changed<K>,
+        later: Kept<'_, K>,
         from: &[u8; K],
         last: &[u8; K],
         f: &mut KeyFn<'_, K>,
@@ -346,13 +346,13 @@ where
         for item in self.current.range::<&[u8; K]>(from..=last)? {
             let (k, v) = item?;
             let key = k.value();
-            while let Some((c, then)) = changed.next_if(|(c, _)| c < key) {
+            while let Some((c, then)) = changed.next_if(|(c, _)| *c < key) {
                 if !then.is_empty() {
                     f(c, then)?;
                 }
             }
-            match changed.next_if(|(c, _)| c == key) {
-                Some((_, then)) if then.is_empty() => {}
+            match changed.next_if(|(c, _)| *c == key) {
+                Some((_, [])) => {}
                 Some((c, then)) => f(c, then)?,
                 None => f(key, v.value().as_ref())?,
             }

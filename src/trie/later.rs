@@ -59,7 +59,7 @@ impl<const K: usize> Changed<K> {
         &'a self,
         from: &[u8; K],
         last: &'a [u8; K],
-    ) -> impl Iterator<Item = &'a Entry<K>> + 'a {
+    ) -> impl Iterator<Item = &'a Entry<K>> + use<'a, K> {
         let c = self.chunk_of(from);
         let head: &[Entry<K>] = match self.chunks.get(c) {
             Some(chunk) => &chunk[chunk.partition_point(|(k, _)| k < from)..],
@@ -187,6 +187,61 @@ impl<const K: usize> Changed<K> {
             out.add(rows);
         }
         Ok(Some(out))
+    }
+}
+
+/// The keys of one table changed after a block as a range reads them: the keys the range
+/// itself changed (`over`, with their values after it) laid over a set that stands at the
+/// block before the range, so that a second range can be built beside the first from the
+/// same set without moving it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kept<'t, const K: usize> {
+    /// The range's own keys, which win.
+    pub(crate) over: Option<&'t Changed<K>>,
+    /// The set.
+    pub(crate) set: &'t Changed<K>,
+}
+
+impl<'t, const K: usize> Kept<'t, K> {
+    /// [`Changed::get`] through both.
+    pub(crate) fn get(&self, key: &[u8; K]) -> Option<&'t [u8]> {
+        self.over.and_then(|o| o.get(key)).or_else(|| self.set.get(key))
+    }
+
+    /// [`Changed::span`] through both, in key order.
+    pub(crate) fn span<'a>(
+        &self,
+        from: &[u8; K],
+        last: &'a [u8; K],
+    ) -> impl Iterator<Item = (&'a [u8; K], &'a [u8])> + use<'a, 't, K>
+    where
+        't: 'a,
+    {
+        let set: &'a Changed<K> = self.set;
+        let mut over =
+            self.over.map(|o: &'a Changed<K>| o.span(from, last)).into_iter().flatten().peekable();
+        let mut set = set.span(from, last).peekable();
+        std::iter::from_fn(move || {
+            let next = match (over.peek(), set.peek()) {
+                (Some((a, _)), Some((b, _))) if a == b => {
+                    set.next();
+                    over.next()
+                }
+                (Some((a, _)), Some((b, _))) if a > b => set.next(),
+                (Some(_), _) => over.next(),
+                (None, _) => set.next(),
+            };
+            next.map(|(k, v)| (k, &**v))
+        })
+    }
+}
+
+impl<const K: usize> Changed<K> {
+    /// The set of `entries`, in key order.
+    pub(crate) fn of(entries: Vec<Entry<K>>) -> Self {
+        let mut c = Self::default();
+        c.add(entries);
+        c
     }
 }
 

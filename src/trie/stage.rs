@@ -30,7 +30,7 @@ use super::TrieError;
 use super::codec::{concat, encode_node, pack_path};
 use super::db::{decode_account, storage_leaf};
 use super::history::{self, AccountLeavesAt, StorageLeavesAt, Versioned, last_path_key, successor};
-use super::later::{LATER_BYTES, Later};
+use super::later::{Changed, Kept, LATER_BYTES, Later};
 use super::memo::{LeafMemo, Memoised};
 use super::overlay::{Merged, Overlay};
 use super::walk::{NodeSource, PrefixSet, WalkOutput, walk};
@@ -235,14 +235,16 @@ fn account_leaf(
 /// stage) from `reader`'s snapshot, checking each block's state root against its header; the
 /// leaves its walks read are memoised up to `memo_bytes`.
 ///
-/// `later`, when it holds the keys changed after `from - 1` or after `to` in this snapshot,
-/// answers the leaves after `to` without history reads, and leaves holding those after `to`.
+/// `later`, when it holds the keys changed after `to` in this snapshot, answers the leaves after
+/// `to` without history reads; when it holds those after `from - 1` (a second range built beside
+/// the first, which the set stands after), the range's own keys with their values after `to`
+/// are laid over it. The set is not moved here ([`move_past`] does, as the range is written).
 pub(crate) fn stage_range(
     reader: &Reader,
     from: u64,
     to: u64,
     memo_bytes: usize,
-    later: Option<&mut Later>,
+    later: Option<&Later>,
 ) -> Result<StagedRange, TrieError> {
     let t = reader.trie_tables();
     let epoch = t.epochs.of(from);
@@ -254,12 +256,13 @@ pub(crate) fn stage_range(
     let before = history::at(t, from - 1);
     let plain = history::at(t, to);
     // The values after `to` of the keys the range changed come from the history tables unless
-    // `later` already holds them; then `later` moves past the range with them.
+    // `later` stands after `to` already; standing before `from`, the set takes those values
+    // laid over it, and `move_past` moves it past the range when the range is written.
     let later = later.filter(|l| l.at == to || l.at + 1 == from);
-    let ahead = later.as_ref().is_some_and(|l| l.at == to);
-    let last = match (&later, ahead) {
-        (Some(l), true) => with_later(&plain, l),
-        _ => plain,
+    let ahead = later.is_some_and(|l| l.at == to);
+    let last = match later.filter(|_| ahead) {
+        Some(l) => with_later(&plain, l, None),
+        None => plain,
     };
 
     // What each block changed.
@@ -285,8 +288,8 @@ pub(crate) fn stage_range(
     for key in slot_rows.keys() {
         slot_last.insert(*key, last.slots.get(key)?);
     }
-    let later: Option<&Later> = match later {
-        Some(l) if !ahead => {
+    let own = match later {
+        Some(_) if !ahead => {
             let then = |v: Option<&Vec<u8>>| -> Box<[u8]> {
                 v.map_or_else(Box::default, |v| v.as_slice().into())
             };
@@ -298,13 +301,12 @@ pub(crate) fn stage_range(
                 .keys()
                 .map(|k| (*k, then(slot_last.get(k).and_then(Option::as_ref))))
                 .collect();
-            l.advance(to, accounts, slots);
-            Some(l)
+            Some((Changed::of(accounts), Changed::of(slots)))
         }
-        l => l.map(|l| &*l),
+        _ => None,
     };
     let last = match later {
-        Some(l) => with_later(&plain, l),
+        Some(l) => with_later(&plain, l, own.as_ref()),
         None => plain,
     };
     // The account rows each block sees, for the accounts that change after it: their value
@@ -539,11 +541,40 @@ pub(crate) fn stage_range(
     })
 }
 
-/// `sources` with its hashed state read through `later`.
-fn with_later<'t>(sources: &history::Sources<'t>, later: &'t Later) -> history::Sources<'t> {
+/// Moves `later`, standing at `from - 1`, past the range `from..=to`: the keys the range
+/// changed take their values after it, read through the history tables of `reader`.
+fn move_past(reader: &Reader, later: &mut Later, from: u64, to: u64) -> Result<(), TrieError> {
+    if later.at + 1 != from {
+        return Ok(());
+    }
+    let t = reader.trie_tables();
+    let epoch = t.epochs.of(from);
+    let plain = history::at(t, to);
+    let then = |v: Option<Vec<u8>>| -> Box<[u8]> { v.unwrap_or_default().into_boxed_slice() };
+    let accounts = scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?
+        .into_keys()
+        .map(|k| Ok((k, then(plain.accounts.get(&k)?))))
+        .collect::<Result<Vec<_>, TrieError>>()?;
+    let slots = scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?
+        .into_keys()
+        .map(|k| Ok((k, then(plain.slots.get(&k)?))))
+        .collect::<Result<Vec<_>, TrieError>>()?;
+    later.advance(to, accounts, slots);
+    Ok(())
+}
+
+/// `sources` with its hashed state read through `later`, with `own` (a range's keys with their
+/// values after it) laid over it.
+fn with_later<'t>(
+    sources: &history::Sources<'t>,
+    later: &'t Later,
+    own: Option<&'t (Changed<32>, Changed<64>)>,
+) -> history::Sources<'t> {
     history::Sources {
-        accounts: sources.accounts.with_later(&later.accounts),
-        slots: sources.slots.with_later(&later.slots),
+        accounts: sources
+            .accounts
+            .with_later(Kept { over: own.map(|o| &o.0), set: &later.accounts }),
+        slots: sources.slots.with_later(Kept { over: own.map(|o| &o.1), set: &later.slots }),
         ..*sources
     }
 }
@@ -625,10 +656,12 @@ pub struct StageSummary {
 /// `at_once` ranges are built side by side (at most the cores; 0 counts as 1): after the range
 /// the stage stands at, every range is a whole epoch, which starts from the trie its
 /// predecessor's end left exact (the grouped import checked the root and wrote the trie's rows
-/// there), so ranges need not wait for each other's rows; they are written in order. Their leaf
-/// memos share [`super::memo::MEMO_BYTES`], but each holds its own rows and node versions: on the
-/// 10,000-block chain over 1M accounts two at once took the import's peak RSS to 1,217 MiB
-/// (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import keeps to with one.
+/// there), so ranges need not wait for each other's rows; they are written in order. The first
+/// two read through the keys kept from range to range (`later.rs`), any other through the
+/// history tables. Their leaf memos share [`super::memo::MEMO_BYTES`], but each holds its own
+/// rows and node versions: on the 10,000-block chain over 1M accounts two at once took the
+/// import's peak RSS to 1,246 MiB (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import
+/// keeps to with one.
 pub fn run(
     db: &Database,
     stop: &std::sync::atomic::AtomicBool,
@@ -670,9 +703,9 @@ fn run_with(
             "trie-history stage: building per-block trie history, checking every block's state root"
         );
     }
-    // The keys changed after the range being built, kept from range to range while one range
-    // is built at a time after the blocks (`later.rs`); a build past its bound is tried again
-    // some ranges on, when fewer keys have changed since.
+    // The keys changed after the range being built, kept from range to range after the blocks
+    // (`later.rs`); a build past its bound is tried again some ranges on, when fewer keys have
+    // changed since.
     let mut later: Option<Later> = None;
     let mut build_later_at = 0u64;
     loop {
@@ -702,13 +735,14 @@ fn run_with(
             ranges.push((last + 1, end.min(stage.grouped_to)));
         }
         let head = reader.head()?.unwrap_or(to);
-        let one_by_one = !whole_epochs && ranges.len() == 1;
-        if !one_by_one
+        // The set is kept after the blocks only; the first range reads it moved past itself,
+        // the second its own keys over it (`stage_range`), any later one the history tables.
+        if whole_epochs
             || later.as_ref().is_some_and(|l| l.head != head || (l.at + 1 != from && l.at != to))
         {
             later = None;
         }
-        if one_by_one && later.is_none() && summary.ranges >= build_later_at {
+        if !whole_epochs && later.is_none() && summary.ranges >= build_later_at {
             let read = std::time::Instant::now();
             later = Later::build(reader.trie_tables(), to, head, LATER_BYTES)?;
             match &later {
@@ -725,20 +759,24 @@ fn run_with(
             }
         }
         let started = std::time::Instant::now();
+        if let Some(l) = later.as_mut() {
+            move_past(&reader, l, from, to)?;
+        }
         let memo_bytes = match whole_epochs {
             true => BESIDE_MEMO_BYTES,
             false => super::memo::MEMO_BYTES / ranges.len(),
         };
-        let mut kept = false;
+        let set = later.as_ref();
         let built: Vec<Result<StagedRange, TrieError>> = std::thread::scope(|scope| {
             let others: Vec<_> = ranges[1..]
                 .iter()
-                .map(|&(from, to)| {
-                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes, None))
+                .enumerate()
+                .map(|(i, &(from, to))| {
+                    let set = set.filter(|_| i == 0);
+                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes, set))
                 })
                 .collect();
-            let first = stage_range(&reader, from, to, memo_bytes, later.as_mut());
-            kept = later.as_ref().is_some_and(|l| l.at == to);
+            let first = stage_range(&reader, from, to, memo_bytes, set);
             std::iter::once(first)
                 .chain(others.into_iter().map(|thread| {
                     thread.join().unwrap_or_else(|_| {
@@ -751,7 +789,7 @@ fn run_with(
         let built_us = started.elapsed().as_micros() as u64;
         // Written in order: a range that fails stops the ones after it, and is recorded once
         // the ones before it are written.
-        for (&(from, to), range) in ranges.iter().zip(built) {
+        for (i, (&(from, to), range)) in ranges.iter().zip(built).enumerate() {
             let written = std::time::Instant::now();
             let range = match range {
                 Ok(range) => range,
@@ -763,6 +801,12 @@ fn run_with(
                 }
                 Err(e) => return Err(e),
             };
+            // The set, which stood before the second range while it was built, moves past it
+            // from a snapshot after the first range's rows, as it would have built one by one.
+            let kept = later.is_some() && i < 2;
+            if let Some(l) = later.as_mut().filter(|l| l.at + 1 == from) {
+                move_past(&db.begin_read()?, l, from, to)?;
+            }
             test_pause();
             let writer = db.begin_write()?;
             if !writer.adopt_staged(&range)? {
@@ -773,7 +817,7 @@ fn run_with(
             writer.commit(true)?;
             summary.ranges += 1;
             summary.blocks += to - from + 1;
-            summary.kept_ranges += u64::from(kept && ranges.len() == 1);
+            summary.kept_ranges += u64::from(kept);
             summary.staged_to = Some(to);
             metrics::gauge!("loupe_trie_history_staged_to").set(to as f64);
             tracing::debug!(
