@@ -239,20 +239,24 @@ fn account_leaf(
 /// `to` without history reads; when it holds those after `from - 1` (a second range built beside
 /// the first, which the set stands after), the range's own keys with their values after `to`
 /// are laid over it. The set is not moved here ([`move_past`] does, as the range is written).
+/// `rows`: the range's state history rows, when the caller has scanned them from this snapshot.
 pub(crate) fn stage_range(
     reader: &Reader,
     from: u64,
     to: u64,
     memo_bytes: usize,
     later: Option<&Later>,
+    rows: Option<RangeRows>,
 ) -> Result<StagedRange, TrieError> {
     let t = reader.trie_tables();
     let epoch = t.epochs.of(from);
     if t.epochs.of(to) != epoch || to < from || from == 0 {
         return Err(TrieError::Stage(format!("blocks {from}..={to} are not one epoch's")));
     }
-    let account_rows = scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?;
-    let slot_rows = scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?;
+    let (account_rows, slot_rows) = match rows {
+        Some(rows) => rows,
+        None => range_rows(reader, from, to)?,
+    };
     let before = history::at(t, from - 1);
     let plain = history::at(t, to);
     // The values after `to` of the keys the range changed come from the history tables unless
@@ -541,23 +545,43 @@ pub(crate) fn stage_range(
     })
 }
 
-/// Moves `later`, standing at `from - 1`, past the range `from..=to`: the keys the range
-/// changed take their values after it, read through the history tables of `reader`.
-fn move_past(reader: &Reader, later: &mut Later, from: u64, to: u64) -> Result<(), TrieError> {
+/// The state history rows of a range: of the accounts, then of the slots.
+type RangeRows = (BTreeMap<[u8; 32], Rows>, BTreeMap<[u8; 64], Rows>);
+
+/// The state history rows of blocks `from..=to` (one epoch's) in `reader`'s snapshot.
+fn range_rows(reader: &Reader, from: u64, to: u64) -> Result<RangeRows, TrieError> {
+    let t = reader.trie_tables();
+    let epoch = t.epochs.of(from);
+    Ok((
+        scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?,
+        scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?,
+    ))
+}
+
+/// Moves `later`, standing at `from - 1`, past the range `from..=to` whose rows in `reader`'s
+/// snapshot are `rows`: the keys the range changed take their values after it, read through
+/// the history tables.
+fn move_past(
+    reader: &Reader,
+    later: &mut Later,
+    from: u64,
+    to: u64,
+    rows: &RangeRows,
+) -> Result<(), TrieError> {
     if later.at + 1 != from {
         return Ok(());
     }
-    let t = reader.trie_tables();
-    let epoch = t.epochs.of(from);
-    let plain = history::at(t, to);
+    let plain = history::at(reader.trie_tables(), to);
     let then = |v: Option<Vec<u8>>| -> Box<[u8]> { v.unwrap_or_default().into_boxed_slice() };
-    let accounts = scan_rows::<32, 44, 36>(&t.account_history(), epoch, from, to)?
-        .into_keys()
-        .map(|k| Ok((k, then(plain.accounts.get(&k)?))))
+    let accounts = rows
+        .0
+        .keys()
+        .map(|k| Ok((*k, then(plain.accounts.get(k)?))))
         .collect::<Result<Vec<_>, TrieError>>()?;
-    let slots = scan_rows::<64, 76, 68>(&t.storage_history(), epoch, from, to)?
-        .into_keys()
-        .map(|k| Ok((k, then(plain.slots.get(&k)?))))
+    let slots = rows
+        .1
+        .keys()
+        .map(|k| Ok((*k, then(plain.slots.get(k)?))))
         .collect::<Result<Vec<_>, TrieError>>()?;
     later.advance(to, accounts, slots);
     Ok(())
@@ -759,8 +783,12 @@ fn run_with(
             }
         }
         let started = std::time::Instant::now();
-        if let Some(l) = later.as_mut() {
-            move_past(&reader, l, from, to)?;
+        // The first range's rows, scanned once: to move the set past it, and to build it.
+        let mut first_rows = None;
+        if let Some(l) = later.as_mut().filter(|l| l.at + 1 == from) {
+            let rows = range_rows(&reader, from, to)?;
+            move_past(&reader, l, from, to, &rows)?;
+            first_rows = Some(rows);
         }
         let memo_bytes = match whole_epochs {
             true => BESIDE_MEMO_BYTES,
@@ -773,10 +801,12 @@ fn run_with(
                 .enumerate()
                 .map(|(i, &(from, to))| {
                     let set = set.filter(|_| i == 0);
-                    scope.spawn(move || stage_range(&db.begin_read()?, from, to, memo_bytes, set))
+                    scope.spawn(move || {
+                        stage_range(&db.begin_read()?, from, to, memo_bytes, set, None)
+                    })
                 })
                 .collect();
-            let first = stage_range(&reader, from, to, memo_bytes, set);
+            let first = stage_range(&reader, from, to, memo_bytes, set, first_rows);
             std::iter::once(first)
                 .chain(others.into_iter().map(|thread| {
                     thread.join().unwrap_or_else(|_| {
@@ -805,7 +835,9 @@ fn run_with(
             // from a snapshot after the first range's rows, as it would have built one by one.
             let kept = later.is_some() && i < 2;
             if let Some(l) = later.as_mut().filter(|l| l.at + 1 == from) {
-                move_past(&db.begin_read()?, l, from, to)?;
+                let reader = db.begin_read()?;
+                let rows = range_rows(&reader, from, to)?;
+                move_past(&reader, l, from, to, &rows)?;
             }
             test_pause();
             let writer = db.begin_write()?;
