@@ -69,6 +69,13 @@ impl<const K: usize> Changed<K> {
         head.iter().chain(rest.iter().flatten()).take_while(move |(k, _)| k <= last)
     }
 
+    /// The set of `entries`, in key order.
+    pub(crate) fn of(entries: Vec<Entry<K>>) -> Self {
+        let mut c = Self::default();
+        c.add(entries);
+        c
+    }
+
     /// How many keys it holds.
     #[allow(clippy::len_without_is_empty)]
     pub(crate) fn len(&self) -> usize {
@@ -233,15 +240,6 @@ impl<'t, const K: usize> Kept<'t, K> {
             };
             next.map(|(k, v)| (k, &**v))
         })
-    }
-}
-
-impl<const K: usize> Changed<K> {
-    /// The set of `entries`, in key order.
-    pub(crate) fn of(entries: Vec<Entry<K>>) -> Self {
-        let mut c = Self::default();
-        c.add(entries);
-        c
     }
 }
 
