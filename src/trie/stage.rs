@@ -107,9 +107,8 @@ impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
         }
         self.versions
             .entry(key)
-            .or_insert_with(|| NodeVersions { before: before.unwrap_or_default(), changes: vec![] })
-            .changes
-            .push((block, node.clone()));
+            .or_insert_with(|| NodeVersions::new(before.unwrap_or_default()))
+            .push(block, node.clone())?;
         self.now.insert(key, node);
         Ok(())
     }

@@ -81,14 +81,68 @@ impl TrieStage {
     }
 }
 
-/// One trie node's versions over a staged range: the node before the range (empty: absent),
-/// then the node after each block of the range that changed it (`None`: removed).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One trie node's history rows over a staged range, encoded as its versions arrive: each row
+/// is the node before a block that changed it, whole or as a delta against the version after
+/// it (`super::nodes`). Only the last change waits whole, since its row depends on whether the
+/// range ends its epoch. A range's nodes near the root change at almost every block: held as
+/// whole versions, a 128-block range of the 10,000-block chain over 1M accounts kept about a
+/// hundred megabytes of them (docs/benchmarks/issue-62.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeVersions {
-    /// The node before the range's first block.
-    pub before: Vec<u8>,
-    /// Each change, in block order.
-    pub changes: Vec<(u64, Option<Vec<u8>>)>,
+    /// The rows of every change but the last, in block order.
+    rows: Vec<(u64, Vec<u8>)>,
+    /// The node before the last change (empty: absent).
+    old: Vec<u8>,
+    /// The last change: its block and the node after it (`None`: removed).
+    last: Option<(u64, Option<Vec<u8>>)>,
+    /// The run of deltas the last of `rows` ends ([`FULL_ROW_EVERY`] `- 1` before the first
+    /// row, which is whole).
+    run: u8,
+}
+
+impl NodeVersions {
+    /// No change yet to a node that was `before` the range (empty: absent).
+    pub fn new(before: Vec<u8>) -> Self {
+        Self { rows: Vec::new(), old: before, last: None, run: FULL_ROW_EVERY - 1 }
+    }
+
+    /// Records that `block` (after every block recorded so far) set the node to `after`
+    /// (`None`: removed).
+    pub fn push(&mut self, block: u64, after: Option<Vec<u8>>) -> StorageResult<()> {
+        if let Some((b, before)) = self.last.replace((block, after)) {
+            let row = encode_node_row(&self.old, before.as_deref(), self.run).map_err(corrupt)?;
+            self.run = delta_run(&row)?;
+            self.rows.push((b, row));
+            self.old = before.unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// Whether no block changed the node.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_none()
+    }
+
+    /// The node's rows, in block order. The last is whole unless the range ends its epoch: rows
+    /// of the epoch's later blocks (a follower's) continue the chain of deltas after it.
+    fn rows(&self, ends_epoch: bool) -> StorageResult<Vec<(u64, std::borrow::Cow<'_, [u8]>)>> {
+        let mut out: Vec<_> =
+            self.rows.iter().map(|(b, row)| (*b, std::borrow::Cow::from(row.as_slice()))).collect();
+        if let Some((block, after)) = &self.last {
+            let run = if ends_epoch { self.run } else { FULL_ROW_EVERY - 1 };
+            let row = encode_node_row(&self.old, after.as_deref(), run).map_err(corrupt)?;
+            out.push((*block, row.into()));
+        }
+        Ok(out)
+    }
+}
+
+/// The run of deltas a node history row ends (0: whole or absent).
+fn delta_run(row: &[u8]) -> StorageResult<u8> {
+    Ok(match node_row(row).map_err(corrupt)? {
+        NodeRow::Delta { run, .. } => run,
+        NodeRow::Whole(_) | NodeRow::Absent => 0,
+    })
 }
 
 /// One account's storage roots over a staged range: the root before it, then the root after
@@ -410,26 +464,13 @@ fn replace_node_rows<const K: usize, const H: usize, const I: usize>(
     table.retain_in::<&[u8; H], _>(&lo..=&hi, |k, _| !blocks.contains(&row_block(k)))?;
     let mut bits = Vec::with_capacity(nodes.len());
     for (key, versions) in nodes {
-        if versions.changes.is_empty() {
+        if versions.is_empty() {
             continue;
         }
         bits.push((index_key::<K, I>(key, run_of(epoch)), epoch_bit(epoch)));
-        let last = versions.changes.len() - 1;
-        let mut before: &[u8] = &versions.before;
-        // The node's first row here is whole.
-        let mut prev_run = FULL_ROW_EVERY - 1;
-        for (i, (block, after)) in versions.changes.iter().enumerate() {
-            if i == last && !ends_epoch {
-                prev_run = FULL_ROW_EVERY - 1;
-            }
-            let row = encode_node_row(before, after.as_deref(), prev_run).map_err(corrupt)?;
-            prev_run = match node_row(&row).map_err(corrupt)? {
-                NodeRow::Delta { run, .. } => run,
-                NodeRow::Whole(_) | NodeRow::Absent => 0,
-            };
-            let k: [u8; H] = row_key(epoch, key, *block);
-            table.insert(&k, row.as_slice())?;
-            before = after.as_deref().unwrap_or(&[]);
+        for (block, row) in versions.rows(ends_epoch)? {
+            let k: [u8; H] = row_key(epoch, key, block);
+            table.insert(&k, &*row)?;
         }
     }
     // Only a closed epoch is indexed: the head's gets its bits when it closes.
