@@ -82,7 +82,8 @@ impl<const K: usize> Changed<K> {
         self.chunks.iter().map(Vec::len).sum()
     }
 
-    fn bytes(&self) -> usize {
+    /// The bytes it holds, as [`Later::build`] counts them against its budget.
+    pub(crate) fn bytes(&self) -> usize {
         self.chunks.iter().flatten().map(|(_, v)| K + ENTRY_OVERHEAD + v.len()).sum()
     }
 

@@ -54,6 +54,11 @@ impl LeafMemo {
         Self { spans: HashMap::new(), bytes: 0, bound, hits: 0, misses: 0 }
     }
 
+    /// The bytes it holds, as it counts them against its bound.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), mut leaves: Leaves) {
         leaves.shrink_to_fit();
         // What the span holds in the allocator, not only its leaves' bytes: the map's entry,

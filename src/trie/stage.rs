@@ -58,9 +58,7 @@ type Rows = Vec<(u64, Vec<u8>)>;
 struct Nodes<'t, const N: usize, const H: usize, const I: usize> {
     /// The trie before the range.
     base: Versioned<'t, N, H, I, &'static [u8], &'static [u8]>,
-    /// Every node the range changed so far, as it now is (`None`: removed).
-    now: BTreeMap<[u8; N], Option<Vec<u8>>>,
-    /// Every version of those nodes.
+    /// Every node the range changed so far, with its versions: the last is the node now.
     versions: BTreeMap<[u8; N], NodeVersions>,
     /// The table's name, for errors.
     name: &'static str,
@@ -69,8 +67,8 @@ struct Nodes<'t, const N: usize, const H: usize, const I: usize> {
 impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
     /// The node at `key` now (`None`: absent).
     fn get(&self, key: &[u8; N]) -> Result<Option<Vec<u8>>, TrieError> {
-        match self.now.get(key) {
-            Some(node) => Ok(node.clone()),
+        match self.versions.get(key) {
+            Some(versions) => Ok(versions.now().map(<[u8]>::to_vec)),
             None => self.base.get(key),
         }
     }
@@ -83,12 +81,12 @@ impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
             return Ok(None);
         }
         let changed =
-            self.now.range(*from..=*last).find_map(|(k, v)| v.as_ref().map(|v| (*k, v.clone())));
+            self.versions.range(*from..=*last).find_map(|(k, v)| v.now().map(|v| (*k, v.to_vec())));
         let bound = changed.as_ref().map_or(*last, |(k, _)| *k);
         let mut cursor = *from;
         while cursor <= bound {
             let Some((key, value)) = self.base.next(&cursor, &bound)? else { break };
-            if !self.now.contains_key(&key) {
+            if !self.versions.contains_key(&key) {
                 return Ok(Some((key, value)));
             }
             match successor(&key) {
@@ -108,8 +106,7 @@ impl<const N: usize, const H: usize, const I: usize> Nodes<'_, N, H, I> {
         self.versions
             .entry(key)
             .or_insert_with(|| NodeVersions::new(before.unwrap_or_default()))
-            .push(block, node.clone())?;
-        self.now.insert(key, node);
+            .push(block, node)?;
         Ok(())
     }
 
@@ -373,18 +370,10 @@ pub(crate) fn stage_range(
         }
     };
 
-    let mut account_nodes: Nodes<'_, 33, 45, 37> = Nodes {
-        base: before.account_nodes,
-        now: BTreeMap::new(),
-        versions: BTreeMap::new(),
-        name: "account_trie",
-    };
-    let mut storage_nodes: Nodes<'_, 65, 77, 69> = Nodes {
-        base: before.storage_nodes,
-        now: BTreeMap::new(),
-        versions: BTreeMap::new(),
-        name: "storage_trie",
-    };
+    let mut account_nodes: Nodes<'_, 33, 45, 37> =
+        Nodes { base: before.account_nodes, versions: BTreeMap::new(), name: "account_trie" };
+    let mut storage_nodes: Nodes<'_, 65, 77, 69> =
+        Nodes { base: before.storage_nodes, versions: BTreeMap::new(), name: "storage_trie" };
     // Account leaves each block sees for the accounts the range changes: their row then, with
     // the storage root the stage computed.
     let mut leaves_now: Overlay = Overlay::new();
@@ -533,6 +522,37 @@ pub(crate) fn stage_range(
         }
     }
     tracing::debug!(target: "trie", from, to, leaf_spans_read = memo.misses, leaf_spans_memoised = memo.hits, "trie-history stage: leaf reads");
+    if tracing::enabled!(target: "trie", tracing::Level::DEBUG) {
+        // What the range holds at its end, roughly (entries' bytes and a map entry's
+        // overhead), for the log: the peak RSS of a bulk import is the sum of these.
+        const ENTRY: usize = 48 + 24;
+        let opt = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::capacity);
+        let rows = |k: usize, r: &Rows| {
+            k + ENTRY + r.iter().map(|(_, v)| 32 + v.capacity()).sum::<usize>()
+        };
+        let overlay = |o: &Overlay| o.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>();
+        tracing::debug!(
+            target: "trie",
+            from,
+            to,
+            rows = account_rows.values().map(|r| rows(32, r)).sum::<usize>()
+                + slot_rows.values().map(|r| rows(64, r)).sum::<usize>(),
+            last = account_last.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>()
+                + slot_last.values().map(|v| 64 + ENTRY + opt(v)).sum::<usize>(),
+            now = rows_now.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>()
+                + slots_now.values().map(|o| 32 + ENTRY + overlay(o)).sum::<usize>()
+                + overlay(&leaves_now),
+            blocks = blocks
+                .values()
+                .map(|c| 32 * c.accounts.len() + c.slots.values().map(|s| 32 + ENTRY + 32 * s.len()).sum::<usize>())
+                .sum::<usize>(),
+            own = own.as_ref().map_or(0, |(a, s)| a.bytes() + s.bytes()),
+            versions = account_nodes.versions.values().map(|v| 33 + ENTRY + v.bytes()).sum::<usize>()
+                + storage_nodes.versions.values().map(|v| 65 + ENTRY + v.bytes()).sum::<usize>(),
+            memo = memo.bytes(),
+            "trie-history stage: a range's memory"
+        );
+    }
     Ok(StagedRange {
         from,
         to,

@@ -118,6 +118,18 @@ impl NodeVersions {
         Ok(())
     }
 
+    /// The bytes it holds: its rows, the node before the last change and the node after it.
+    pub fn bytes(&self) -> usize {
+        let rows: usize = self.rows.iter().map(|(_, row)| 32 + row.capacity()).sum();
+        let last = self.last.as_ref().and_then(|(_, n)| n.as_ref()).map_or(0, Vec::capacity);
+        rows + self.old.capacity() + last
+    }
+
+    /// The node after the last change (`None`: absent, or no change yet).
+    pub fn now(&self) -> Option<&[u8]> {
+        self.last.as_ref().and_then(|(_, node)| node.as_deref())
+    }
+
     /// Whether no block changed the node.
     pub fn is_empty(&self) -> bool {
         self.last.is_none()
