@@ -509,3 +509,62 @@ fn group_state_roots_store_the_same_chain_and_keep_proofs_from_the_last_group() 
     let b = strip(answers(&node, head));
     assert_same(&a, &b, "state roots per group");
 }
+
+/// An import into a datadir that keeps trie history at every block, checking roots per group,
+/// leaves its segments merged as an import of the blocks alone does: the stage after the blocks
+/// freezes the epochs it completes and starts their merges on a thread of their own, and the
+/// import settles them before it returns. No run of `MERGE_FAN_IN` (8) files of one kind and one
+/// level, which a later commit would merge, is left. The blocks are imported first with the
+/// stage left for later, then the same file again (every block already stored), so the stage
+/// runs after them alone; with a window of 20 blocks its range of epoch 7 (of 4 blocks) freezes
+/// the eighth epoch of the state and trie history, and the ranges after it freeze nothing.
+#[test]
+fn a_staged_import_leaves_its_segments_merged() {
+    let Some(fx) = support::fixtures() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+    let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
+    let options = loupe::import::InitOptions {
+        proof_history: Some(loupe::storage::segments::ProofHistory::All),
+        ..Default::default()
+    };
+    let (spec, _) =
+        loupe::import::init_with(&db, loupe::import::GenesisSource::Json(&genesis), options)
+            .unwrap();
+    let w = db.begin_write().unwrap();
+    w.set_unwind_depth(20).unwrap();
+    w.commit(true).unwrap();
+    let file = [fx.join("chain.rlp")];
+    let options = |trie_history| ImportOptions { batch: 3, trie_history, ..Default::default() };
+    import_files_with(&db, &spec, &file, options(false)).unwrap();
+    assert!(db.begin_read().unwrap().trie_stage().unwrap().unwrap().pending());
+    let again = import_files_with(&db, &spec, &file, options(true)).unwrap();
+    assert_eq!(again.imported, 0);
+    let stage = db.begin_read().unwrap().trie_stage().unwrap().expect("a grouped import");
+    assert!(!stage.pending() && stage.staged_to > 0, "{stage:?}");
+    let m = manifest(&db);
+    let level = |e: &loupe::storage::segments::Entry| {
+        let (mut span, mut level) = (e.last - e.first + 1, 0);
+        while span >= 8 {
+            span /= 8;
+            level += 1;
+        }
+        level
+    };
+    // The account trie changes at every block: it has a file for each of the 8 epochs, merged.
+    let trie = |e: &&loupe::storage::segments::Entry| {
+        e.kind == loupe::storage::segments::Kind::AccountTrieHistory
+    };
+    assert_eq!(m.frozen_to, 8, "{m:?}");
+    for kind in loupe::storage::segments::Kind::ALL {
+        let files: Vec<_> = m.files.iter().filter(|e| e.kind == kind).collect();
+        for run in files.windows(8) {
+            assert!(
+                run.iter().any(|e| level(e) != level(run[0])),
+                "{}: a merge left due: {run:?}",
+                kind.name()
+            );
+        }
+    }
+    assert!(m.files.iter().filter(trie).any(|e| e.last - e.first + 1 >= 8), "{m:?}");
+}

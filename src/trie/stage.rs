@@ -703,8 +703,8 @@ pub struct StageSummary {
 /// two read through the keys kept from range to range (`later.rs`), any other through the
 /// history tables. Their leaf memos share [`super::memo::MEMO_BYTES`], but each holds its own
 /// rows and node versions: on the 10,000-block chain over 1M accounts two at once took the
-/// import's peak RSS to 1,246 MiB (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import
-/// keeps to with one.
+/// import's peak RSS to 1,126 MiB (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import
+/// keeps to with one (945 MiB).
 pub fn run(
     db: &Database,
     stop: &std::sync::atomic::AtomicBool,
