@@ -85,8 +85,8 @@ impl TrieStage {
 /// is the node before a block that changed it, whole or as a delta against the version after
 /// it (`super::nodes`). Only the last change waits whole, since its row depends on whether the
 /// range ends its epoch. A range's nodes near the root change at almost every block: held as
-/// whole versions, a 128-block range of the 10,000-block chain over 1M accounts kept about a
-/// hundred megabytes of them (docs/benchmarks/issue-62.md).
+/// whole versions, two 128-block ranges at once of the 10,000-block chain over 1M accounts
+/// peaked 120 MiB higher (docs/benchmarks/issue-62.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeVersions {
     /// The rows of every change but the last, in block order.
@@ -109,11 +109,12 @@ impl NodeVersions {
     /// Records that `block` (after every block recorded so far) set the node to `after`
     /// (`None`: removed).
     pub fn push(&mut self, block: u64, after: Option<Vec<u8>>) -> StorageResult<()> {
-        if let Some((b, before)) = self.last.replace((block, after)) {
-            let row = encode_node_row(&self.old, before.as_deref(), self.run).map_err(corrupt)?;
+        // The change before this one is no longer the last: its row takes its final form.
+        if let Some((previous, node)) = self.last.replace((block, after)) {
+            let row = encode_node_row(&self.old, node.as_deref(), self.run).map_err(corrupt)?;
             self.run = delta_run(&row)?;
-            self.rows.push((b, row));
-            self.old = before.unwrap_or_default();
+            self.rows.push((previous, row));
+            self.old = node.unwrap_or_default();
         }
         Ok(())
     }
