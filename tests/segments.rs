@@ -33,10 +33,26 @@ fn import_keeping(
     proofs: loupe::storage::segments::ProofHistory,
     roots: StateRootCheck,
 ) -> Option<(Arc<Database>, ChainSpec)> {
+    let (db, spec, fx) = init(dir, depth, Some(proofs))?;
+    // Groups of 3 blocks: freezes land inside groups and at their commits.
+    let options =
+        ImportOptions { batch: 3, sync_every: 6, state_root: roots, ..Default::default() };
+    import_files_with(&db, &spec, &[fx.join("chain.rlp")], options).unwrap();
+    Some((Arc::new(db), spec))
+}
+
+/// A datadir in `dir` with epochs of 4 blocks, initialised from the fixture chain's genesis to
+/// keep `proofs` (the default when `None`), with an unwind window of `depth` blocks if given;
+/// with the fixtures' folder.
+fn init(
+    dir: &Path,
+    depth: Option<u64>,
+    proofs: Option<loupe::storage::segments::ProofHistory>,
+) -> Option<(Database, ChainSpec, std::path::PathBuf)> {
     let fx = support::fixtures()?;
     let db = Database::open_with_epochs(dir, Epochs { len: 4 }).unwrap();
     let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
-    let options = loupe::import::InitOptions { proof_history: Some(proofs), ..Default::default() };
+    let options = loupe::import::InitOptions { proof_history: proofs, ..Default::default() };
     let (spec, _) =
         loupe::import::init_with(&db, loupe::import::GenesisSource::Json(&genesis), options)
             .unwrap();
@@ -45,11 +61,7 @@ fn import_keeping(
         w.set_unwind_depth(depth).unwrap();
         w.commit(true).unwrap();
     }
-    // Groups of 3 blocks: freezes land inside groups and at their commits.
-    let options =
-        ImportOptions { batch: 3, sync_every: 6, state_root: roots, ..Default::default() };
-    import_files_with(&db, &spec, &[fx.join("chain.rlp")], options).unwrap();
-    Some((Arc::new(db), spec))
+    Some((db, spec, fx))
 }
 
 fn manifest(db: &Database) -> loupe::storage::segments::Manifest {
@@ -253,19 +265,8 @@ fn files_outside_the_manifest_are_removed_and_a_damaged_one_is_named() {
 /// exactly the files its manifest names, frozen to its epochs (`Reader::check_segments`).
 #[test]
 fn every_snapshot_reads_the_segments_of_its_own_manifest_as_freezes_and_merges_change_it() {
-    let Some(fx) = support::fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
-    let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
-    let (spec, _) = loupe::import::init_with(
-        &db,
-        loupe::import::GenesisSource::Json(&genesis),
-        Default::default(),
-    )
-    .unwrap();
-    let w = db.begin_write().unwrap();
-    w.set_unwind_depth(4).unwrap();
-    w.commit(true).unwrap();
+    let Some((db, spec, fx)) = init(dir.path(), Some(4), None) else { return };
     let file = std::fs::File::open(fx.join("chain.rlp")).unwrap();
     let mut blocks = loupe::import::BlockReader::new(std::io::BufReader::new(file));
     let (mut manifests, mut last) = (0, manifest(&db));
@@ -520,20 +521,9 @@ fn group_state_roots_store_the_same_chain_and_keep_proofs_from_the_last_group() 
 /// the eighth epoch of the state and trie history, and the ranges after it freeze nothing.
 #[test]
 fn a_staged_import_leaves_its_segments_merged() {
-    let Some(fx) = support::fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
-    let genesis = std::fs::read_to_string(fx.join("genesis.json")).unwrap();
-    let options = loupe::import::InitOptions {
-        proof_history: Some(loupe::storage::segments::ProofHistory::All),
-        ..Default::default()
-    };
-    let (spec, _) =
-        loupe::import::init_with(&db, loupe::import::GenesisSource::Json(&genesis), options)
-            .unwrap();
-    let w = db.begin_write().unwrap();
-    w.set_unwind_depth(20).unwrap();
-    w.commit(true).unwrap();
+    let all = Some(loupe::storage::segments::ProofHistory::All);
+    let Some((db, spec, fx)) = init(dir.path(), Some(20), all) else { return };
     let file = [fx.join("chain.rlp")];
     let options = |trie_history| ImportOptions { batch: 3, trie_history, ..Default::default() };
     import_files_with(&db, &spec, &file, options(false)).unwrap();

@@ -524,7 +524,7 @@ pub(crate) fn stage_range(
     tracing::debug!(target: "trie", from, to, leaf_spans_read = memo.misses, leaf_spans_memoised = memo.hits, "trie-history stage: leaf reads");
     if tracing::enabled!(target: "trie", tracing::Level::DEBUG) {
         // What the range holds at its end, roughly (entries' bytes and a map entry's
-        // overhead), for the log: the peak RSS of a bulk import is the sum of these.
+        // overhead), for the log: a range's share of a bulk import's peak RSS.
         const ENTRY: usize = 48 + 24;
         let opt = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::capacity);
         let rows = |k: usize, r: &Rows| {
