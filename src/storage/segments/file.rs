@@ -41,8 +41,11 @@ const FOOTER: usize = 56;
 const BLOCK_TARGET: usize = 16 * 1024;
 /// A block's decompressed size may not exceed this (a corrupt length must not allocate much).
 const MAX_BLOCK: usize = 64 * 1024 * 1024;
-/// zstd level: fast; the values are mostly hashes, what compresses is the keys' tails.
-const LEVEL: i32 = 1;
+/// zstd level. Level 2 compresses at about level 1's speed: on the 10,000-block chain over 1M
+/// accounts it takes 4.4 % off transactions and receipts (with their dictionaries) for 0.8 s more
+/// of a 64-epoch merge's 480 MiB of transactions; hash-heavy kinds (state and trie history) gain
+/// nothing from any level, what compresses there is the keys' tails.
+const LEVEL: i32 = 2;
 
 /// An I/O error on a segment file, named (a full disk is told apart: `StorageError::DiskFull`).
 pub(crate) fn seg_io(path: &Path, error: std::io::Error) -> StorageError {
