@@ -204,8 +204,22 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Writes the index and the footer, syncs the file and renames it into place.
-    pub fn finish(mut self) -> StorageResult<Written> {
+    /// Writes the index and the footer, syncs the file, renames it into place and syncs its
+    /// folder, so that a commit may name it.
+    pub fn finish(self) -> StorageResult<Written> {
+        let path = self.path.clone();
+        let written = self.finish_file()?;
+        if let Some(dir) = path.parent() {
+            sync_dir(dir)?;
+        }
+        Ok(written)
+    }
+
+    /// [`Self::finish`] without the folder's sync: for a caller that writes several files
+    /// before the one commit that names them, and syncs their folder once ([`sync_dir`]) before
+    /// it. A freeze writes about ten; a sync each was a third of the wall time of an import of
+    /// empty blocks (mainnet's first 16,384, docs/benchmarks/issue-62.md).
+    pub fn finish_file(mut self) -> StorageResult<Written> {
         self.flush_block()?;
         tracing::debug!(target: "storage", file = %self.path.display(), rows = self.rows, "segment written, syncing");
         test_pause();
@@ -236,11 +250,13 @@ impl SegmentWriter {
         file.sync_all().map_err(|e| seg_io(&self.tmp, e))?;
         drop(file);
         std::fs::rename(&self.tmp, &self.path).map_err(|e| seg_io(&self.path, e))?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| seg_io(dir, e))?;
-        }
         Ok(Written { rows: self.rows, bytes: self.offset, crc: self.crc.finalize() })
     }
+}
+
+/// Syncs the folder `dir`, so that the files renamed into it survive a power loss.
+pub(super) fn sync_dir(dir: &Path) -> StorageResult<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| seg_io(dir, e))
 }
 
 /// A block's entry in the index.
