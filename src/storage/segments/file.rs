@@ -217,8 +217,8 @@ impl SegmentWriter {
 
     /// [`Self::finish`] without the folder's sync: for a caller that writes several files
     /// before the one commit that names them, and syncs their folder once ([`sync_dir`]) before
-    /// it. A freeze writes about ten; a sync each was a third of the wall time of an import of
-    /// empty blocks (mainnet's first 16,384, docs/benchmarks/issue-62.md).
+    /// it. A freeze writes about ten; one sync for them took an import of empty blocks
+    /// (mainnet's first 16,384) to 0.91 times its time (docs/benchmarks/issue-62.md).
     pub fn finish_file(mut self) -> StorageResult<Written> {
         self.flush_block()?;
         tracing::debug!(target: "storage", file = %self.path.display(), rows = self.rows, "segment written, syncing");
