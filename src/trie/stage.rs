@@ -311,13 +311,15 @@ pub(crate) fn stage_range(
     };
     // The account rows each block sees, for the accounts that change after it: their value
     // before their next change (the others read as after the range).
-    let mut rows_now: HashMap<B256, Option<Vec<u8>>> = account_rows
-        .iter()
-        .map(|(k, rows)| {
-            (B256::from(*k), rows.first().and_then(|(_, v)| (!v.is_empty()).then(|| v.clone())))
-        })
-        .collect();
-    let mut account_next: HashMap<B256, usize> = HashMap::new();
+    let rows_now = RowsNow {
+        rows: account_rows
+            .iter()
+            .map(|(k, rows)| {
+                (B256::from(*k), rows.first().and_then(|(_, v)| (!v.is_empty()).then(|| v.clone())))
+            })
+            .collect(),
+        next: HashMap::new(),
+    };
     // Slot leaves each block sees, by account: the same for slots.
     let mut slots_now: BTreeMap<B256, Overlay> = BTreeMap::new();
     let mut buf = Vec::with_capacity(40);
@@ -332,169 +334,93 @@ pub(crate) fn stage_range(
         };
         slots_now.entry(account).or_default().insert(slot, value);
     }
-    let mut slot_next: HashMap<[u8; 64], usize> = HashMap::new();
 
     // Storage roots of the accounts whose storage the range changes, from before the range:
     // their rows in the range (and after it, for an account whose root ends where it began)
     // carry the root from before the range until the epoch's end rewrites it.
-    let row_of = |account: &B256,
-                  rows_now: &HashMap<B256, Option<Vec<u8>>>|
-     -> Result<Option<Vec<u8>>, TrieError> {
-        match rows_now.get(account) {
-            Some(row) => Ok(row.clone()),
-            None => last.accounts.get(&account.0),
-        }
-    };
-    let mut roots: BTreeMap<B256, RootVersions> = BTreeMap::new();
-    let mut root_now: HashMap<B256, B256> = HashMap::new();
+    let mut root_before: HashMap<B256, B256> = HashMap::new();
     for account in slots_now.keys() {
-        let root = match row_of(account, &rows_now)? {
+        let root = match rows_now.row_of(account, &last)? {
             Some(row) => decode_account(&row, account)?.storage_root,
             None => EMPTY_ROOT_HASH,
         };
-        root_now.insert(*account, root);
+        root_before.insert(*account, root);
     }
-    let root_before = root_now.clone();
-    let set_root = |roots: &mut BTreeMap<B256, RootVersions>,
-                    root_now: &mut HashMap<B256, B256>,
-                    account: B256,
-                    block: u64,
-                    root: B256| {
-        if root_now.insert(account, root) != Some(root) {
-            let before = root_before.get(&account).copied().unwrap_or(EMPTY_ROOT_HASH);
-            roots
-                .entry(account)
-                .or_insert_with(|| RootVersions { before, changes: Vec::new() })
-                .changes
-                .push((block, root));
-        }
-    };
-
-    let mut account_nodes: Nodes<'_, 33, 45, 37> =
-        Nodes { base: before.account_nodes, versions: BTreeMap::new(), name: "account_trie" };
-    let mut storage_nodes: Nodes<'_, 65, 77, 69> =
-        Nodes { base: before.storage_nodes, versions: BTreeMap::new(), name: "storage_trie" };
     // Account leaves each block sees for the accounts the range changes: their row then, with
     // the storage root the stage computed.
     let mut leaves_now: Overlay = Overlay::new();
+    for account in rows_now.rows.keys().chain(root_before.keys()).collect::<BTreeSet<_>>() {
+        leaves_now.insert(*account, rows_now.leaf_of(account, &root_before, &last)?);
+    }
     // The leaves after `to`, as the range's walks read them: one snapshot, so read once.
     // Read through the kept keys, a span costs a cursor over the current rows and a search in
-    // the set: the memo keeps less, and the set has the memory.
-    let mut memo = LeafMemo::bounded(match later {
+    // the set: the memo keeps less, and the set has the memory. Each side keeps half.
+    let side_memo = match later {
         Some(_) => memo_bytes.min(KEPT_MEMO_BYTES),
         None => memo_bytes,
-    });
-    let leaf_of = |account: &B256,
-                   rows_now: &HashMap<B256, Option<Vec<u8>>>,
-                   root_now: &HashMap<B256, B256>|
-     -> Result<Option<Vec<u8>>, TrieError> {
-        match row_of(account, rows_now)? {
-            Some(row) => account_leaf(&row, account, root_now.get(account).copied()).map(Some),
-            None => Ok(None),
-        }
+    } / 2;
+    let input = RangeInput {
+        blocks: &blocks,
+        account_rows: &account_rows,
+        account_last: &account_last,
+        slot_rows: &slot_rows,
+        slot_last: &slot_last,
+        root_before: &root_before,
+        last,
     };
-    for account in rows_now.keys().chain(root_now.keys()).collect::<BTreeSet<_>>() {
-        leaves_now.insert(*account, leaf_of(account, &rows_now, &root_now)?);
-    }
-
-    for block in from..=to {
-        let Some(changes) = blocks.get(&block) else {
-            // Nothing changed: the root must still be the header's.
-            check_root(
-                reader,
-                block,
-                account_root(&account_nodes, &last, &leaves_now, &mut memo)?,
-            )?;
-            continue;
+    let storage = StorageSide {
+        nodes: Nodes {
+            base: before.storage_nodes,
+            versions: BTreeMap::new(),
+            name: "storage_trie",
+        },
+        memo: LeafMemo::bounded(side_memo),
+        rows_now: rows_now.clone(),
+        slots_now,
+        slot_next: HashMap::new(),
+        root_now: root_before.clone(),
+        roots: BTreeMap::new(),
+    };
+    let accounts = AccountSide {
+        nodes: Nodes {
+            base: before.account_nodes,
+            versions: BTreeMap::new(),
+            name: "account_trie",
+        },
+        memo: LeafMemo::bounded(side_memo),
+        rows_now,
+        root_now: root_before.clone(),
+        leaves_now,
+    };
+    // The storage tries on a thread of their own, block by block ahead of the account trie,
+    // which waits for each block's storage roots: the two walks take about equal shares of a
+    // range (docs/benchmarks/issue-62.md), and the second core is otherwise idle after a bulk
+    // import's blocks. Each side holds only its own nodes, so memory stays one range's.
+    let (roots_tx, roots_rx) = std::sync::mpsc::channel();
+    let (accounts, storage) = std::thread::scope(|scope| {
+        let storage = std::thread::Builder::new()
+            .name("loupe-trie-storage".into())
+            .spawn_scoped(scope, move || storage.walk_range(&input, roots_tx))
+            .map_err(|e| TrieError::Stage(format!("cannot start the storage tries' thread: {e}")));
+        let accounts = match &storage {
+            Ok(_) => accounts.walk_range(reader, &input, from, to, roots_rx),
+            Err(_) => Err(None),
         };
-        // This block's values become what the block sees from here on.
-        for account in &changes.accounts {
-            let rows = &account_rows[&account.0];
-            let i = account_next.entry(*account).or_insert(0);
-            let value = after(rows, *i, &account_last[account]).map(<[u8]>::to_vec);
-            *i += 1;
-            match rows.get(*i) {
-                Some(_) => rows_now.insert(*account, value),
-                None => rows_now.remove(account),
-            };
-        }
-        for (account, slots) in &changes.slots {
-            let over = slots_now.entry(*account).or_default();
-            for slot in slots {
-                let key: [u8; 64] = concat(account, slot.as_slice());
-                let rows = &slot_rows[&key];
-                let i = slot_next.entry(key).or_insert(0);
-                let value = after(rows, *i, &slot_last[&key]);
-                *i += 1;
-                if rows.get(*i).is_some() {
-                    let leaf = match value {
-                        Some(v) => {
-                            storage_leaf(v, &mut buf)?;
-                            Some(buf.clone())
-                        }
-                        None => None,
-                    };
-                    over.insert(*slot, leaf);
-                } else {
-                    over.remove(slot);
-                }
+        let storage = storage.and_then(|thread| {
+            thread.join().unwrap_or_else(|_| {
+                Err(TrieError::Stage("a range's storage-trie thread panicked".into()))
+            })
+        });
+        match (accounts, storage) {
+            (Ok(accounts), Ok(storage)) => Ok((accounts, storage)),
+            (Err(Some(e)), _) => Err(e),
+            (_, Err(e)) => Err(e),
+            (Err(None), Ok(_)) => {
+                Err(TrieError::Stage("the storage tries' walks ended before the range's".into()))
             }
         }
-        // Storage tries first: the account leaves carry their roots.
-        for (account, slots) in &changes.slots {
-            let exists = row_of(account, &rows_now)?.is_some();
-            let key = |path: &Nibbles| -> [u8; 65] { concat(account, &pack_path(path)) };
-            if !exists {
-                // Deleted: its storage trie is gone with it.
-                let lo: [u8; 65] = concat(account, &[0u8; 33]);
-                let hi: [u8; 65] = concat(account, &[0xff; 33]);
-                let mut cursor = lo;
-                let mut gone = Vec::new();
-                while let Some((k, _)) = storage_nodes.next(&cursor, &hi)? {
-                    gone.push(k);
-                    match successor(&k) {
-                        Some(next) => cursor = next,
-                        None => break,
-                    }
-                }
-                for k in gone {
-                    storage_nodes.set(block, k, None)?;
-                }
-                set_root(&mut roots, &mut root_now, *account, block, EMPTY_ROOT_HASH);
-                continue;
-            }
-            let empty = Overlay::new();
-            let over = slots_now.get(account).unwrap_or(&empty);
-            let mut leaves = Merged {
-                base: Some(Memoised {
-                    inner: StorageLeavesAt { slots: last.slots, account: *account },
-                    memo: &mut memo,
-                    trie: Some(*account),
-                }),
-                over,
-            };
-            let out = {
-                let mut nodes = StorageNodes { nodes: &storage_nodes, account: *account };
-                walk(&mut nodes, &mut leaves, &PrefixSet::new(slots.clone()), None)?
-            };
-            storage_nodes.apply(block, &out, key)?;
-            set_root(&mut roots, &mut root_now, *account, block, out.root);
-        }
-        let mut touched: Vec<B256> = changes.accounts.clone();
-        touched.extend(changes.slots.keys().copied());
-        for account in &touched {
-            leaves_now.insert(*account, leaf_of(account, &rows_now, &root_now)?);
-        }
-        let out = {
-            let mut nodes = AccountNodes(&account_nodes);
-            let base =
-                Memoised { inner: AccountLeavesAt(last.accounts), memo: &mut memo, trie: None };
-            let mut leaves = Merged { base: Some(base), over: &leaves_now };
-            walk(&mut nodes, &mut leaves, &PrefixSet::new(touched), None)?
-        };
-        check_root(reader, block, out.root)?;
-        account_nodes.apply(block, &out, pack_path)?;
-    }
+    })?;
+    let (account_nodes, storage_nodes) = (&accounts.nodes, &storage.nodes);
     // A range that stops short of its epoch's end: the nodes it left unchanged that have rows
     // after it in the epoch, with their value (see `StagedRange::unchanged_account_nodes`).
     let (mut unchanged_account_nodes, mut unchanged_storage_nodes) =
@@ -521,7 +447,15 @@ pub(crate) fn stage_range(
             }
         }
     }
-    tracing::debug!(target: "trie", from, to, leaf_spans_read = memo.misses, leaf_spans_memoised = memo.hits, "trie-history stage: leaf reads");
+    let (memo, storage_memo) = (&accounts.memo, &storage.memo);
+    tracing::debug!(
+        target: "trie",
+        from,
+        to,
+        leaf_spans_read = memo.misses + storage_memo.misses,
+        leaf_spans_memoised = memo.hits + storage_memo.hits,
+        "trie-history stage: leaf reads"
+    );
     if tracing::enabled!(target: "trie", tracing::Level::DEBUG) {
         // What the range holds at its end, roughly (entries' bytes and a map entry's
         // overhead), for the log: a range's share of a bulk import's peak RSS.
@@ -539,9 +473,9 @@ pub(crate) fn stage_range(
                 + slot_rows.values().map(|r| rows(64, r)).sum::<usize>(),
             last = account_last.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>()
                 + slot_last.values().map(|v| 64 + ENTRY + opt(v)).sum::<usize>(),
-            now = rows_now.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>()
-                + slots_now.values().map(|o| 32 + ENTRY + overlay(o)).sum::<usize>()
-                + overlay(&leaves_now),
+            now = 2 * accounts.rows_now.rows.values().map(|v| 32 + ENTRY + opt(v)).sum::<usize>()
+                + storage.slots_now.values().map(|o| 32 + ENTRY + overlay(o)).sum::<usize>()
+                + overlay(&accounts.leaves_now),
             blocks = blocks
                 .values()
                 .map(|c| 32 * c.accounts.len() + c.slots.values().map(|s| 32 + ENTRY + 32 * s.len()).sum::<usize>())
@@ -549,19 +483,271 @@ pub(crate) fn stage_range(
             own = own.as_ref().map_or(0, |(a, s)| a.bytes() + s.bytes()),
             versions = account_nodes.versions.values().map(|v| 33 + ENTRY + v.bytes()).sum::<usize>()
                 + storage_nodes.versions.values().map(|v| 65 + ENTRY + v.bytes()).sum::<usize>(),
-            memo = memo.bytes(),
+            memo = memo.bytes() + storage_memo.bytes(),
             "trie-history stage: a range's memory"
         );
     }
     Ok(StagedRange {
         from,
         to,
-        account_nodes: account_nodes.versions,
-        storage_nodes: storage_nodes.versions,
-        storage_roots: roots,
+        account_nodes: accounts.nodes.versions,
+        storage_nodes: storage.nodes.versions,
+        storage_roots: storage.roots,
         unchanged_account_nodes,
         unchanged_storage_nodes,
     })
+}
+
+/// What both sides of a range's walks read and neither changes.
+#[derive(Clone, Copy)]
+struct RangeInput<'r, 't> {
+    /// What each block changed.
+    blocks: &'r BTreeMap<u64, BlockChanges>,
+    /// Each changed account's rows in the range, and its value after it.
+    account_rows: &'r BTreeMap<[u8; 32], Rows>,
+    account_last: &'r HashMap<B256, Option<Vec<u8>>>,
+    /// Each changed slot's rows in the range, and its value after it.
+    slot_rows: &'r BTreeMap<[u8; 64], Rows>,
+    slot_last: &'r HashMap<[u8; 64], Option<Vec<u8>>>,
+    /// The storage roots before the range of the accounts whose storage it changes.
+    root_before: &'r HashMap<B256, B256>,
+    /// The leaves after the range.
+    last: history::Sources<'t>,
+}
+
+/// The account rows a block sees for the accounts the range changes after it (their value
+/// before their next change; the others read as after the range), moved block by block.
+#[derive(Clone)]
+struct RowsNow {
+    rows: HashMap<B256, Option<Vec<u8>>>,
+    /// Each account's next row in the range.
+    next: HashMap<B256, usize>,
+}
+
+impl RowsNow {
+    /// Moves past a block that wrote the rows of `accounts`.
+    fn advance(&mut self, accounts: &[B256], input: &RangeInput<'_, '_>) {
+        for account in accounts {
+            let (Some(rows), Some(last)) =
+                (input.account_rows.get(&account.0), input.account_last.get(account))
+            else {
+                continue;
+            };
+            let i = self.next.entry(*account).or_insert(0);
+            let value = after(rows, *i, last).map(<[u8]>::to_vec);
+            *i += 1;
+            match rows.get(*i) {
+                Some(_) => self.rows.insert(*account, value),
+                None => self.rows.remove(account),
+            };
+        }
+    }
+
+    /// The account's row now (`None`: absent).
+    fn row_of(
+        &self,
+        account: &B256,
+        last: &history::Sources<'_>,
+    ) -> Result<Option<Vec<u8>>, TrieError> {
+        match self.rows.get(account) {
+            Some(row) => Ok(row.clone()),
+            None => last.accounts.get(&account.0),
+        }
+    }
+
+    /// The account's leaf now, with the storage root `roots` give it (`None`: absent).
+    fn leaf_of(
+        &self,
+        account: &B256,
+        roots: &HashMap<B256, B256>,
+        last: &history::Sources<'_>,
+    ) -> Result<Option<Vec<u8>>, TrieError> {
+        match self.row_of(account, last)? {
+            Some(row) => account_leaf(&row, account, roots.get(account).copied()).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The storage tries' side of a range: each block's changed storage tries walked, their nodes
+/// and roots kept; each block's new roots sent to the account trie's side.
+struct StorageSide<'t> {
+    nodes: Nodes<'t, 65, 77, 69>,
+    memo: LeafMemo,
+    rows_now: RowsNow,
+    /// Slot leaves each block sees, by account (as `rows_now` for accounts).
+    slots_now: BTreeMap<B256, Overlay>,
+    slot_next: HashMap<[u8; 64], usize>,
+    /// Each changed storage trie's root now, and every root it had in the range.
+    root_now: HashMap<B256, B256>,
+    roots: BTreeMap<B256, RootVersions>,
+}
+
+impl StorageSide<'_> {
+    /// Walks every block of the range that changed anything, in order, sending the storage
+    /// roots each computed (empty for a block that changed no slot). Stops quietly when the
+    /// account side has stopped: its error is the range's.
+    fn walk_range(
+        mut self,
+        input: &RangeInput<'_, '_>,
+        roots_tx: std::sync::mpsc::Sender<Vec<(B256, B256)>>,
+    ) -> Result<Self, TrieError> {
+        let mut buf = Vec::with_capacity(40);
+        for (&block, changes) in input.blocks {
+            self.rows_now.advance(&changes.accounts, input);
+            let mut computed = Vec::with_capacity(changes.slots.len());
+            // This block's values become what the block sees from here on.
+            for (account, slots) in &changes.slots {
+                let over = self.slots_now.entry(*account).or_default();
+                for slot in slots {
+                    let key: [u8; 64] = concat(account, slot.as_slice());
+                    let (Some(rows), Some(last)) =
+                        (input.slot_rows.get(&key), input.slot_last.get(&key))
+                    else {
+                        continue;
+                    };
+                    let i = self.slot_next.entry(key).or_insert(0);
+                    let value = after(rows, *i, last);
+                    *i += 1;
+                    if rows.get(*i).is_some() {
+                        let leaf = match value {
+                            Some(v) => {
+                                storage_leaf(v, &mut buf)?;
+                                Some(buf.clone())
+                            }
+                            None => None,
+                        };
+                        over.insert(*slot, leaf);
+                    } else {
+                        over.remove(slot);
+                    }
+                }
+            }
+            for (account, slots) in &changes.slots {
+                let root = self.walk_storage(input, block, account, slots)?;
+                self.set_root(input, *account, block, root);
+                computed.push((*account, root));
+            }
+            if roots_tx.send(computed).is_err() {
+                return Ok(self);
+            }
+        }
+        Ok(self)
+    }
+
+    /// One block's walk of `account`'s storage trie over the changed `slots`: its root.
+    fn walk_storage(
+        &mut self,
+        input: &RangeInput<'_, '_>,
+        block: u64,
+        account: &B256,
+        slots: &[B256],
+    ) -> Result<B256, TrieError> {
+        let key = |path: &Nibbles| -> [u8; 65] { concat(account, &pack_path(path)) };
+        if self.rows_now.row_of(account, &input.last)?.is_none() {
+            // Deleted: its storage trie is gone with it.
+            let lo: [u8; 65] = concat(account, &[0u8; 33]);
+            let hi: [u8; 65] = concat(account, &[0xff; 33]);
+            let mut cursor = lo;
+            let mut gone = Vec::new();
+            while let Some((k, _)) = self.nodes.next(&cursor, &hi)? {
+                gone.push(k);
+                match successor(&k) {
+                    Some(next) => cursor = next,
+                    None => break,
+                }
+            }
+            for k in gone {
+                self.nodes.set(block, k, None)?;
+            }
+            return Ok(EMPTY_ROOT_HASH);
+        }
+        let empty = Overlay::new();
+        let over = self.slots_now.get(account).unwrap_or(&empty);
+        let mut leaves = Merged {
+            base: Some(Memoised {
+                inner: StorageLeavesAt { slots: input.last.slots, account: *account },
+                memo: &mut self.memo,
+                trie: Some(*account),
+            }),
+            over,
+        };
+        let out = {
+            let mut nodes = StorageNodes { nodes: &self.nodes, account: *account };
+            walk(&mut nodes, &mut leaves, &PrefixSet::new(slots.to_vec()), None)?
+        };
+        self.nodes.apply(block, &out, key)?;
+        Ok(out.root)
+    }
+
+    /// Records `account`'s storage root after `block`.
+    fn set_root(&mut self, input: &RangeInput<'_, '_>, account: B256, block: u64, root: B256) {
+        if self.root_now.insert(account, root) != Some(root) {
+            let before = input.root_before.get(&account).copied().unwrap_or(EMPTY_ROOT_HASH);
+            self.roots
+                .entry(account)
+                .or_insert_with(|| RootVersions { before, changes: Vec::new() })
+                .changes
+                .push((block, root));
+        }
+    }
+}
+
+/// The account trie's side of a range: each block's walk over the accounts it changed, with
+/// the storage roots the storage side sent for it, its root checked against the header.
+struct AccountSide<'t> {
+    nodes: Nodes<'t, 33, 45, 37>,
+    memo: LeafMemo,
+    rows_now: RowsNow,
+    /// The storage roots now, as the storage side sent them.
+    root_now: HashMap<B256, B256>,
+    /// Account leaves each block sees for the accounts the range changes.
+    leaves_now: Overlay,
+}
+
+impl AccountSide<'_> {
+    /// Walks every block of `from..=to`, in order. `Err(None)`: the storage side stopped
+    /// first (its error is the range's).
+    fn walk_range(
+        mut self,
+        reader: &Reader,
+        input: &RangeInput<'_, '_>,
+        from: u64,
+        to: u64,
+        roots_rx: std::sync::mpsc::Receiver<Vec<(B256, B256)>>,
+    ) -> Result<Self, Option<TrieError>> {
+        for block in from..=to {
+            let Some(changes) = input.blocks.get(&block) else {
+                // Nothing changed: the root must still be the header's.
+                let root =
+                    account_root(&self.nodes, &input.last, &self.leaves_now, &mut self.memo)?;
+                check_root(reader, block, root)?;
+                continue;
+            };
+            self.rows_now.advance(&changes.accounts, input);
+            let Ok(roots) = roots_rx.recv() else { return Err(None) };
+            self.root_now.extend(roots);
+            let mut touched: Vec<B256> = changes.accounts.clone();
+            touched.extend(changes.slots.keys().copied());
+            for account in &touched {
+                let leaf = self.rows_now.leaf_of(account, &self.root_now, &input.last)?;
+                self.leaves_now.insert(*account, leaf);
+            }
+            let out = {
+                let mut nodes = AccountNodes(&self.nodes);
+                let base = Memoised {
+                    inner: AccountLeavesAt(input.last.accounts),
+                    memo: &mut self.memo,
+                    trie: None,
+                };
+                let mut leaves = Merged { base: Some(base), over: &self.leaves_now };
+                walk(&mut nodes, &mut leaves, &PrefixSet::new(touched), None)?
+            };
+            check_root(reader, block, out.root)?;
+            self.nodes.apply(block, &out, pack_path)?;
+        }
+        Ok(self)
+    }
 }
 
 /// The state history rows of a range: of the accounts, then of the slots.
