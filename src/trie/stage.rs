@@ -229,7 +229,8 @@ fn account_leaf(
 
 /// Builds the per-block trie history of blocks `from..=to` (one epoch's, all waiting for the
 /// stage) from `reader`'s snapshot, checking each block's state root against its header; the
-/// leaves its walks read are memoised up to `memo_bytes`.
+/// leaves its walks read are memoised up to `memo_bytes`. The storage tries' walks run on a
+/// second thread ahead of the account trie's ([`StorageSide`], [`AccountSide`]).
 ///
 /// `later`, when it holds the keys changed after `to` in this snapshot, answers the leaves after
 /// `to` without history reads; when it holds those after `from - 1` (a second range built beside
@@ -244,6 +245,7 @@ pub(crate) fn stage_range(
     later: Option<&Later>,
     rows: Option<RangeRows>,
 ) -> Result<StagedRange, TrieError> {
+    let started = std::time::Instant::now();
     let t = reader.trie_tables();
     let epoch = t.epochs.of(from);
     if t.epochs.of(to) != epoch || to < from || from == 0 {
@@ -380,6 +382,7 @@ pub(crate) fn stage_range(
         slot_next: HashMap::new(),
         root_now: root_before.clone(),
         roots: BTreeMap::new(),
+        busy: std::time::Duration::ZERO,
     };
     let accounts = AccountSide {
         nodes: Nodes {
@@ -391,12 +394,14 @@ pub(crate) fn stage_range(
         rows_now,
         root_now: root_before.clone(),
         leaves_now,
+        waited: std::time::Duration::ZERO,
     };
     // The storage tries on a thread of their own, block by block ahead of the account trie,
     // which waits for each block's storage roots: the two walks take about equal shares of a
     // range (docs/benchmarks/issue-62.md), and the second core is otherwise idle after a bulk
     // import's blocks. Each side holds only its own nodes, so memory stays one range's.
     let (roots_tx, roots_rx) = std::sync::mpsc::channel();
+    let walks = std::time::Instant::now();
     let (accounts, storage) = std::thread::scope(|scope| {
         let storage = std::thread::Builder::new()
             .name("loupe-trie-storage".into())
@@ -454,6 +459,10 @@ pub(crate) fn stage_range(
         to,
         leaf_spans_read = memo.misses + storage_memo.misses,
         leaf_spans_memoised = memo.hits + storage_memo.hits,
+        before_walks_us = walks.duration_since(started).as_micros() as u64,
+        walks_us = walks.elapsed().as_micros() as u64,
+        storage_walks_us = storage.busy.as_micros() as u64,
+        account_waits_us = accounts.waited.as_micros() as u64,
         "trie-history stage: leaf reads"
     );
     if tracing::enabled!(target: "trie", tracing::Level::DEBUG) {
@@ -581,6 +590,8 @@ struct StorageSide<'t> {
     /// Each changed storage trie's root now, and every root it had in the range.
     root_now: HashMap<B256, B256>,
     roots: BTreeMap<B256, RootVersions>,
+    /// The time it spent walking (for the stage's debug log).
+    busy: std::time::Duration,
 }
 
 impl StorageSide<'_> {
@@ -593,6 +604,7 @@ impl StorageSide<'_> {
         roots_tx: std::sync::mpsc::Sender<Vec<(B256, B256)>>,
     ) -> Result<Self, TrieError> {
         let mut buf = Vec::with_capacity(40);
+        let started = std::time::Instant::now();
         for (&block, changes) in input.blocks {
             self.rows_now.advance(&changes.accounts, input);
             let mut computed = Vec::with_capacity(changes.slots.len());
@@ -629,9 +641,10 @@ impl StorageSide<'_> {
                 computed.push((*account, root));
             }
             if roots_tx.send(computed).is_err() {
-                return Ok(self);
+                break;
             }
         }
+        self.busy = started.elapsed();
         Ok(self)
     }
 
@@ -703,6 +716,8 @@ struct AccountSide<'t> {
     root_now: HashMap<B256, B256>,
     /// Account leaves each block sees for the accounts the range changes.
     leaves_now: Overlay,
+    /// The time it waited for the storage side (for the stage's debug log).
+    waited: std::time::Duration,
 }
 
 impl AccountSide<'_> {
@@ -725,7 +740,9 @@ impl AccountSide<'_> {
                 continue;
             };
             self.rows_now.advance(&changes.accounts, input);
+            let waiting = std::time::Instant::now();
             let Ok(roots) = roots_rx.recv() else { return Err(None) };
+            self.waited += waiting.elapsed();
             self.root_now.extend(roots);
             let mut touched: Vec<B256> = changes.accounts.clone();
             touched.extend(changes.slots.keys().copied());
@@ -890,7 +907,8 @@ pub struct StageSummary {
 /// history tables. Their leaf memos share [`super::memo::MEMO_BYTES`], but each holds its own
 /// rows and node versions: on the 10,000-block chain over 1M accounts two at once took the
 /// import's peak RSS to 1,126 MiB (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import
-/// keeps to with one (945 MiB).
+/// keeps to with one (945 MiB), when a range's walks took one thread; each range takes two now
+/// ([`stage_range`]).
 pub fn run(
     db: &Database,
     stop: &std::sync::atomic::AtomicBool,
