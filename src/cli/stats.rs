@@ -79,8 +79,9 @@ fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
     );
     let _ = writeln!(
         out,
-        "file {:.1} MiB; {:.1} MiB in no table (free pages and redb's own)",
+        "file {:.1} MiB ({:.1} MiB on disk); {:.1} MiB in no table (free pages and redb's own)",
         mib(stats.file_bytes),
+        mib(stats.disk_bytes),
         mib(stats.file_bytes.saturating_sub(occupied))
     );
     let _ = writeln!(out, "segments (epochs below {} frozen):", stats.frozen_to);
@@ -92,8 +93,8 @@ fn stats_text(stats: &crate::storage::DatabaseStats) -> String {
     let seg_bytes: u64 = stats.segments.iter().map(|s| s.bytes).sum();
     let _ = writeln!(
         out,
-        "datadir {:.1} MiB: the file and {:.1} MiB of segments",
-        mib(stats.file_bytes + seg_bytes),
+        "datadir {:.1} MiB on disk: the file and {:.1} MiB of segments",
+        mib(stats.disk_bytes + seg_bytes),
         mib(seg_bytes)
     );
     if let Some(stage) = &stats.trie_stage {
@@ -148,6 +149,7 @@ fn stats_json(stats: &crate::storage::DatabaseStats) -> serde_json::Value {
     serde_json::json!({
         "head": stats.head,
         "fileBytes": stats.file_bytes,
+        "diskBytes": stats.disk_bytes,
         "tables": tables,
         "frozenTo": stats.frozen_to,
         "segments": segments,

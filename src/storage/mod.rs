@@ -122,6 +122,20 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     }
 }
 
+/// The disk space a file takes: its allocated blocks where the platform tells them, else its
+/// length. A file redb extended but did not write to the end (a packed copy's tail) takes less
+/// than its length on file systems that keep holes.
+pub fn disk_bytes(path: &Path) -> std::io::Result<u64> {
+    let meta = std::fs::metadata(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(meta.blocks() * 512)
+    }
+    #[cfg(not(unix))]
+    Ok(meta.len())
+}
+
 impl Database {
     /// Opens the database in `datadir`, creating the directory, the file and all tables if they
     /// do not exist yet. After a crash, redb repairs the file here and the database opens at its
@@ -204,6 +218,11 @@ impl Database {
     /// Size of the database file in bytes (0 if it cannot be read).
     pub fn file_size(&self) -> u64 {
         std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
+    /// Disk space the database file takes, in bytes ([`disk_bytes`]; 0 if it cannot be read).
+    pub fn disk_size(&self) -> u64 {
+        disk_bytes(&self.path).unwrap_or(0)
     }
 
     /// Starts a read snapshot.

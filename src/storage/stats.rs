@@ -43,6 +43,9 @@ pub struct DatabaseStats {
     /// Length of the database file in bytes; what no table occupies is free pages and
     /// redb's own bookkeeping.
     pub file_bytes: u64,
+    /// Disk space the database file takes ([`super::disk_bytes`]): less than its length where
+    /// the file system keeps the unwritten tail of a packed file as a hole.
+    pub disk_bytes: u64,
     /// The frozen history's segment files, by kind: (kind, files, rows, bytes).
     pub segments: Vec<SegmentStats>,
     /// Epochs below this one are frozen.
@@ -110,6 +113,7 @@ impl Database {
             head,
             tables: out,
             file_bytes: self.file_size(),
+            disk_bytes: self.disk_size(),
             segments,
             frozen_to: manifest.frozen_to,
             trie_stage,
