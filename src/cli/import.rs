@@ -52,7 +52,7 @@ pub struct ImportCmd {
     /// builds at once after the blocks, up to the cores. Each takes a range's memory: 2 made the
     /// stage after the blocks a third faster and took the 10,000-block import over 1M accounts
     /// from 945 MiB to 1,126 MiB at its peak, when a range's walks took one thread (each takes
-    /// two now, so one range at a time keeps both cores busy).
+    /// three now, so one range at a time keeps both cores busy).
     #[arg(long = "import.stage-ranges", value_name = "N", default_value_t = crate::import::DEFAULT_STAGE_RANGES)]
     pub stage_ranges: usize,
 }

@@ -59,6 +59,16 @@ impl LeafMemo {
         self.bytes
     }
 
+    /// Takes `other`'s spans and counts (a memo of other tries, read from the same snapshot:
+    /// the stage's storage tries walked in two parts), within the sum of both bounds.
+    pub(super) fn absorb(&mut self, other: Self) {
+        self.spans.extend(other.spans);
+        self.bytes += other.bytes;
+        self.bound += other.bound;
+        self.hits += other.hits;
+        self.misses += other.misses;
+    }
+
     fn keep(&mut self, key: (Option<B256>, B256, Option<B256>), mut leaves: Leaves) {
         leaves.shrink_to_fit();
         // What the span holds in the allocator, not only its leaves' bytes: the map's entry,

@@ -21,7 +21,7 @@
 //! `storage::Writer::adopt_staged` writes them in place of the grouped rows. Cost grows with
 //! what the range's blocks changed, not with the state or the chain.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use alloy_primitives::B256;
 use alloy_trie::{BranchNodeCompact, EMPTY_ROOT_HASH, Nibbles};
@@ -370,20 +370,43 @@ pub(crate) fn stage_range(
         root_before: &root_before,
         last,
     };
-    let storage = StorageSide {
+    // The storage tries in two parts, each walked on a thread of its own: the accounts
+    // whose storage the range changes, heaviest first (by the slot writes of the range), each
+    // to the part with fewer writes so far.
+    let mut weights: HashMap<B256, usize> = HashMap::new();
+    for changes in blocks.values() {
+        for (account, slots) in &changes.slots {
+            *weights.entry(*account).or_default() += slots.len();
+        }
+    }
+    let mut by_weight: Vec<(B256, usize)> = weights.into_iter().collect();
+    by_weight.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let (mut second, mut loads) = (HashSet::new(), [0usize; 2]);
+    for (account, weight) in by_weight {
+        let part = usize::from(loads[1] < loads[0]);
+        loads[part] += weight;
+        if part == 1 {
+            second.insert(account);
+        }
+    }
+    let (slots_second, slots_first): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        slots_now.into_iter().partition(|(account, _)| second.contains(account));
+    let storage_part = |slots_now, in_second| StorageSide {
         nodes: Nodes {
             base: before.storage_nodes,
             versions: BTreeMap::new(),
             name: "storage_trie",
         },
-        memo: LeafMemo::bounded(side_memo),
+        memo: LeafMemo::bounded(side_memo / 2),
         rows_now: rows_now.clone(),
         slots_now,
         slot_next: HashMap::new(),
         root_now: root_before.clone(),
         roots: BTreeMap::new(),
         busy: std::time::Duration::ZERO,
+        part: (&second, in_second),
     };
+    let storage = [storage_part(slots_first, false), storage_part(slots_second, true)];
     let accounts = AccountSide {
         nodes: Nodes {
             base: before.account_nodes,
@@ -396,28 +419,47 @@ pub(crate) fn stage_range(
         leaves_now,
         waited: std::time::Duration::ZERO,
     };
-    // The storage tries on a thread of their own, block by block ahead of the account trie,
-    // which waits for each block's storage roots: the storage tries took 33 % of the stage's
-    // samples and the account trie 21 % on one thread (docs/benchmarks/issue-62.md), and the
-    // second core is otherwise idle after a bulk import's blocks. The storage side is now the
-    // critical path (the debug log's `account_waits_us`). Each side holds only its own nodes,
-    // so memory stays one range's.
-    let (roots_tx, roots_rx) = std::sync::mpsc::channel();
+    // The storage tries on two threads of their own (two parts of them), block by block ahead
+    // of the account trie, which waits for each block's storage roots from both: the storage
+    // tries took 33 % of the stage's samples and the account trie 21 % on one thread
+    // (docs/benchmarks/issue-62.md), and with them on one thread of their own that thread was
+    // the critical path, the account trie waiting a third of the walks (the debug log's
+    // `account_waits_us`). Each side holds only its own nodes, so memory stays one range's.
     let walks = std::time::Instant::now();
     let (accounts, storage) = std::thread::scope(|scope| {
-        let storage = std::thread::Builder::new()
-            .name("loupe-trie-storage".into())
-            .spawn_scoped(scope, move || storage.walk_range(&input, roots_tx))
-            .map_err(|e| TrieError::Stage(format!("cannot start the storage tries' thread: {e}")));
-        let accounts = match &storage {
-            Ok(_) => accounts.walk_range(reader, &input, from, to, roots_rx),
-            Err(_) => Err(None),
+        let mut receivers = Vec::with_capacity(2);
+        let mut threads = Vec::with_capacity(2);
+        for side in storage {
+            let (roots_tx, roots_rx) = std::sync::mpsc::channel();
+            receivers.push(roots_rx);
+            let input = &input;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("loupe-trie-storage".into())
+                    .spawn_scoped(scope, move || side.walk_range(input, roots_tx))
+                    .map_err(|e| {
+                        TrieError::Stage(format!("cannot start a storage tries' thread: {e}"))
+                    }),
+            );
+        }
+        let accounts = match threads.iter().all(Result::is_ok) {
+            true => accounts.walk_range(reader, &input, from, to, receivers),
+            false => {
+                drop(receivers);
+                Err(None)
+            }
         };
-        let storage = storage.and_then(|thread| {
-            thread.join().unwrap_or_else(|_| {
-                Err(TrieError::Stage("a range's storage-trie thread panicked".into()))
+        let mut parts = threads.into_iter().map(|thread| {
+            thread.and_then(|thread| {
+                thread.join().unwrap_or_else(|_| {
+                    Err(TrieError::Stage("a range's storage-trie thread panicked".into()))
+                })
             })
         });
+        let storage = match (parts.next(), parts.next()) {
+            (Some(first), Some(second)) => first.and_then(|f| second.map(|s| f.absorb(s))),
+            _ => Err(TrieError::Stage("a range's storage-trie threads are missing".into())),
+        };
         match (accounts, storage) {
             (Ok(accounts), Ok(storage)) => Ok((accounts, storage)),
             (Err(Some(e)), _) => Err(e),
@@ -594,9 +636,23 @@ struct StorageSide<'t> {
     roots: BTreeMap<B256, RootVersions>,
     /// The time it spent walking (for the stage's debug log).
     busy: std::time::Duration,
+    /// The accounts of the second part, and whether this side walks that part (else the
+    /// first: every other account).
+    part: (&'t HashSet<B256>, bool),
 }
 
 impl StorageSide<'_> {
+    /// This side with `other`'s nodes, roots and leaves added (the other part's: no key is
+    /// in both), for what follows the walks.
+    fn absorb(mut self, other: Self) -> Self {
+        self.nodes.versions.extend(other.nodes.versions);
+        self.roots.extend(other.roots);
+        self.slots_now.extend(other.slots_now);
+        self.memo.absorb(other.memo);
+        self.busy = self.busy.max(other.busy);
+        self
+    }
+
     /// Walks every block of the range that changed anything, in order, sending the storage
     /// roots each computed (empty for a block that changed no slot). Stops quietly when the
     /// account side has stopped: its error is the range's.
@@ -607,11 +663,13 @@ impl StorageSide<'_> {
     ) -> Result<Self, TrieError> {
         let mut buf = Vec::with_capacity(40);
         let started = std::time::Instant::now();
+        let (second, in_second) = self.part;
+        let mine = |account: &B256| second.contains(account) == in_second;
         for (&block, changes) in input.blocks {
             self.rows_now.advance(&changes.accounts, input);
             let mut computed = Vec::with_capacity(changes.slots.len());
             // This block's values become what the block sees from here on.
-            for (account, slots) in &changes.slots {
+            for (account, slots) in changes.slots.iter().filter(|(a, _)| mine(a)) {
                 let over = self.slots_now.entry(*account).or_default();
                 for slot in slots {
                     let key: [u8; 64] = concat(account, slot.as_slice());
@@ -637,7 +695,7 @@ impl StorageSide<'_> {
                     }
                 }
             }
-            for (account, slots) in &changes.slots {
+            for (account, slots) in changes.slots.iter().filter(|(a, _)| mine(a)) {
                 let root = self.walk_storage(input, block, account, slots)?;
                 self.set_root(input, *account, block, root);
                 computed.push((*account, root));
@@ -723,15 +781,16 @@ struct AccountSide<'t> {
 }
 
 impl AccountSide<'_> {
-    /// Walks every block of `from..=to`, in order. `Err(None)`: the storage side stopped
-    /// first (its error is the range's).
+    /// Walks every block of `from..=to`, in order, taking each changed block's storage roots
+    /// from every part of the storage side. `Err(None)`: a storage side stopped first (its
+    /// error is the range's).
     fn walk_range(
         mut self,
         reader: &Reader,
         input: &RangeInput<'_, '_>,
         from: u64,
         to: u64,
-        roots_rx: std::sync::mpsc::Receiver<Vec<(B256, B256)>>,
+        roots_rx: Vec<std::sync::mpsc::Receiver<Vec<(B256, B256)>>>,
     ) -> Result<Self, Option<TrieError>> {
         for block in from..=to {
             let Some(changes) = input.blocks.get(&block) else {
@@ -743,9 +802,11 @@ impl AccountSide<'_> {
             };
             self.rows_now.advance(&changes.accounts, input);
             let waiting = std::time::Instant::now();
-            let Ok(roots) = roots_rx.recv() else { return Err(None) };
+            for part in &roots_rx {
+                let Ok(roots) = part.recv() else { return Err(None) };
+                self.root_now.extend(roots);
+            }
             self.waited += waiting.elapsed();
-            self.root_now.extend(roots);
             let mut touched: Vec<B256> = changes.accounts.clone();
             touched.extend(changes.slots.keys().copied());
             for account in &touched {
@@ -909,7 +970,7 @@ pub struct StageSummary {
 /// history tables. Their leaf memos share [`super::memo::MEMO_BYTES`], but each holds its own
 /// rows and node versions: on the 10,000-block chain over 1M accounts two at once took the
 /// import's peak RSS to 1,126 MiB (docs/benchmarks/issue-62.md), over the 1 GiB a bulk import
-/// keeps to with one (945 MiB), when a range's walks took one thread; each range takes two now
+/// keeps to with one (945 MiB), when a range's walks took one thread; each range takes three now
 /// ([`stage_range`]).
 pub fn run(
     db: &Database,
