@@ -427,39 +427,31 @@ pub(crate) fn stage_range(
     // `account_waits_us`). Each side holds only its own nodes, so memory stays one range's.
     let walks = std::time::Instant::now();
     let (accounts, storage) = std::thread::scope(|scope| {
-        let mut receivers = Vec::with_capacity(2);
-        let mut threads = Vec::with_capacity(2);
-        for side in storage {
+        let mut receivers = Vec::with_capacity(storage.len());
+        let threads = storage.map(|side| {
             let (roots_tx, roots_rx) = std::sync::mpsc::channel();
             receivers.push(roots_rx);
             let input = &input;
-            threads.push(
-                std::thread::Builder::new()
-                    .name("loupe-trie-storage".into())
-                    .spawn_scoped(scope, move || side.walk_range(input, roots_tx))
-                    .map_err(|e| {
-                        TrieError::Stage(format!("cannot start a storage tries' thread: {e}"))
-                    }),
-            );
-        }
-        let accounts = match threads.iter().all(Result::is_ok) {
-            true => accounts.walk_range(reader, &input, from, to, receivers),
-            false => {
-                drop(receivers);
-                Err(None)
-            }
+            std::thread::Builder::new()
+                .name("loupe-trie-storage".into())
+                .spawn_scoped(scope, move || side.walk_range(input, roots_tx))
+                .map_err(|e| TrieError::Stage(format!("cannot start a storage tries' thread: {e}")))
+        });
+        let accounts = if threads.iter().all(Result::is_ok) {
+            accounts.walk_range(reader, &input, from, to, receivers)
+        } else {
+            // The sides that started stop at their next block's send.
+            drop(receivers);
+            Err(None)
         };
-        let mut parts = threads.into_iter().map(|thread| {
+        let [first, second] = threads.map(|thread| {
             thread.and_then(|thread| {
                 thread.join().unwrap_or_else(|_| {
                     Err(TrieError::Stage("a range's storage-trie thread panicked".into()))
                 })
             })
         });
-        let storage = match (parts.next(), parts.next()) {
-            (Some(first), Some(second)) => first.and_then(|f| second.map(|s| f.absorb(s))),
-            _ => Err(TrieError::Stage("a range's storage-trie threads are missing".into())),
-        };
+        let storage = first.and_then(|first| second.map(|second| first.absorb(second)));
         match (accounts, storage) {
             (Ok(accounts), Ok(storage)) => Ok((accounts, storage)),
             (Err(Some(e)), _) => Err(e),
