@@ -525,10 +525,12 @@ fn check_access_list(
 /// Where [`Prepared::new`] recovers the senders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Senders {
-    /// On the calling thread only: it already runs beside the thread that executes blocks.
+    /// On the calling thread only (a block read as already stored that is stored after all).
     ThisThread,
     /// Split over all cores for a large block (recovery is most of a block's CPU time when its
-    /// transactions are cheap), when nothing else is running.
+    /// transactions are cheap): a block imported alone, and the blocks a bulk import prepares
+    /// ahead, whose recovery then takes the time the writer and the executing thread leave idle
+    /// (the preparing thread and its helpers run below the writer's priority).
     AllCores,
 }
 
@@ -613,22 +615,74 @@ fn recover_senders(txs: &[TxEnvelope], threads: usize) -> Result<Vec<Address>, (
         return recover(0, txs);
     }
     let size = txs.len().div_ceil(threads);
+    // The first chunk on the calling thread, the others on threads of their own (which take the
+    // calling thread's priority: a bulk import's preparing thread runs below the writer's).
+    let (first, rest) = txs.split_at(size.min(txs.len()));
     let parts: Vec<Result<Vec<Address>, (usize, String)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = txs
+        let handles: Vec<_> = rest
             .chunks(size)
             .enumerate()
-            .map(|(i, chunk)| scope.spawn(move || recover(i * size, chunk)))
+            .map(|(i, chunk)| scope.spawn(move || recover((i + 1) * size, chunk)))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| Err((0, "sender recovery thread panicked".into())))
-            })
-            .collect()
+        let mut parts = vec![recover(0, first)];
+        parts.extend(handles.into_iter().map(|h| {
+            h.join().unwrap_or_else(|_| Err((0, "sender recovery thread panicked".into())))
+        }));
+        parts
     });
     let mut senders = Vec::with_capacity(txs.len());
     for part in parts {
         senders.extend(part?);
     }
     Ok(senders)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_consensus::{SignableTransaction, Signed, TxLegacy};
+    use alloy_primitives::{Signature, TxKind, U256};
+    use alloy_signer::SignerSync;
+    use alloy_signer_local::PrivateKeySigner;
+
+    /// `n` transfers, each signed by a signer of its own; the indices in `bad` carry a signature
+    /// that recovers no key. Returns them with their signers' addresses.
+    fn transfers(n: u64, bad: &[u64]) -> (Vec<TxEnvelope>, Vec<Address>) {
+        (0..n)
+            .map(|i| {
+                let signer = PrivateKeySigner::random();
+                let tx = TxLegacy {
+                    chain_id: Some(1),
+                    nonce: i,
+                    gas_price: 7,
+                    gas_limit: 21_000,
+                    to: TxKind::Call(Address::repeat_byte(9)),
+                    value: U256::from(i),
+                    input: Default::default(),
+                };
+                let signature = match bad.contains(&i) {
+                    true => Signature::new(U256::MAX, U256::MAX, false),
+                    false => signer.sign_hash_sync(&tx.signature_hash()).expect("sign"),
+                };
+                (TxEnvelope::Legacy(Signed::new_unhashed(tx, signature)), signer.address())
+            })
+            .unzip()
+    }
+
+    /// Recovery split over threads gives the senders in order, as the signers made them, and
+    /// names the first bad transaction whichever chunk it is in.
+    #[test]
+    fn senders_recovered_on_several_threads_keep_their_order_and_name_the_first_bad_one() {
+        let (txs, signers) = transfers(70, &[]);
+        for threads in [1, 2, 3, 8] {
+            assert_eq!(recover_senders(&txs, threads), Ok(signers.clone()), "{threads} threads");
+        }
+        for (bad, first) in [(vec![69], 69), (vec![40, 3], 3), (vec![24, 47], 24), (vec![0], 0)] {
+            let (txs, _) = transfers(70, &bad);
+            for threads in [1, 2, 3] {
+                let got = recover_senders(&txs, threads).map_err(|(index, _)| index);
+                assert_eq!(got, Err(first), "bad {bad:?}, {threads} threads");
+            }
+        }
+    }
 }

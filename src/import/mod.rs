@@ -495,7 +495,7 @@ fn prepare_ahead(paths: &[&Path], run: &mut era1::Run<'_>, tx: &std::sync::mpsc:
                 let prepared = if stored.is_some_and(|head| block.header.number <= head) {
                     Prepared::hash_only(&block)
                 } else {
-                    Prepared::new(&block, Senders::ThisThread)
+                    Prepared::new(&block, Senders::AllCores)
                 };
                 run.read(block.header.number, prepared.hash());
                 (offset, block, prepared)

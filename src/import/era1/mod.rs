@@ -313,7 +313,7 @@ pub(super) fn prepare_file(
         } else {
             read::read_body(&mut r, &mut position, body_at, len).map(|body| {
                 let block = Block { header, body };
-                let prepared = Prepared::new(&block, Senders::ThisThread);
+                let prepared = Prepared::new(&block, Senders::AllCores);
                 (group, block, prepared)
             })
         };
