@@ -638,12 +638,25 @@ fn recover_senders(txs: &[TxEnvelope], threads: usize) -> Result<Vec<Address>, (
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use alloy_consensus::{SignableTransaction, Signed, TxLegacy};
     use alloy_primitives::{Signature, TxKind, U256};
     use alloy_signer::SignerSync;
     use alloy_signer_local::PrivateKeySigner;
+
+    /// An unsigned transfer of `nonce` wei to `0x0909…09` with that nonce, on chain 1.
+    pub(in crate::import) fn transfer(nonce: u64) -> TxLegacy {
+        TxLegacy {
+            chain_id: Some(1),
+            nonce,
+            gas_price: 7,
+            gas_limit: 21_000,
+            to: TxKind::Call(Address::repeat_byte(9)),
+            value: U256::from(nonce),
+            input: Default::default(),
+        }
+    }
 
     /// `n` transfers, each signed by a signer of its own; the indices in `bad` carry a signature
     /// that recovers no key. Returns them with their signers' addresses.
@@ -651,15 +664,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let signer = PrivateKeySigner::random();
-                let tx = TxLegacy {
-                    chain_id: Some(1),
-                    nonce: i,
-                    gas_price: 7,
-                    gas_limit: 21_000,
-                    to: TxKind::Call(Address::repeat_byte(9)),
-                    value: U256::from(i),
-                    input: Default::default(),
-                };
+                let tx = transfer(i);
                 let signature = match bad.contains(&i) {
                     true => Signature::new(U256::MAX, U256::MAX, false),
                     false => signer.sign_hash_sync(&tx.signature_hash()).expect("sign"),

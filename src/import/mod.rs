@@ -758,10 +758,7 @@ impl Group {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_consensus::{
-        Block, BlockBody, Header, SignableTransaction, Signed, TxEnvelope, TxLegacy,
-    };
-    use alloy_primitives::{Address, TxKind, U256};
+    use alloy_consensus::{Block, BlockBody, Header, SignableTransaction, Signed, TxEnvelope};
     use alloy_rlp::Encodable;
     use alloy_signer::SignerSync;
     use alloy_signer_local::PrivateKeySigner;
@@ -787,15 +784,7 @@ mod tests {
 
     /// Block `number` with one transfer signed by `signer` (its nonce the block number).
     fn signed_block(number: u64, signer: &PrivateKeySigner) -> Block<TxEnvelope> {
-        let tx = TxLegacy {
-            chain_id: Some(1),
-            nonce: number,
-            gas_price: 7,
-            gas_limit: 21_000,
-            to: TxKind::Call(Address::repeat_byte(9)),
-            value: U256::from(number),
-            input: Default::default(),
-        };
+        let tx = block::tests::transfer(number);
         let signature = signer.sign_hash_sync(&tx.signature_hash()).expect("sign");
         let tx = TxEnvelope::Legacy(Signed::new_unhashed(tx, signature));
         let header = Header { number, gas_limit: 30_000_000, ..Default::default() };
