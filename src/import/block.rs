@@ -560,9 +560,14 @@ impl Checks {
         for tx in txs {
             tx.tx_hash();
         }
+        // The cores are asked only for a block large enough to split: the call reads the
+        // cgroup's CPU limits from files, which cost more than an empty block's other checks
+        // (a profile of mainnet's first 16,384 blocks, docs/benchmarks/issue-62.md).
         let threads = match senders {
-            Senders::ThisThread => 1,
-            Senders::AllCores => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Senders::AllCores if txs.len() >= SPLIT_FROM => {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            }
+            _ => 1,
         };
         Self { transactions_root, senders: recover_senders(txs, threads) }
     }
@@ -601,6 +606,10 @@ impl Prepared {
     }
 }
 
+/// The fewest transactions whose senders [`recover_senders`] splits over threads: below it a
+/// thread's start costs more than the recoveries it takes (about 48 µs each).
+const SPLIT_FROM: usize = 32;
+
 /// Recovers every sender, on up to `threads` threads for a large block. The error names the
 /// first bad index.
 fn recover_senders(txs: &[TxEnvelope], threads: usize) -> Result<Vec<Address>, (usize, String)> {
@@ -611,7 +620,7 @@ fn recover_senders(txs: &[TxEnvelope], threads: usize) -> Result<Vec<Address>, (
             .map(|(i, tx)| tx.recover_signer_unchecked().map_err(|e| (offset + i, e.to_string())))
             .collect()
     };
-    if threads < 2 || txs.len() < 32 {
+    if threads < 2 || txs.len() < SPLIT_FROM {
         return recover(0, txs);
     }
     let size = txs.len().div_ceil(threads);
