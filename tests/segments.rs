@@ -33,10 +33,21 @@ fn import_keeping(
     proofs: loupe::storage::segments::ProofHistory,
     roots: StateRootCheck,
 ) -> Option<(Arc<Database>, ChainSpec)> {
+    import_in_groups(dir, depth, proofs, roots, 3)
+}
+
+/// [`import_keeping`] in groups of `batch` blocks (durable every other group), each of which
+/// freezes at its commit the epochs its head moves left behind.
+fn import_in_groups(
+    dir: &Path,
+    depth: Option<u64>,
+    proofs: loupe::storage::segments::ProofHistory,
+    roots: StateRootCheck,
+    batch: u64,
+) -> Option<(Arc<Database>, ChainSpec)> {
     let (db, spec, fx) = init(dir, depth, Some(proofs))?;
-    // Groups of 3 blocks: freezes land inside groups and at their commits.
     let options =
-        ImportOptions { batch: 3, sync_every: 6, state_root: roots, ..Default::default() };
+        ImportOptions { batch, sync_every: 2 * batch, state_root: roots, ..Default::default() };
     import_files_with(&db, &spec, &[fx.join("chain.rlp")], options).unwrap();
     Some((Arc::new(db), spec))
 }
@@ -214,6 +225,29 @@ fn every_read_at_every_block_is_the_same_with_history_frozen_and_merged() {
     let a = answers(&support::Node::serve(plain.clone(), spec.clone(), |_| {}), head);
     let b = answers(&support::Node::serve(frozen.clone(), spec.clone(), |_| {}), head);
     assert_same(&a, &b, "frozen at import");
+
+    // Groups of 13 blocks, each moving the head past three epochs: a commit freezes them at
+    // once, into one file of each kind of block data.
+    let (wide, _) = import_in_groups(
+        &dir.path().join("wide"),
+        Some(4),
+        loupe::storage::segments::ProofHistory::All,
+        StateRootCheck::Block,
+        13,
+    )
+    .unwrap();
+    let w = manifest(&wide);
+    assert_eq!(w.frozen_to as u64, (head - 4 + 1) / 4, "{w:?}");
+    let headers =
+        |e: &&loupe::storage::segments::Entry| e.kind == loupe::storage::segments::Kind::Headers;
+    // Each commit froze at least two epochs' headers; freezing at each head move left the
+    // newest epochs in a file each until a merge took them.
+    assert!(w.files.iter().filter(headers).all(|e| e.last > e.first), "{w:?}");
+    assert!(m.files.iter().filter(headers).any(|e| e.last == e.first), "{m:?}");
+    loupe::trie::verify(&wide.begin_read().unwrap()).unwrap();
+    loupe::trie::verify_history(&wide.begin_read().unwrap()).unwrap();
+    let e = answers(&support::Node::serve(wide, spec.clone(), |_| {}), head);
+    assert_same(&a, &e, "frozen at the commits of groups of three epochs");
 
     // The same datadir, before and after its window is narrowed.
     let w = plain.begin_write().unwrap();

@@ -608,7 +608,10 @@ impl Group {
     fn new(db: &Database, per_group: PerGroup) -> Result<Self, ImportError> {
         let deferred = per_group.map(|_| crate::trie::DeferredRoot::default());
         let epoch_len = per_group.flatten();
-        Ok(Self { writer: db.begin_write()?, blocks: Vec::new(), deferred, epoch_len })
+        // The group's head moves freeze what they leave behind once, at its commit.
+        let mut writer = db.begin_write()?;
+        writer.freeze_at_commit();
+        Ok(Self { writer, blocks: Vec::new(), deferred, epoch_len })
     }
 
     /// Whether the root is checked at `number` before the group ends: it ends an epoch.

@@ -36,6 +36,8 @@ pub struct Writer {
     trie_nodes: std::sync::Mutex<TrieNodes>,
     /// Segment files this transaction writes (`storage::segments`).
     segment_files: SegmentFiles,
+    /// The head's moves leave their freezes to the commit ([`Writer::freeze_at_commit`]).
+    freeze_at_commit: bool,
 }
 
 /// The segment store and the files a write transaction created and replaced: the created ones
@@ -120,7 +122,19 @@ impl Writer {
             deferred: Default::default(),
             trie_nodes: Default::default(),
             segment_files: SegmentFiles { store: segments, pending: Default::default() },
+            freeze_at_commit: false,
         }
+    }
+
+    /// Leaves the freezing of the epochs the head's moves leave behind (`storage::segments`)
+    /// to the commit, which then freezes them all at once: for a transaction that moves the
+    /// head many times, a bulk import's group of blocks. Its blocks' epochs then go into one
+    /// segment file per kind of block data and one freeze, where each epoch took a freeze, its
+    /// files and their syncs of its own (on mainnet's first 16,384 blocks, 128 freezes of 128
+    /// blocks; docs/benchmarks/issue-62.md). Nothing inside the transaction reads differently:
+    /// rows not frozen yet are read from the B-tree, as the epochs of the unwind window are.
+    pub fn freeze_at_commit(&mut self) {
+        self.freeze_at_commit = true;
     }
 
     fn deferred(&self) -> std::sync::MutexGuard<'_, Deferred> {
@@ -325,6 +339,9 @@ impl Writer {
     /// (never half of one).
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.flush_deferred()?;
+        if self.freeze_at_commit {
+            self.freeze_due()?;
+        }
         self.txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         let started = std::time::Instant::now();
         self.txn.commit()?;

@@ -48,7 +48,7 @@ impl Writer {
         crate::storage::history::changes::prune_changes(&self.txn, number)?;
         let closing = self.flush_before_close(old, number)?;
         crate::storage::history::index::follow_head(&self.txn, old, number, &closing)?;
-        self.freeze_due()
+        self.freeze_due_now()
     }
 
     /// Adopts the segment merges that finished off the writer's thread, waits for the running
@@ -118,6 +118,15 @@ impl Writer {
         crate::storage::history::changes::prune_changes(&self.txn, head)?;
         let closing = self.flush_before_close(old, head)?;
         crate::storage::history::index::follow_head(&self.txn, old, head, &closing)?;
-        self.freeze_due()
+        self.freeze_due_now()
+    }
+
+    /// [`Writer::freeze_due`] after a head move, unless the transaction leaves it to its
+    /// commit ([`Writer::freeze_at_commit`]).
+    fn freeze_due_now(&self) -> StorageResult<()> {
+        match self.freeze_at_commit {
+            true => Ok(()),
+            false => self.freeze_due(),
+        }
     }
 }
