@@ -94,7 +94,7 @@ fn freeze_rows<const H: usize>(
         }
     }
     let Some(w) = writer else { return Ok(None) };
-    let written = w.finish_file()?;
+    let written = w.finish_file(&pending.unsynced)?;
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
     table.retain_in::<&[u8; H], _>(&lo..=&hi, |_, _| false)?;
     Ok(Some(entry))
@@ -141,7 +141,7 @@ where
         w.push(&k.value().to_be_bytes(), &segment_value(kind, &value)?)?;
     }
     let Some(w) = writer else { return Ok(None) };
-    let written = w.finish_file()?;
+    let written = w.finish_file(&pending.unsynced)?;
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
     table.retain_in(from..=to, |_, _| false)?;
     Ok(Some(entry))
@@ -182,7 +182,7 @@ fn freeze_trace_rows(
         w.push(k, &[])?;
     }
     let Some(w) = writer else { return Ok(None) };
-    let written = w.finish_file()?;
+    let written = w.finish_file(&pending.unsynced)?;
     (entry.rows, entry.bytes, entry.crc) = (written.rows, written.bytes, written.crc);
     table.retain(|k, ()| !frozen(k))?;
     Ok(Some(entry))
@@ -398,9 +398,9 @@ pub(crate) fn freeze_due(
         }
         manifest.trace_frozen_to = block_due;
     }
-    // The files above were renamed into the folder without its sync (`finish_file`): one sync
-    // for all of them, before the manifest that names them is written.
-    super::file::sync_dir(store.dir())?;
+    // The files above were renamed into the folder unsynced (`finish_file`): their syncs and
+    // one of the folder for all of them, before the manifest that names them is written.
+    pending.unsynced.sync(store.dir())?;
     for kind in Kind::ALL {
         merge_due(store, pending, &mut manifest, kind, false)?;
     }

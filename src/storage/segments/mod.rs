@@ -774,6 +774,8 @@ impl Segments {
 pub(crate) struct TxnFiles {
     files: Mutex<(Vec<String>, Vec<String>)>,
     committed: std::sync::atomic::AtomicBool,
+    /// The files a freeze wrote, synced together before its manifest is written.
+    pub(super) unsynced: file::Unsynced,
 }
 
 impl TxnFiles {
