@@ -125,10 +125,15 @@ fn assert_same_proofs(per_block: &Database, staged: &Database, blocks: u64, what
 fn staged_history_proves_every_block_as_the_per_block_import() {
     // (seed, blocks, epoch length, commit group): groups that cross epochs, that are shorter
     // than one, and that do not divide it.
-    // One range at a time, two at once and three.
-    for (seed, blocks, epoch, batch, at_once) in
-        [(3, 23, 4, 16, 1), (7, 19, 5, 3, 2), (11, 26, 8, 7, 3), (5, 22, 4, 5, 2)]
-    {
+    // One range at a time, two at once and three; 0: the whole epochs as beside an import
+    // (built in turn, written in one transaction), then the rest one at a time.
+    for (seed, blocks, epoch, batch, at_once) in [
+        (3, 23, 4, 16, 1),
+        (7, 19, 5, 3, 2),
+        (11, 26, 8, 7, 3),
+        (5, 22, 4, 5, 2),
+        (13, 27, 4, 6, 0),
+    ] {
         let c = chain(seed, blocks);
         let tmp = tempfile::tempdir().unwrap();
         let what = format!("seed {seed}, epochs of {epoch}, groups of {batch}, {at_once} at once");
@@ -154,6 +159,18 @@ fn staged_history_proves_every_block_as_the_per_block_import() {
         loupe::trie::prove_account(&r, end, Address::ZERO, &[]).unwrap();
         drop(r);
 
+        if at_once == 0 {
+            let never = std::sync::atomic::AtomicBool::new(false);
+            let beside = loupe::trie::stage::run_beside_import(&grouped, &never, false).unwrap();
+            let whole = (before.grouped_to + 1) / epoch * epoch - 1;
+            assert_eq!((beside.blocks, beside.staged_to), (whole, Some(whole)), "{what}");
+            let rest = stage(&grouped, 1);
+            assert_eq!(beside.blocks + rest.blocks, before.grouped_to, "{what}: {rest:?}");
+            let after = grouped.begin_read().unwrap().trie_stage().unwrap().unwrap();
+            assert!(!after.pending() && after.failed.is_none(), "{what}: {after:?}");
+            assert_same_proofs(&reference, &grouped, c.blocks, &what);
+            continue;
+        }
         let summary = stage(&grouped, at_once);
         assert_eq!(summary.blocks, before.grouped_to, "{what}");
         // Up to two at once, every range reads the keys changed after it through the set
@@ -182,8 +199,18 @@ fn staged_history_proves_every_block_as_the_per_block_import() {
 /// the same holds.
 #[test]
 fn the_stage_names_a_wrong_root_inside_an_epoch_and_keeps_the_ranges_before_it() {
-    for at_once in [2, 1] {
+    // 0: as beside an import, whose ranges before the bad one share its write transaction.
+    for at_once in [2, 1, 0] {
         wrong_root_inside_an_epoch(at_once);
+    }
+}
+
+/// The stage `at_once` ranges at a time, or as beside an import for 0.
+fn stage_or_beside(db: &Database, at_once: usize) -> Result<u64, TrieError> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    match at_once {
+        0 => loupe::trie::stage::run_beside_import(db, &never, false).map(|s| s.blocks),
+        n => loupe::trie::stage::run(db, &never, n).map(|s| s.blocks),
     }
 }
 
@@ -205,8 +232,7 @@ fn wrong_root_inside_an_epoch(at_once: usize) {
         .insert(bad, rlp.as_slice())
         .unwrap();
     w.commit(true).unwrap();
-    let never = std::sync::atomic::AtomicBool::new(false);
-    let err = loupe::trie::stage::run(&db, &never, at_once).unwrap_err();
+    let err = stage_or_beside(&db, at_once).unwrap_err();
     assert!(
         matches!(err, TrieError::StageRootMismatch { block: 13, computed, .. } if computed == real),
         "{at_once} at once: {err:?}"
@@ -219,7 +245,7 @@ fn wrong_root_inside_an_epoch(at_once: usize) {
     }
     loupe::trie::prove_account(&r, 13, Address::ZERO, &[]).unwrap_err();
     drop(r);
-    let again = loupe::trie::stage::run(&db, &never, at_once).unwrap_err();
+    let again = stage_or_beside(&db, at_once).unwrap_err();
     assert!(matches!(again, TrieError::StageRootMismatch { block: 13, .. }), "{again:?}");
 }
 

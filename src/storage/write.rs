@@ -36,7 +36,8 @@ pub struct Writer {
     trie_nodes: std::sync::Mutex<TrieNodes>,
     /// Segment files this transaction writes (`storage::segments`).
     segment_files: SegmentFiles,
-    /// The head's moves leave their freezes to the commit ([`Writer::freeze_at_commit`]).
+    /// The head's moves and staged ranges leave their freezes to the commit
+    /// ([`Writer::freeze_at_commit`]).
     freeze_at_commit: bool,
 }
 
@@ -128,7 +129,8 @@ impl Writer {
 
     /// Leaves the freezing of the epochs the head's moves leave behind (`storage::segments`)
     /// to the commit, which then freezes them all at once: for a transaction that moves the
-    /// head many times, a bulk import's group of blocks. Its blocks' epochs then go into one
+    /// head many times, a bulk import's group of blocks (or adopts several staged ranges, the
+    /// trie-history stage beside an import). Its blocks' epochs then go into one
     /// segment file per kind of block data and one freeze, where each epoch took a freeze, its
     /// files and their syncs of its own (on mainnet's first 16,384 blocks, 128 freezes of 128
     /// blocks; docs/benchmarks/issue-62.md). Nothing inside the transaction reads differently:

@@ -976,15 +976,21 @@ pub fn run(
 /// [`run`] beside a grouped import that is still storing blocks: only whole epochs, the ones
 /// the import has left behind, so that no group of the import writes trie-history rows into
 /// an epoch after the stage (an epoch's node rows are one delta chain, `storage::history::nodes`,
-/// written by one of them); the rest waits for [`run`] after the blocks. Announced in the log
-/// only when `announce` is set: it starts anew at each group the import commits.
+/// written by one of them); the rest waits for [`run`] after the blocks. The whole epochs it
+/// finds are built in turn and written in one transaction ([`write_batch`]), so a kill loses
+/// at most those. Announced in the log only when `announce` is set: it starts anew at each
+/// group the import commits.
 pub fn run_beside_import(
     db: &Database,
     stop: &std::sync::atomic::AtomicBool,
     announce: bool,
 ) -> Result<StageSummary, TrieError> {
-    run_with(db, stop, announce, true, 1)
+    run_with(db, stop, announce, true, BESIDE_RANGES)
 }
+
+/// The most ranges one write transaction beside an import adopts ([`write_batch`]): a group of
+/// the import completes four 128-block epochs.
+const BESIDE_RANGES: usize = 16;
 
 fn run_with(
     db: &Database,
@@ -1027,13 +1033,17 @@ fn run_with(
         if whole_epochs && to < epoch_end {
             return Ok(summary);
         }
-        // The whole epochs after it, up to the last grouped block, built beside it.
+        // The whole epochs after it, up to the last grouped block, built beside it (beside an
+        // import, only whole epochs: the rest waits for the import's next groups).
         let mut ranges = vec![(from, to)];
         while let Some(&(_, last)) = ranges.last().filter(|_| ranges.len() < at_once.max(1)) {
             if last >= stage.grouped_to {
                 break;
             }
             let end = (u64::from(epochs.of(last + 1)) + 1) * epochs.len - 1;
+            if whole_epochs && end > stage.grouped_to {
+                break;
+            }
             ranges.push((last + 1, end.min(stage.grouped_to)));
         }
         let head = reader.head()?.unwrap_or(to);
@@ -1073,6 +1083,15 @@ fn run_with(
             false => super::memo::MEMO_BYTES / ranges.len(),
         };
         let set = later.as_ref();
+        if whole_epochs {
+            let built = build_one_by_one(&reader, &ranges, memo_bytes)?;
+            drop(reader);
+            let built_us = started.elapsed().as_micros() as u64;
+            match write_batch(db, &ranges, built, built_us, &mut summary)? {
+                true => continue,
+                false => return Ok(summary),
+            }
+        }
         let built: Vec<Result<StagedRange, TrieError>> = std::thread::scope(|scope| {
             let others: Vec<_> = ranges[1..]
                 .iter()
@@ -1144,6 +1163,99 @@ fn run_with(
         }
     }
 }
+
+/// Builds `ranges` in turn on this thread, all from `reader`'s snapshot, until one fails (its
+/// error ends the list) or those built hold [`BESIDE_BATCH_BYTES`]: what one write
+/// transaction beside an import then adopts.
+fn build_one_by_one(
+    reader: &Reader,
+    ranges: &[(u64, u64)],
+    memo_bytes: usize,
+) -> Result<Vec<Result<StagedRange, TrieError>>, TrieError> {
+    let mut built = Vec::with_capacity(ranges.len());
+    let mut bytes = 0;
+    for &(from, to) in ranges {
+        let range = stage_range(reader, from, to, memo_bytes, None, None);
+        let failed = range.is_err();
+        bytes += range.as_ref().map_or(0, StagedRange::bytes);
+        built.push(range);
+        if failed || bytes >= BESIDE_BATCH_BYTES {
+            break;
+        }
+    }
+    Ok(built)
+}
+
+/// Writes ranges built beside an import in one write transaction and one durable commit, in
+/// order; the epochs they complete are frozen at the commit, together. An import holds the
+/// write lock but between its groups (512 blocks), so a commit per range let the stage write
+/// one 128-block range per group: on mainnet's first 16,384 blocks it had staged 3,199 blocks
+/// when the blocks were stored, and built the rest after them (docs/benchmarks/issue-62.md).
+/// A range whose root differs is recorded after the ones before it; returns whether the stage
+/// goes on (`false`: another run adopted the first range, as [`run_with`] would).
+fn write_batch(
+    db: &Database,
+    ranges: &[(u64, u64)],
+    built: Vec<Result<StagedRange, TrieError>>,
+    built_us: u64,
+    summary: &mut StageSummary,
+) -> Result<bool, TrieError> {
+    test_pause();
+    let written = std::time::Instant::now();
+    let mut writer = db.begin_write()?;
+    writer.freeze_at_commit();
+    let mut adopted = Vec::with_capacity(built.len());
+    let mut failure = None;
+    for (&(from, to), range) in ranges.iter().zip(built) {
+        let range = match range {
+            Ok(range) => range,
+            Err(TrieError::StageRootMismatch { block, header, computed }) => {
+                writer.set_trie_stage_failed(block, header, computed)?;
+                failure = Some(TrieError::StageRootMismatch { block, header, computed });
+                break;
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        if !writer.adopt_staged(&range)? {
+            break;
+        }
+        adopted.push((from, to, range.account_nodes.len(), range.storage_nodes.len()));
+    }
+    test_pause();
+    writer.commit(true)?;
+    let written_us = written.elapsed().as_micros() as u64;
+    for &(from, to, account_nodes, storage_nodes) in &adopted {
+        summary.ranges += 1;
+        summary.blocks += to - from + 1;
+        summary.staged_to = Some(to);
+        tracing::debug!(
+            target: "trie",
+            from,
+            to,
+            batch = adopted.len(),
+            account_nodes,
+            storage_nodes,
+            built_us,
+            written_us,
+            "trie history staged"
+        );
+    }
+    if let Some(&(_, to, _, _)) = adopted.last() {
+        metrics::gauge!("loupe_trie_history_staged_to").set(to as f64);
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(!adopted.is_empty()),
+    }
+}
+
+/// What the ranges built beside an import may hold before they are written: the first is
+/// always built. A 128-block range of mainnet's first blocks holds a few kB; one of the
+/// 10,000-block chain over 1M accounts tens of MB, so there about one a batch.
+const BESIDE_BATCH_BYTES: usize = 32 << 20;
 
 /// The leaf memo's bound when a range reads through the kept keys (`later.rs`).
 const KEPT_MEMO_BYTES: usize = 32 << 20;

@@ -199,6 +199,20 @@ pub struct StagedRange {
     pub unchanged_storage_nodes: BTreeMap<[u8; 65], Vec<u8>>,
 }
 
+impl StagedRange {
+    /// The bytes it holds, roughly: each node's versions and key, and a map entry's overhead.
+    pub fn bytes(&self) -> usize {
+        const ENTRY: usize = 48 + 24;
+        let versions = |k: usize, v: &NodeVersions| k + ENTRY + v.bytes();
+        let whole = |k: usize, v: &Vec<u8>| k + ENTRY + v.capacity();
+        self.account_nodes.values().map(|v| versions(33, v)).sum::<usize>()
+            + self.storage_nodes.values().map(|v| versions(65, v)).sum::<usize>()
+            + self.storage_roots.values().map(|r| 32 + ENTRY + 40 * r.changes.len()).sum::<usize>()
+            + self.unchanged_account_nodes.values().map(|v| whole(33, v)).sum::<usize>()
+            + self.unchanged_storage_nodes.values().map(|v| whole(65, v)).sum::<usize>()
+    }
+}
+
 fn corrupt(detail: String) -> StorageError {
     StorageError::Corrupt { table: "trie history stage", detail }
 }
@@ -302,7 +316,7 @@ impl Writer {
         self.txn
             .open_table(tables::META)?
             .insert(meta::TRIE_HISTORY_TO, staged_to.to_be_bytes().as_slice())?;
-        self.freeze_due()?;
+        self.freeze_due_now()?;
         Ok(true)
     }
 

@@ -121,9 +121,9 @@ impl Writer {
         self.freeze_due_now()
     }
 
-    /// [`Writer::freeze_due`] after a head move, unless the transaction leaves it to its
-    /// commit ([`Writer::freeze_at_commit`]).
-    fn freeze_due_now(&self) -> StorageResult<()> {
+    /// [`Writer::freeze_due`] after a head move or a staged range, unless the transaction
+    /// leaves it to its commit ([`Writer::freeze_at_commit`]).
+    pub(in crate::storage) fn freeze_due_now(&self) -> StorageResult<()> {
         match self.freeze_at_commit {
             true => Ok(()),
             false => self.freeze_due(),
