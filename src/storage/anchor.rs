@@ -46,6 +46,7 @@ impl Writer {
     /// receipts: an anchored datadir's anchor and the ancestors kept for `BLOCKHASH` and the
     /// ommer rules.
     pub fn insert_header(&self, header: &Header, hash: B256) -> StorageResult<()> {
+        self.forget_last_block();
         let number = header.number;
         let mut buf = Vec::with_capacity(512);
         header.encode(&mut buf);

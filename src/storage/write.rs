@@ -39,6 +39,12 @@ pub struct Writer {
     /// The head's moves and staged ranges leave their freezes to the commit
     /// ([`Writer::freeze_at_commit`]).
     freeze_at_commit: bool,
+    /// The block [`Writer::insert_block`] wrote last (number, hash, header), which the next
+    /// block reads back as its parent ([`Writer::canonical_hash`], [`Writer::header`]) without
+    /// a table lookup; [`Writer::unwind_head`] and [`Writer::insert_header`] forget it.
+    last_block: std::sync::Mutex<Option<(u64, B256, Header)>>,
+    /// The history epochs' length, read once ([`Writer::epochs`]).
+    epochs: std::sync::Mutex<Option<Epochs>>,
 }
 
 /// The segment store and the files a write transaction created and replaced: the created ones
@@ -124,7 +130,30 @@ impl Writer {
             trie_nodes: Default::default(),
             segment_files: SegmentFiles { store: segments, pending: Default::default() },
             freeze_at_commit: false,
+            last_block: Default::default(),
+            epochs: Default::default(),
         }
+    }
+
+    /// The length of this database's history epochs, read from `meta` once per transaction
+    /// (a block's store asks for it several times; it is set when the tables are created).
+    pub(super) fn epochs(&self) -> StorageResult<Epochs> {
+        let mut known = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(epochs) = *known {
+            return Ok(epochs);
+        }
+        let epochs = super::history::keys::history_epochs(&self.txn)?;
+        *known = Some(epochs);
+        Ok(epochs)
+    }
+
+    fn last_block(&self) -> std::sync::MutexGuard<'_, Option<(u64, B256, Header)>> {
+        self.last_block.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the block [`Writer::insert_block`] wrote last: its rows are removed or replaced.
+    pub(super) fn forget_last_block(&self) {
+        *self.last_block() = None;
     }
 
     /// Leaves the freezing of the epochs the head's moves leave behind (`storage::segments`)
@@ -287,6 +316,7 @@ impl Writer {
                     None => Epochs::for_new_datadir()?,
                 };
                 m.insert(meta::HISTORY_EPOCH, epochs.len.to_be_bytes().as_slice())?;
+                *self.epochs.lock().unwrap_or_else(|e| e.into_inner()) = Some(epochs);
                 if let Some(depth) = super::history::changes::unwind_depth_for_new_datadir()? {
                     m.insert(meta::UNWIND_DEPTH, depth.to_be_bytes().as_slice())?;
                 }
@@ -432,7 +462,7 @@ impl Writer {
         if segments.blocks_frozen_to == 0 {
             return Ok(None);
         }
-        Ok(Some((segments, Epochs::read(&m)?)))
+        Ok(Some((segments, self.epochs()?)))
     }
 
     /// The frozen row of `kind` at `key` of block `number`: `None` if the block's data is not
@@ -454,6 +484,9 @@ impl Writer {
     /// Canonical hash of block `number` as seen inside this transaction.
     pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
         use super::segments::Kind;
+        if let Some((_, hash, _)) = self.last_block().as_ref().filter(|(n, ..)| *n == number) {
+            return Ok(Some(*hash));
+        }
         if let Some(row) = self.frozen_block_row(Kind::Canonical, number, &number.to_be_bytes())? {
             return Ok(row.and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok()).map(B256::from));
         }
@@ -464,6 +497,9 @@ impl Writer {
     /// Header of block `number` as seen inside this transaction.
     pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
         use super::segments::Kind;
+        if let Some((.., header)) = self.last_block().as_ref().filter(|(n, ..)| *n == number) {
+            return Ok(Some(header.clone()));
+        }
         let decode = |mut bytes: &[u8]| {
             <Header as alloy_rlp::Decodable>::decode(&mut bytes).map_err(|e| {
                 super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
@@ -543,6 +579,7 @@ impl Writer {
             super::access_list::encode_access_list(list, &mut buf);
             self.txn.open_table(tables::ACCESS_LISTS)?.insert(number, buf.as_slice())?;
         }
+        *self.last_block() = Some((number, hash, block.header.clone()));
         Ok(())
     }
 

@@ -26,8 +26,8 @@ use redb::{ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
 use crate::storage::history::held::{ClosingRows, HistoryRow, pack_epoch, rows_of, write_rows};
 use crate::storage::history::keys::{
-    Epochs, epoch_bit, history_epochs, index_entity, index_key, index_run, row_entity, row_epoch,
-    row_key, run_epochs, run_of,
+    Epochs, epoch_bit, index_entity, index_key, index_run, row_entity, row_epoch, row_key,
+    run_epochs, run_of,
 };
 use crate::storage::history::lookup::SnapshotHistory;
 use crate::storage::tables;
@@ -153,11 +153,11 @@ pub fn set_bits<const I: usize>(
 /// as the head only moves forward past blocks it has stored) first.
 pub(in crate::storage) fn follow_head(
     txn: &WriteTransaction,
+    epochs: Epochs,
     old: Option<u64>,
     new: u64,
     held: &ClosingRows,
 ) -> StorageResult<()> {
-    let epochs = history_epochs(txn)?;
     let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
     let outside = |epoch: u32| epoch < from || epoch >= to;
     write_where(txn, tables::HASHED_ACCOUNT_HISTORY, &held.accounts, outside)?;
@@ -613,7 +613,14 @@ mod tests {
                     model.entry(*key).or_default().insert(block, value);
                 }
             }
-            follow_head(&w, Some(block - 1), block, &Default::default()).unwrap();
+            follow_head(
+                &w,
+                crate::storage::history::keys::history_epochs(&w).unwrap(),
+                Some(block - 1),
+                block,
+                &Default::default(),
+            )
+            .unwrap();
             w.commit().unwrap();
             state_at.insert(block, (index_rows(&db), current_rows(&db)));
 
@@ -766,7 +773,14 @@ mod tests {
                     }
                 }
             }
-            follow_head(&w, Some(block), block - 1, &Default::default()).unwrap();
+            follow_head(
+                &w,
+                crate::storage::history::keys::history_epochs(&w).unwrap(),
+                Some(block),
+                block - 1,
+                &Default::default(),
+            )
+            .unwrap();
             w.commit().unwrap();
             let at = (index_rows(&db), current_rows(&db));
             assert_eq!(
@@ -810,7 +824,14 @@ mod tests {
                     }
                 }
                 if close && block > 0 {
-                    follow_head(&w, Some(block - 1), block, &Default::default()).unwrap();
+                    follow_head(
+                        &w,
+                        crate::storage::history::keys::history_epochs(&w).unwrap(),
+                        Some(block - 1),
+                        block,
+                        &Default::default(),
+                    )
+                    .unwrap();
                 }
                 w.commit().unwrap();
             }

@@ -11,7 +11,9 @@ use crate::storage::codec::account::{
     HashedAccount, SlotRow, StoredAccount, decode_slot, hashed_storage_key, row_stamp,
 };
 use crate::storage::history::index::replaced_bit;
-use crate::storage::history::keys::{hashed_account_history_key, hashed_storage_history_key};
+use crate::storage::history::keys::{
+    Epochs, hashed_account_history_key, hashed_storage_history_key,
+};
 use crate::storage::tables;
 use crate::storage::{StateDump, StorageResult};
 
@@ -39,7 +41,8 @@ impl Writer {
         changes: &StateChangeset,
     ) -> StorageResult<()> {
         let mut bytecodes = self.txn.open_table(tables::BYTECODES)?;
-        let mut hashed = HashedWrites::open(&self.txn, history, self.deferred())?;
+        let epochs = self.epochs()?;
+        let mut hashed = HashedWrites::open(&self.txn, epochs, history, self.deferred())?;
 
         for (hash, code) in &changes.contracts {
             if bytecodes.get(&hash.0)?.is_none() {
@@ -145,6 +148,7 @@ struct HashedWrites<'t> {
 impl<'t> HashedWrites<'t> {
     fn open(
         txn: &'t WriteTransaction,
+        epochs: Epochs,
         history: bool,
         deferred: std::sync::MutexGuard<'t, Deferred>,
     ) -> StorageResult<Self> {
@@ -156,7 +160,7 @@ impl<'t> HashedWrites<'t> {
             storage_history: txn.open_table(tables::HASHED_STORAGE_HISTORY)?,
             history,
             deferred,
-            epochs: crate::storage::history::keys::history_epochs(txn)?,
+            epochs,
             changed_accounts: Vec::new(),
             changed_slots: Vec::new(),
             new_preimages: Vec::new(),

@@ -47,7 +47,13 @@ impl Writer {
         }
         crate::storage::history::changes::prune_changes(&self.txn, number)?;
         let closing = self.flush_before_close(old, number)?;
-        crate::storage::history::index::follow_head(&self.txn, old, number, &closing)?;
+        crate::storage::history::index::follow_head(
+            &self.txn,
+            self.epochs()?,
+            old,
+            number,
+            &closing,
+        )?;
         self.freeze_due_now()
     }
 
@@ -81,7 +87,7 @@ impl Writer {
     /// ORs them in). Before a move that reopens an epoch (an unwind, which clears bits)
     /// everything held is written.
     fn flush_before_close(&self, old: Option<u64>, new: u64) -> StorageResult<ClosingRows> {
-        let epochs = crate::storage::history::keys::history_epochs(&self.txn)?;
+        let epochs = self.epochs()?;
         let (from, to) = (old.map_or(0, |o| epochs.of(o)), epochs.of(new));
         match to.cmp(&from) {
             std::cmp::Ordering::Greater => {
@@ -117,7 +123,13 @@ impl Writer {
         }
         crate::storage::history::changes::prune_changes(&self.txn, head)?;
         let closing = self.flush_before_close(old, head)?;
-        crate::storage::history::index::follow_head(&self.txn, old, head, &closing)?;
+        crate::storage::history::index::follow_head(
+            &self.txn,
+            self.epochs()?,
+            old,
+            head,
+            &closing,
+        )?;
         self.freeze_due_now()
     }
 

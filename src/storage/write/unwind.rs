@@ -126,6 +126,7 @@ impl Writer {
     /// new branch can share one commit. Genesis cannot be unwound.
     pub fn unwind_head(&mut self) -> StorageResult<u64> {
         self.flush_deferred()?;
+        self.forget_last_block();
         let head = self.head()?.ok_or(StorageError::Unwind("the database has no blocks"))?;
         if head == 0 {
             return Err(StorageError::Unwind("genesis cannot be unwound"));
@@ -144,7 +145,7 @@ impl Writer {
                 });
             }
         }
-        let epochs = crate::storage::history::keys::history_epochs(txn)?;
+        let epochs = self.epochs()?;
         let mut lists = Vec::with_capacity(ChangeKind::ALL.len());
         {
             let mut changes = txn.open_table(tables::BLOCK_CHANGES)?;
@@ -241,7 +242,13 @@ impl Writer {
         m.insert(meta::FINALIZED, finalized.to_be_bytes().as_slice())?;
         drop(m);
         // An epoch the head moves back into is open again: its index goes.
-        crate::storage::history::index::follow_head(txn, Some(head), parent, &Default::default())?;
+        crate::storage::history::index::follow_head(
+            txn,
+            epochs,
+            Some(head),
+            parent,
+            &Default::default(),
+        )?;
         self.unwound = true;
         Ok(parent)
     }
