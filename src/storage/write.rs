@@ -45,6 +45,8 @@ pub struct Writer {
     last_block: std::sync::Mutex<Option<(u64, B256, Header)>>,
     /// The history epochs' length, read once ([`Writer::epochs`]).
     epochs: std::sync::Mutex<Option<Epochs>>,
+    /// The head whose change-list pruning waits for the commit (`Writer::prune_changes_now`).
+    prune_to: std::sync::Mutex<Option<u64>>,
 }
 
 /// The segment store and the files a write transaction created and replaced: the created ones
@@ -132,6 +134,7 @@ impl Writer {
             freeze_at_commit: false,
             last_block: Default::default(),
             epochs: Default::default(),
+            prune_to: Default::default(),
         }
     }
 
@@ -162,8 +165,10 @@ impl Writer {
     /// trie-history stage beside an import). Its blocks' epochs then go into one
     /// segment file per kind of block data and one freeze, where each epoch took a freeze, its
     /// files and their syncs of its own (on mainnet's first 16,384 blocks, 128 freezes of 128
-    /// blocks; docs/benchmarks/issue-62.md). Nothing inside the transaction reads differently:
-    /// rows not frozen yet are read from the B-tree, as the epochs of the unwind window are.
+    /// blocks; docs/benchmarks/issue-62.md). The pruning of the change lists that leave the
+    /// unwind window waits for the commit too. Nothing inside the transaction reads
+    /// differently: rows not frozen yet are read from the B-tree, as the epochs of the unwind
+    /// window are, and an unwind prunes first.
     pub fn freeze_at_commit(&mut self) {
         self.freeze_at_commit = true;
     }
@@ -371,6 +376,7 @@ impl Writer {
     /// (never half of one).
     pub fn commit(mut self, durable: bool) -> StorageResult<()> {
         self.flush_deferred()?;
+        self.prune_held_changes()?;
         if self.freeze_at_commit {
             self.freeze_due()?;
         }

@@ -126,6 +126,7 @@ impl Writer {
     /// new branch can share one commit. Genesis cannot be unwound.
     pub fn unwind_head(&mut self) -> StorageResult<u64> {
         self.flush_deferred()?;
+        self.prune_held_changes()?;
         self.forget_last_block();
         let head = self.head()?.ok_or(StorageError::Unwind("the database has no blocks"))?;
         if head == 0 {
