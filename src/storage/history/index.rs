@@ -423,6 +423,12 @@ mod tests {
 
     const E: u64 = 4;
 
+    /// [`follow_head`] from `old` to `new` with no held rows, at the epochs `w`'s `meta` holds.
+    fn follow(w: &WriteTransaction, old: Option<u64>, new: u64) {
+        let epochs = crate::storage::history::keys::history_epochs(w).unwrap();
+        follow_head(w, epochs, old, new, &Default::default()).unwrap();
+    }
+
     /// A database with only the tables these tests use, epochs of [`E`] blocks.
     fn db() -> (tempfile::TempDir, redb::Database) {
         let dir = tempfile::tempdir().unwrap();
@@ -613,14 +619,7 @@ mod tests {
                     model.entry(*key).or_default().insert(block, value);
                 }
             }
-            follow_head(
-                &w,
-                crate::storage::history::keys::history_epochs(&w).unwrap(),
-                Some(block - 1),
-                block,
-                &Default::default(),
-            )
-            .unwrap();
+            follow(&w, Some(block - 1), block);
             w.commit().unwrap();
             state_at.insert(block, (index_rows(&db), current_rows(&db)));
 
@@ -773,14 +772,7 @@ mod tests {
                     }
                 }
             }
-            follow_head(
-                &w,
-                crate::storage::history::keys::history_epochs(&w).unwrap(),
-                Some(block),
-                block - 1,
-                &Default::default(),
-            )
-            .unwrap();
+            follow(&w, Some(block), block - 1);
             w.commit().unwrap();
             let at = (index_rows(&db), current_rows(&db));
             assert_eq!(
@@ -824,14 +816,7 @@ mod tests {
                     }
                 }
                 if close && block > 0 {
-                    follow_head(
-                        &w,
-                        crate::storage::history::keys::history_epochs(&w).unwrap(),
-                        Some(block - 1),
-                        block,
-                        &Default::default(),
-                    )
-                    .unwrap();
+                    follow(&w, Some(block - 1), block);
                 }
                 w.commit().unwrap();
             }
