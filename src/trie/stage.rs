@@ -1084,7 +1084,7 @@ fn run_with(
         };
         let set = later.as_ref();
         if whole_epochs {
-            let built = build_one_by_one(&reader, &ranges, memo_bytes)?;
+            let built = build_one_by_one(&reader, &ranges, memo_bytes);
             drop(reader);
             let built_us = started.elapsed().as_micros() as u64;
             match write_batch(db, &ranges, built, built_us, &mut summary)? {
@@ -1171,7 +1171,7 @@ fn build_one_by_one(
     reader: &Reader,
     ranges: &[(u64, u64)],
     memo_bytes: usize,
-) -> Result<Vec<Result<StagedRange, TrieError>>, TrieError> {
+) -> Vec<Result<StagedRange, TrieError>> {
     let mut built = Vec::with_capacity(ranges.len());
     let mut bytes = 0;
     for &(from, to) in ranges {
@@ -1183,7 +1183,7 @@ fn build_one_by_one(
             break;
         }
     }
-    Ok(built)
+    built
 }
 
 /// Writes ranges built beside an import in one write transaction and one durable commit, in
