@@ -5,6 +5,9 @@
 #[path = "support/mainnet_witness.rs"]
 mod mainnet_witness;
 
+#[path = "common/served.rs"]
+mod served;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -110,16 +113,33 @@ fn zeth_proofs(dir: &Path, block_no: u64) -> Vec<serde_json::Value> {
 fn witness_serve_answers_as_mainnet_did() {
     use serde_json::{Value, json};
     let Some(dir) = fixtures() else { return };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // The node picks its own port and names it in its log (stderr): a port the test picked and
+    // let go could be taken by another test's server first, which then answered these calls.
     let mut child = Command::new(env!("CARGO_BIN_EXE_loupe"))
         .args(["witness", "serve", "--witness"])
         .arg(dir.join(format!("zeth/{N}.json.gz")))
-        .args(["--http.port", &port.to_string()])
+        .args(["--http.port", "0", "--log.filter", "info"])
+        .env("NO_COLOR", "1")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let url = format!("http://127.0.0.1:{port}/");
+    let log = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut sent = false;
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            if !sent && let Some(url) = served::served_url(&line) {
+                let _ = tx.send(url);
+                sent = true;
+            }
+        }
+    });
+    let url = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(url) => format!("{url}/"),
+        Err(_) => panic!("loupe witness serve did not serve: {:?}", child.try_wait()),
+    };
     let client = reqwest::blocking::Client::new();
     let call = |method: &str, params: Value| -> Option<Value> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
