@@ -47,6 +47,8 @@ impl Writer {
     /// ommer rules.
     pub fn insert_header(&self, header: &Header, hash: B256) -> StorageResult<()> {
         self.forget_last_block();
+        // Held block rows go first, so that this header's rows are the last written.
+        self.write_held_blocks()?;
         let number = header.number;
         let mut buf = Vec::with_capacity(512);
         header.encode(&mut buf);

@@ -34,9 +34,9 @@ pub use node_writes::{NodeWrites, TRIE_NODES_CAP, TrieNodes};
 pub use read::{Reader, StoredTransaction};
 pub use root_oracle::{FullRecompute, state_root_of};
 pub use snapshot::{BlockMarkers, TrieTables};
-pub use state::{StateAt, StateDump, WriterState};
+pub use state::{StateAt, StateDump};
 pub use stats::{DatabaseStats, SegmentStats, TableStats};
-pub use write::Writer;
+pub use write::{Writer, WriterState};
 
 /// Name of the database file inside a datadir.
 pub const DB_FILE: &str = "loupe.redb";

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256, keccak256};
+use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256};
 use std::sync::Arc;
 
 use redb::ReadableTable;
@@ -193,86 +193,5 @@ impl DatabaseRef for StateAt {
             return Ok(B256::ZERO);
         }
         Ok(self.snap.canonical_hash(number)?.unwrap_or_default())
-    }
-}
-
-/// The state at the head of an open write transaction, uncommitted changes included, as a revm
-/// `DatabaseRef`: what a block executes on when it follows blocks unwound or imported in the
-/// same transaction (a reorg). Tables are opened per read, so it never holds one open while the
-/// writer writes.
-pub struct WriterState<'a> {
-    txn: &'a redb::WriteTransaction,
-    head: u64,
-    /// The segments of frozen block data, for `BLOCKHASH` that far back.
-    frozen: Option<(super::segments::Segments, super::history::keys::Epochs)>,
-}
-
-impl std::fmt::Debug for WriterState<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriterState").field("head", &self.head).finish_non_exhaustive()
-    }
-}
-
-impl<'a> WriterState<'a> {
-    pub(super) fn new(
-        txn: &'a redb::WriteTransaction,
-        head: u64,
-        frozen: Option<(super::segments::Segments, super::history::keys::Epochs)>,
-    ) -> Self {
-        Self { txn, head, frozen }
-    }
-}
-
-impl DatabaseRef for WriterState<'_> {
-    type Error = StorageError;
-
-    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Self::Error> {
-        let t = self.txn.open_table(super::tables::HASHED_ACCOUNTS)?;
-        let row = t.get(&keccak256(address).0)?;
-        let row = row.map(|v| HashedAccount::decode(v.value(), "hashed_accounts")).transpose()?;
-        Ok(row.map(|h| h.account).map(|a| AccountInfo {
-            balance: a.balance,
-            nonce: a.nonce,
-            code_hash: if a.code_hash.is_zero() { KECCAK256_EMPTY } else { a.code_hash },
-            account_id: None,
-            code: None,
-        }))
-    }
-
-    fn code_by_hash_ref(&self, hash: B256) -> Result<Bytecode, Self::Error> {
-        if hash == KECCAK256_EMPTY || hash.is_zero() {
-            return Ok(Bytecode::default());
-        }
-        let t = self.txn.open_table(super::tables::BYTECODES)?;
-        let v = t.get(&hash.0)?.ok_or(StorageError::MissingCode(hash))?;
-        Ok(Bytecode::new_raw(v.value().to_vec().into()))
-    }
-
-    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Self::Error> {
-        let t = self.txn.open_table(super::tables::HASHED_STORAGE)?;
-        let key = hashed_storage_key(&keccak256(address), &keccak256(index.to_be_bytes::<32>()));
-        match t.get(&key)? {
-            Some(v) => Ok(decode_slot(v.value(), "hashed_storage")?.1),
-            None => Ok(U256::ZERO),
-        }
-    }
-
-    fn block_hash_ref(&self, number: u64) -> Result<B256, Self::Error> {
-        if number > self.head {
-            return Ok(B256::ZERO);
-        }
-        if let Some((segments, epochs)) = &self.frozen
-            && segments.holds_blocks(epochs.of(number))
-        {
-            let key = number.to_be_bytes();
-            let epoch = epochs.of(number);
-            return Ok(segments
-                .first(super::segments::Kind::Canonical, epoch, &key, &key)?
-                .and_then(|(_, v)| <[u8; 32]>::try_from(v.as_slice()).ok())
-                .map(B256::from)
-                .unwrap_or_default());
-        }
-        let t = self.txn.open_table(super::tables::CANONICAL)?;
-        Ok(t.get(number)?.map(|v| B256::from(*v.value())).unwrap_or_default())
     }
 }

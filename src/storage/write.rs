@@ -1,27 +1,31 @@
-//! [`Writer`]: the single write transaction: blocks with their lookups and receipts, the rows
-//! it defers to its commit, metadata, and the reads a block's execution makes inside it. Its
-//! other concerns are submodules: moving the head and its upkeep (`head`), hashed-state writes
-//! with their history (`hashed`), unwinding the head block (`unwind`).
+//! [`Writer`]: the single write transaction: the rows it defers to its commit, metadata, and
+//! the state a block's execution reads inside it. Its other concerns are submodules: block rows
+//! and their reads (`blocks`, holding them: `held_blocks`), moving the head and its upkeep (`head`), hashed-state writes
+//! with their history (`hashed`), the state a block executes on (`state`), unwinding the head
+//! block (`unwind`).
 
-use alloy_consensus::{Block, BlockBody, Header, ReceiptEnvelope, TxEnvelope};
-use alloy_eips::Encodable2718;
+use alloy_consensus::Header;
 use alloy_primitives::{Address, B256, U256};
-use alloy_rlp::Encodable;
 use redb::{Durability, ReadableTable, WriteTransaction};
 
 use redb::Table;
 
 use super::StorageResult;
-use super::codec::tx::tx_key;
 use super::codec::u64_value;
+use super::history::changes::HeldChanges;
 use super::history::held::{HeldRows, write_rows};
 use super::history::keys::Epochs;
 use super::node_writes::TrieNodes;
 use super::tables::{self, meta};
 
+mod blocks;
 mod hashed;
 mod head;
+mod held_blocks;
+mod state;
 mod unwind;
+
+pub use state::WriterState;
 
 /// One write transaction. Dropping it without [`Writer::commit`] discards everything it wrote,
 /// which is how a block that fails verification leaves no trace.
@@ -43,6 +47,8 @@ pub struct Writer {
     /// block reads back as its parent ([`Writer::canonical_hash`], [`Writer::header`]) without
     /// a table lookup; [`Writer::unwind_head`] and [`Writer::insert_header`] forget it.
     last_block: std::sync::Mutex<Option<(u64, B256, Header)>>,
+    /// Block rows held until the commit (`blocks`).
+    held_blocks: std::sync::Mutex<held_blocks::HeldBlocks>,
     /// The history epochs' length, read once ([`Writer::epochs`]).
     epochs: std::sync::Mutex<Option<Epochs>>,
     /// The head whose change-list pruning waits for the commit (`Writer::prune_changes_now`).
@@ -73,7 +79,9 @@ impl Drop for SegmentFiles {
 /// first, an unwind ([`Writer::unwind_head`]) and [`Writer::current_state`], and an epoch's
 /// close, which only sets index bits in the first four as the held ones do, and is given the
 /// history rows of its epoch (`Writer::flush_before_close`): the rest of a whole import
-/// group's rows wait for its commit.
+/// group's rows wait for its commit. The change lists of [`tables::BLOCK_CHANGES`] are held
+/// here too, to open that table once a group: only an unwind and the pruning read them, and
+/// both write them first.
 #[derive(Debug, Default)]
 struct Deferred {
     lookups: Vec<([u8; 32], [u8; 12])>,
@@ -89,6 +97,8 @@ struct Deferred {
     /// Rows of [`tables::HASHED_ACCOUNT_HISTORY`] and [`tables::HASHED_STORAGE_HISTORY`].
     account_history: HeldRows<44>,
     slot_history: HeldRows<76>,
+    /// The change lists of the hashed state and the trace index ([`tables::BLOCK_CHANGES`]).
+    changes: HeldChanges,
 }
 
 /// `keccak(slot) → slot`: a row of [`tables::PREIMAGES`].
@@ -103,6 +113,7 @@ impl Deferred {
             + self.slot_bits.len()
             + self.account_history.len()
             + self.slot_history.len()
+            + self.changes.len()
     }
 }
 
@@ -133,6 +144,7 @@ impl Writer {
             segment_files: SegmentFiles { store: segments, pending: Default::default() },
             freeze_at_commit: false,
             last_block: Default::default(),
+            held_blocks: Default::default(),
             epochs: Default::default(),
             prune_to: Default::default(),
         }
@@ -218,14 +230,17 @@ impl Writer {
         held.write(&self.txn)
     }
 
-    /// Writes the deferred rows and the held trie nodes, each table's in key order.
+    /// Writes the deferred rows, the held block rows and the held trie nodes, each table's in
+    /// key order.
     pub(super) fn flush_deferred(&self) -> StorageResult<()> {
         let started = std::time::Instant::now();
+        self.write_held_blocks()?;
         self.flush_trie_nodes()?;
         let after_trie = started.elapsed();
         let mut deferred = self.deferred();
         let account_history = deferred.account_history.take_all();
         let slot_history = deferred.slot_history.take_all();
+        let mut changes = std::mem::take(&mut deferred.changes);
         // Field by field: the history holders keep what they know of rows written.
         let d = &mut *deferred;
         let (lookups, trace_addresses, preimages, account_bits, slot_bits) = (
@@ -266,6 +281,7 @@ impl Writer {
             t.insert(hash, key).map(drop)
         })?;
         let after_lookups = started.elapsed();
+        changes.write(&self.txn)?;
         self.write_sorted(tables::TRACE_ADDRESSES, trace_addresses, |t, key| {
             t.insert(key, ()).map(drop)
         })?;
@@ -281,6 +297,12 @@ impl Writer {
             "deferred rows written"
         );
         Ok(())
+    }
+
+    /// Writes the held change lists ([`HeldChanges`]) alone.
+    fn write_held_changes(&self) -> StorageResult<()> {
+        let mut changes = std::mem::take(&mut self.deferred().changes);
+        changes.write(&self.txn)
     }
 
     /// Puts `rows` into table `def` in order, each once, through one open table.
@@ -452,143 +474,6 @@ impl Writer {
         Ok(())
     }
 
-    /// The state at this transaction's head, its uncommitted changes included.
-    pub fn state(&self) -> StorageResult<super::WriterState<'_>> {
-        Ok(super::WriterState::new(&self.txn, self.head()?.unwrap_or(0), self.frozen_blocks()?))
-    }
-
-    /// The segments this transaction sees and the first epoch of block data not frozen, if
-    /// any block data is frozen.
-    pub(super) fn frozen_blocks(
-        &self,
-    ) -> StorageResult<Option<(super::segments::Segments, Epochs)>> {
-        let m = self.txn.open_table(tables::META)?;
-        let segments =
-            self.segment_files.store.view_stored(&m, super::segments::ProofHistory::All)?;
-        if segments.blocks_frozen_to == 0 {
-            return Ok(None);
-        }
-        Ok(Some((segments, self.epochs()?)))
-    }
-
-    /// The frozen row of `kind` at `key` of block `number`: `None` if the block's data is not
-    /// frozen, `Some(None)` if it is and the row is absent.
-    fn frozen_block_row(
-        &self,
-        kind: super::segments::Kind,
-        number: u64,
-        key: &[u8],
-    ) -> StorageResult<Option<Option<Vec<u8>>>> {
-        let Some((segments, epochs)) = self.frozen_blocks()? else { return Ok(None) };
-        let epoch = epochs.of(number);
-        if !segments.holds_blocks(epoch) {
-            return Ok(None);
-        }
-        Ok(Some(segments.first(kind, epoch, key, key)?.map(|(_, v)| v)))
-    }
-
-    /// Canonical hash of block `number` as seen inside this transaction.
-    pub fn canonical_hash(&self, number: u64) -> StorageResult<Option<B256>> {
-        use super::segments::Kind;
-        if let Some((_, hash, _)) = self.last_block().as_ref().filter(|(n, ..)| *n == number) {
-            return Ok(Some(*hash));
-        }
-        if let Some(row) = self.frozen_block_row(Kind::Canonical, number, &number.to_be_bytes())? {
-            return Ok(row.and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok()).map(B256::from));
-        }
-        let t = self.txn.open_table(tables::CANONICAL)?;
-        Ok(t.get(number)?.map(|v| B256::from(*v.value())))
-    }
-
-    /// Header of block `number` as seen inside this transaction.
-    pub fn header(&self, number: u64) -> StorageResult<Option<Header>> {
-        use super::segments::Kind;
-        if let Some((.., header)) = self.last_block().as_ref().filter(|(n, ..)| *n == number) {
-            return Ok(Some(header.clone()));
-        }
-        let decode = |mut bytes: &[u8]| {
-            <Header as alloy_rlp::Decodable>::decode(&mut bytes).map_err(|e| {
-                super::StorageError::Corrupt { table: "headers", detail: e.to_string() }
-            })
-        };
-        if let Some(row) = self.frozen_block_row(Kind::Headers, number, &number.to_be_bytes())? {
-            return row.map(|v| decode(&v)).transpose();
-        }
-        let t = self.txn.open_table(tables::HEADERS)?;
-        let Some(v) = t.get(number)? else { return Ok(None) };
-        Ok(Some(decode(v.value())?))
-    }
-
-    /// The ommers of block `number` as seen inside this transaction (none if not stored).
-    pub fn ommers(&self, number: u64) -> StorageResult<Vec<Header>> {
-        let frozen =
-            self.frozen_block_row(super::segments::Kind::Bodies, number, &number.to_be_bytes())?;
-        let t = self.txn.open_table(tables::BODIES)?;
-        let row = t.get(number)?;
-        let bytes = match (&frozen, &row) {
-            (Some(Some(v)), _) => v.as_slice(),
-            (Some(None), _) | (None, None) => return Ok(Vec::new()),
-            (None, Some(v)) => v.value(),
-        };
-        let corrupt = |detail: String| super::StorageError::Corrupt { table: "bodies", detail };
-        let rest = bytes.get(4..).ok_or_else(|| corrupt("short value".into()))?;
-        let body = <alloy_consensus::BlockBody<alloy_consensus::TxEnvelope> as alloy_rlp::Decodable>::decode(&mut &rest[..])
-            .map_err(|e| corrupt(e.to_string()))?;
-        Ok(body.ommers)
-    }
-
-    /// Stores a block: header, canonical index, body, transactions with senders, tx lookups and
-    /// receipts. `senders[i]` is the sender of `block.body.transactions[i]`.
-    pub fn insert_block(
-        &self,
-        block: &Block<TxEnvelope>,
-        hash: B256,
-        senders: &[Address],
-        receipts: &[ReceiptEnvelope],
-        access_list: Option<&alloy_eip7928::BlockAccessList>,
-    ) -> StorageResult<()> {
-        let number = block.header.number;
-        let mut buf = Vec::with_capacity(512);
-        block.header.encode(&mut buf);
-        self.txn.open_table(tables::HEADERS)?.insert(number, buf.as_slice())?;
-        self.txn.open_table(tables::CANONICAL)?.insert(number, &hash.0)?;
-        self.txn.open_table(tables::HASH_TO_NUMBER)?.insert(&hash.0, number)?;
-
-        let txs = &block.body.transactions;
-        let count = u32::try_from(txs.len()).unwrap_or(u32::MAX);
-        buf.clear();
-        buf.extend_from_slice(&count.to_be_bytes());
-        let rest: BlockBody<TxEnvelope, Header> = BlockBody {
-            transactions: Vec::new(),
-            ommers: block.body.ommers.clone(),
-            withdrawals: block.body.withdrawals.clone(),
-        };
-        rest.encode(&mut buf);
-        self.txn.open_table(tables::BODIES)?.insert(number, buf.as_slice())?;
-
-        let mut tx_table = self.txn.open_table(tables::TRANSACTIONS)?;
-        let mut lookups = Vec::with_capacity(txs.len());
-        for (i, (tx, sender)) in txs.iter().zip(senders).enumerate() {
-            let key = tx_key(number, i as u32);
-            buf.clear();
-            buf.extend_from_slice(sender.as_slice());
-            tx.encode_2718(&mut buf);
-            tx_table.insert(&key, buf.as_slice())?;
-            lookups.push((tx.tx_hash().0, key));
-        }
-        self.defer(|d| d.lookups.extend(lookups))?;
-        buf.clear();
-        super::codec::receipts::encode_receipts(receipts, &mut buf);
-        self.txn.open_table(tables::RECEIPTS)?.insert(number, buf.as_slice())?;
-        if let Some(list) = access_list {
-            buf.clear();
-            super::access_list::encode_access_list(list, &mut buf);
-            self.txn.open_table(tables::ACCESS_LISTS)?.insert(number, buf.as_slice())?;
-        }
-        *self.last_block() = Some((number, hash, block.header.clone()));
-        Ok(())
-    }
-
     /// Records that `block`'s execution touched `addresses` ([`tables::TRACE_ADDRESSES`]), in
     /// the change index too so that unwinding removes them. The first block indexed becomes
     /// [`meta::TRACE_INDEX_FROM`].
@@ -605,13 +490,8 @@ impl Writer {
                 d.trace_addresses.push(super::codec::tx::address_block_key(a, block));
                 keys.extend_from_slice(a.as_slice());
             }
-        })?;
-        super::history::changes::record_changes(
-            &self.txn,
-            block,
-            super::history::changes::ChangeKind::TraceAddresses,
-            &keys,
-        )
+            d.changes.add(block, super::history::changes::ChangeKind::TraceAddresses, &keys);
+        })
     }
 }
 
@@ -619,7 +499,7 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::storage::Database;
-    use alloy_consensus::{Signed, TxLegacy};
+    use alloy_consensus::{Block, BlockBody, Signed, TxEnvelope, TxLegacy};
     use alloy_primitives::keccak256;
     use alloy_primitives::{Signature, TxKind};
     use revm::database::states::StateChangeset;
@@ -650,6 +530,52 @@ mod tests {
         w.index_trace_addresses(number, touched).unwrap();
         w.advance_head(number).unwrap();
         b.body.transactions.iter().map(|t| *t.tx_hash()).collect()
+    }
+
+    /// Block rows held until the commit read back inside the transaction as the tables give
+    /// them after it: hash, header, ommers, `BLOCKHASH`; a block stored again at a held number
+    /// replaces the held one.
+    #[test]
+    fn held_block_rows_read_inside_the_transaction_as_the_commit_writes_them() {
+        use revm::database::DatabaseRef;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open_with_epochs(dir.path(), Epochs { len: 4 }).unwrap();
+        let w = db.begin_write().unwrap();
+        w.advance_head_with_markers(0, 0, 0).unwrap();
+        let ommer = Header { number: 7, gas_limit: 99, ..Default::default() };
+        for number in 1..=3u64 {
+            let mut b = block(number, number);
+            b.body.ommers = vec![Header { extra_data: vec![number as u8].into(), ..ommer.clone() }];
+            let senders = vec![Address::with_last_byte(1); number as usize];
+            w.insert_block(&b, B256::with_last_byte(number as u8), &senders, &[], None).unwrap();
+            w.advance_head(number).unwrap();
+        }
+        // Block 3 again, with another hash: the later rows win.
+        let again = block(3, 1);
+        w.insert_block(&again, B256::with_last_byte(0x33), &[Address::ZERO], &[], None).unwrap();
+        let inside = |w: &Writer| {
+            (1..=3u64)
+                .map(|n| {
+                    let ommers = w.ommers(n).unwrap();
+                    (w.canonical_hash(n).unwrap(), w.header(n).unwrap(), ommers)
+                })
+                .collect::<Vec<_>>()
+        };
+        let held = inside(&w);
+        assert_eq!(held[0].0, Some(B256::with_last_byte(1)));
+        assert_eq!(held[2].0, Some(B256::with_last_byte(0x33)));
+        assert_eq!(held[1].1.as_ref().map(|h| h.number), Some(2));
+        assert_eq!(held[1].2[0].extra_data.as_ref(), &[2u8]);
+        assert!(held[2].2.is_empty(), "block 3's second version has no ommers");
+        assert_eq!(w.state().unwrap().block_hash_ref(2).unwrap(), B256::with_last_byte(2));
+        w.commit(true).unwrap();
+
+        let w = db.begin_write().unwrap();
+        assert_eq!(inside(&w), held, "the tables after the commit");
+        let r = db.begin_read().unwrap();
+        assert_eq!(r.canonical_hash(3).unwrap(), Some(B256::with_last_byte(0x33)));
+        let stored = r.transaction_location(again.body.transactions[0].tx_hash()).unwrap();
+        assert_eq!(stored, Some((3, 0)));
     }
 
     #[test]

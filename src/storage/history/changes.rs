@@ -225,7 +225,16 @@ pub fn record_changes(
     if keys.is_empty() {
         return Ok(());
     }
-    let mut t = txn.open_table(tables::BLOCK_CHANGES)?;
+    merge_changes(&mut txn.open_table(tables::BLOCK_CHANGES)?, block, kind, keys)
+}
+
+/// Adds `keys` to the list of `block` and `kind` in `t`.
+fn merge_changes(
+    t: &mut Table<'_, &'static [u8; 9], &'static [u8]>,
+    block: u64,
+    kind: ChangeKind,
+    keys: &[u8],
+) -> StorageResult<()> {
     let key = change_key(block, kind, true);
     let mut all = match t.get(&key)? {
         Some(v) => unpack_keys(kind, v.value())?,
@@ -238,6 +247,47 @@ pub fn record_changes(
     sorted.dedup();
     t.insert(&key, pack_keys(kind, &sorted).as_slice())?;
     Ok(())
+}
+
+/// Change lists a write transaction holds until it writes them all at once (the writer's
+/// deferred rows, `storage::write`): one open of the table for many blocks, where each block
+/// opened it for each kind it changed. Only an unwind and the pruning read the lists, and
+/// both write the held ones first.
+#[derive(Debug, Default)]
+pub(in crate::storage) struct HeldChanges {
+    lists: std::collections::BTreeMap<(u64, u8), (ChangeKind, Vec<u8>)>,
+    keys: usize,
+}
+
+impl HeldChanges {
+    /// Adds `keys` (as [`record_changes`] takes them) to `block`'s list of `kind`.
+    pub(in crate::storage) fn add(&mut self, block: u64, kind: ChangeKind, keys: &[u8]) {
+        if keys.is_empty() {
+            return;
+        }
+        let list = self.lists.entry((block, kind as u8)).or_insert_with(|| (kind, Vec::new()));
+        list.1.extend_from_slice(keys);
+        self.keys += keys.len() / kind.key_len();
+    }
+
+    /// Keys held.
+    pub(in crate::storage) fn len(&self) -> usize {
+        self.keys
+    }
+
+    /// Writes the held lists, each merged with the row the table has, and forgets them.
+    pub(in crate::storage) fn write(&mut self, txn: &WriteTransaction) -> StorageResult<()> {
+        let lists = std::mem::take(&mut self.lists);
+        self.keys = 0;
+        if lists.is_empty() {
+            return Ok(());
+        }
+        let mut t = txn.open_table(tables::BLOCK_CHANGES)?;
+        for ((block, _), (kind, keys)) in lists {
+            merge_changes(&mut t, block, kind, &keys)?;
+        }
+        Ok(())
+    }
 }
 
 /// Takes out and returns the keys `block` changed in `kind`'s table (both encodings).

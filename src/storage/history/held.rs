@@ -41,10 +41,21 @@ impl<const H: usize> HeldRows<H> {
         key: &[u8; H],
         old: &[u8],
     ) -> StorageResult<bool> {
+        self.record_with(key, old, |key| Ok(table.get(key)?.is_some()))
+    }
+
+    /// [`HeldRows::record`] with the table's read as `written`, which says whether the table
+    /// has a row at a key; called only where the table may have one.
+    pub(in crate::storage) fn record_with(
+        &mut self,
+        key: &[u8; H],
+        old: &[u8],
+        written: impl FnOnce(&[u8; H]) -> StorageResult<bool>,
+    ) -> StorageResult<bool> {
         if self.rows.contains_key(key) {
             return Ok(false);
         }
-        if self.written_through.is_some_and(|b| b >= row_block(key)) && table.get(key)?.is_some() {
+        if self.written_through.is_some_and(|b| b >= row_block(key)) && written(key)? {
             return Ok(false);
         }
         self.rows.insert(*key, old.to_vec());

@@ -69,8 +69,10 @@ impl Writer {
     }
 
     /// Freezes the closed epochs that left the unwind window (`storage::segments`). The
-    /// history rows held for them were written by their close, long before.
+    /// history rows held for them were written by their close, long before; the held block
+    /// rows are written first (a freeze reads the blocks' tables).
     pub(in crate::storage) fn freeze_due(&self) -> StorageResult<()> {
+        self.write_held_blocks()?;
         crate::storage::segments::freeze::freeze_due(
             &self.txn,
             &self.segment_files.store,
@@ -145,7 +147,11 @@ impl Writer {
                 *self.prune_to.lock().unwrap_or_else(|e| e.into_inner()) = Some(head);
                 Ok(())
             }
-            false => crate::storage::history::changes::prune_changes(&self.txn, head),
+            false => {
+                // The held lists first, so that none of a pruned block is written after.
+                self.write_held_changes()?;
+                crate::storage::history::changes::prune_changes(&self.txn, head)
+            }
         }
     }
 
