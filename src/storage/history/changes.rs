@@ -196,13 +196,17 @@ pub(in crate::storage) fn unwind_depth(
 }
 
 /// Removes the change lists of every block that has fallen out of the unwind window of a head
-/// at `head` (blocks `head - depth` and below), and records the oldest block still kept. Costs
-/// one seek when nothing is due; a datadir written before lists were pruned loses all its old
-/// ones at its first head move.
+/// at `head` (blocks `head - depth` and below), or that a bulk import checked only with its
+/// group's state root (up to [`meta::GROUP_ROOT_AT`], where unwinding stops: their lists serve
+/// nothing), and records the oldest block still kept, below which the epochs are frozen
+/// (`storage::segments::freeze`). Costs one seek when nothing is due; a datadir written
+/// before lists were pruned loses all its old ones at its first head move.
 pub(in crate::storage) fn prune_changes(txn: &WriteTransaction, head: u64) -> StorageResult<()> {
     let mut m = txn.open_table(tables::META)?;
     let depth = unwind_depth(&m)?;
-    let Some(floor) = head.checked_sub(depth).map(|b| b + 1) else { return Ok(()) };
+    let window = head.checked_sub(depth).map(|b| b + 1);
+    let grouped = meta_u64(&m, meta::GROUP_ROOT_AT)?.map(|at| at.saturating_add(1));
+    let Some(floor) = window.max(grouped) else { return Ok(()) };
     if meta_u64(&m, meta::CHANGES_FROM)?.is_some_and(|kept| kept >= floor) {
         return Ok(());
     }
