@@ -279,16 +279,23 @@ impl HeldChanges {
         self.keys
     }
 
-    /// Writes the held lists, each merged with the row the table has, and forgets them.
+    /// Writes the held lists, each merged with the row the table has, and forgets them. The
+    /// lists of blocks at or below [`meta::GROUP_ROOT_AT`] are dropped: an unwind stops there,
+    /// and [`prune_changes`] would remove them (a bulk import's group, whose roots are checked
+    /// before its commit, writes none of its lists; on the 10,000-block chain the lists were
+    /// 379 MiB of rows).
     pub(in crate::storage) fn write(&mut self, txn: &WriteTransaction) -> StorageResult<()> {
         let lists = std::mem::take(&mut self.lists);
         self.keys = 0;
         if lists.is_empty() {
             return Ok(());
         }
+        let grouped = meta_u64(&txn.open_table(tables::META)?, meta::GROUP_ROOT_AT)?;
         let mut t = txn.open_table(tables::BLOCK_CHANGES)?;
         for ((block, _), (kind, keys)) in lists {
-            merge_changes(&mut t, block, kind, &keys)?;
+            if grouped.is_none_or(|at| block > at) {
+                merge_changes(&mut t, block, kind, &keys)?;
+            }
         }
         Ok(())
     }
