@@ -5,14 +5,12 @@
 //! block carries its slot number and the hash of the block access list (EIP-7928) its
 //! execution built.
 
-use alloy_consensus::proofs::{
-    calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root,
-};
-use alloy_consensus::{Block, BlockBody, EMPTY_OMMER_ROOT_HASH, Header, TxEnvelope, TxReceipt};
+use alloy_consensus::proofs::{calculate_transaction_root, calculate_withdrawals_root};
+use alloy_consensus::{Block, BlockBody, EMPTY_OMMER_ROOT_HASH, Header, TxEnvelope};
 use alloy_eips::eip1559::{BaseFeeParams, INITIAL_BASE_FEE};
 use alloy_eips::eip4895::Withdrawals;
 use alloy_hardforks::EthereumHardforks;
-use alloy_primitives::{Address, B256, Bloom, U256, keccak256};
+use alloy_primitives::{Address, B256, U256, keccak256};
 
 use crate::chain::{ChainSpec, DifficultyParent, difficulty};
 use crate::evm::execute_block;
@@ -119,11 +117,8 @@ impl<'a> BlockBuilder<'a> {
         // From Amsterdam the block's gas is the larger of its regular and its state gas
         // (EIP-7778, EIP-8037), as alloy-evm's executor sums it.
         header.gas_used = outcome.gas_used;
-        header.receipts_root = calculate_receipt_root(&outcome.receipts);
-        header.logs_bloom = outcome.receipts.iter().fold(Bloom::ZERO, |mut b, r| {
-            b.accrue_bloom(&r.bloom());
-            b
-        });
+        header.receipts_root = outcome.receipts_root;
+        header.logs_bloom = outcome.logs_bloom;
         header.blob_gas_used = blob_params.map(|_| outcome.blob_gas_used);
         header.requests_hash =
             spec.is_prague_active_at_timestamp(timestamp).then(|| outcome.requests.requests_hash());

@@ -1,13 +1,12 @@
 //! [`import_block`]: verify, execute and store one block.
 
 use alloy_consensus::proofs::{
-    calculate_ommers_root, calculate_receipt_root, calculate_transaction_root,
-    calculate_withdrawals_root,
+    calculate_ommers_root, calculate_transaction_root, calculate_withdrawals_root,
 };
 use alloy_consensus::transaction::SignerRecoverable;
-use alloy_consensus::{Block, TxEnvelope, TxReceipt};
+use alloy_consensus::{Block, TxEnvelope};
 use alloy_hardforks::EthereumHardforks;
-use alloy_primitives::{Address, B256, Bloom};
+use alloy_primitives::{Address, B256};
 
 use super::ImportError;
 use super::header::check_block;
@@ -347,18 +346,8 @@ where
     timings.state = started.elapsed() - timings.execute;
 
     check(number, hash, "gas used", header.gas_used, outcome.gas_used)?;
-    check(
-        number,
-        hash,
-        "receipts root",
-        header.receipts_root,
-        calculate_receipt_root(&outcome.receipts),
-    )?;
-    let mut bloom = Bloom::ZERO;
-    for r in &outcome.receipts {
-        bloom.accrue_bloom(&r.bloom());
-    }
-    check(number, hash, "logs bloom", header.logs_bloom, bloom)?;
+    check(number, hash, "receipts root", header.receipts_root, outcome.receipts_root)?;
+    check(number, hash, "logs bloom", header.logs_bloom, outcome.logs_bloom)?;
     if spec.is_prague_active_at_timestamp(header.timestamp) || header.requests_hash.is_some() {
         check(
             number,

@@ -3,14 +3,13 @@
 use std::sync::Arc;
 
 use alloy_consensus::proofs::{
-    calculate_ommers_root, calculate_receipt_root, calculate_transaction_root,
-    calculate_withdrawals_root,
+    calculate_ommers_root, calculate_transaction_root, calculate_withdrawals_root,
 };
 use alloy_consensus::transaction::SignerRecoverable;
-use alloy_consensus::{Block, ReceiptEnvelope, TxEnvelope, TxReceipt};
+use alloy_consensus::{Block, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::eip7685::Requests;
 use alloy_hardforks::EthereumHardforks;
-use alloy_primitives::{B256, Bloom};
+use alloy_primitives::B256;
 use revm::database::states::StateChangeset;
 
 pub use super::state::StateReads;
@@ -126,12 +125,8 @@ pub fn run_block_with(
     }
 
     check("gas used", header.gas_used, outcome.gas_used)?;
-    check("receipts root", header.receipts_root, calculate_receipt_root(&outcome.receipts))?;
-    let mut bloom = Bloom::ZERO;
-    for r in &outcome.receipts {
-        bloom.accrue_bloom(&r.bloom());
-    }
-    check("logs bloom", header.logs_bloom, bloom)?;
+    check("receipts root", header.receipts_root, outcome.receipts_root)?;
+    check("logs bloom", header.logs_bloom, outcome.logs_bloom)?;
     if spec.is_prague_active_at_timestamp(header.timestamp) || header.requests_hash.is_some() {
         check(
             "requests hash",
