@@ -281,9 +281,9 @@ impl HeldChanges {
 
     /// Writes the held lists, each merged with the row the table has, and forgets them. The
     /// lists of blocks at or below [`meta::GROUP_ROOT_AT`] are dropped: an unwind stops there,
-    /// and [`prune_changes`] would remove them (a bulk import's group, whose roots are checked
-    /// before its commit, writes none of its lists; on the 10,000-block chain the lists were
-    /// 379 MiB of rows).
+    /// and [`prune_changes`] would remove them (a bulk import's group, whose root is checked
+    /// before its commit, writes none of its lists unless the deferred rows pass their cap
+    /// before that check; on the 10,000-block chain the lists were 379 MiB of rows).
     pub(in crate::storage) fn write(&mut self, txn: &WriteTransaction) -> StorageResult<()> {
         let lists = std::mem::take(&mut self.lists);
         self.keys = 0;
